@@ -1,0 +1,365 @@
+//! Loop tests against a scripted in-process model and fake tools.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::model::{ModelErrorKind, ModelResponse, ToolSpec};
+use crate::tools::ToolOutput;
+
+/// Replies in order and records every request's messages.
+struct Scripted {
+    replies: Mutex<VecDeque<Result<ModelResponse, ModelError>>>,
+    seen: Mutex<Vec<Vec<Message>>>,
+}
+
+impl Scripted {
+    fn new(replies: Vec<Result<ModelResponse, ModelError>>) -> Self {
+        Self {
+            replies: Mutex::new(replies.into()),
+            seen: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+#[async_trait]
+impl ModelClient for Scripted {
+    async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        self.seen.lock().unwrap().push(request.messages.to_vec());
+        let next = self.replies.lock().unwrap().pop_front();
+        match next {
+            Some(r) => r,
+            // An exhausted script hangs, like a stalled network.
+            None => futures::future::pending().await,
+        }
+    }
+}
+
+fn reply(content: Vec<Block>, stop: StopReason) -> Result<ModelResponse, ModelError> {
+    Ok(ModelResponse {
+        message: Message {
+            role: Role::Assistant,
+            content,
+            raw: None,
+        },
+        stop_reason: stop,
+        usage: Usage {
+            input_tokens: 100,
+            output_tokens: 10,
+        },
+    })
+}
+
+fn call(id: &str, name: &str, input: Value) -> Block {
+    Block::ToolUse {
+        id: id.into(),
+        name: name.into(),
+        input,
+    }
+}
+
+fn text(t: &str) -> Block {
+    Block::Text { text: t.into() }
+}
+
+/// `echo` answers its input; `fail` fails; `slow` takes 50 ms; `fatal` ends the run.
+struct FakeTools {
+    log: Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl ToolSet for FakeTools {
+    fn specs(&self) -> Vec<ToolSpec> {
+        vec![ToolSpec {
+            name: "echo".into(),
+            description: "d".into(),
+            input_schema: json!({"type": "object"}),
+        }]
+    }
+    async fn call(&self, name: &str, input: &Value) -> ToolOutput {
+        self.log.lock().unwrap().push(format!("start {name}"));
+        let out = match name {
+            "echo" => ToolOutput {
+                content: input.to_string(),
+                is_error: false,
+                fatal: false,
+            },
+            "slow" => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                ToolOutput {
+                    content: "slow done".into(),
+                    is_error: false,
+                    fatal: false,
+                }
+            }
+            "fatal" => ToolOutput {
+                content: "disk on fire".into(),
+                is_error: true,
+                fatal: true,
+            },
+            _ => ToolOutput {
+                content: format!("no tool {name}"),
+                is_error: true,
+                fatal: false,
+            },
+        };
+        self.log.lock().unwrap().push(format!("end {name}"));
+        out
+    }
+}
+
+fn tools() -> FakeTools {
+    FakeTools {
+        log: Mutex::new(Vec::new()),
+    }
+}
+
+const LIMITS: Limits = Limits {
+    max_turns: 10,
+    max_tokens: 1_000_000,
+    max_output_tokens: 1000,
+};
+
+async fn go(model: &Scripted, tools: &FakeTools, limits: Limits) -> (Outcome, Vec<RunEvent>) {
+    let events = Mutex::new(Vec::new());
+    let out = run(
+        "sys",
+        "fix it".into(),
+        model,
+        tools,
+        &limits,
+        &CancellationToken::new(),
+        &|e| events.lock().unwrap().push(e),
+    )
+    .await;
+    (out, events.into_inner().unwrap())
+}
+
+#[tokio::test]
+async fn two_calls_in_one_turn_run_concurrently_and_results_match_by_id() {
+    let model = Scripted::new(vec![
+        reply(
+            vec![
+                text("Looking."),
+                call("toolu_b", "slow", json!({})),
+                call("toolu_a", "echo", json!({"path": "x.py"})),
+            ],
+            StopReason::ToolUse,
+        ),
+        reply(vec![text("Done: fixed.")], StopReason::EndTurn),
+    ]);
+    let t = tools();
+    let (out, events) = go(&model, &t, LIMITS).await;
+    assert_eq!(out.stop, Stop::EndTurn);
+    assert_eq!(out.turns, 2);
+    assert_eq!(out.summary, "Done: fixed.");
+    assert_eq!(
+        out.usage,
+        Usage {
+            input_tokens: 200,
+            output_tokens: 20
+        }
+    );
+    // Both started before either ended: concurrent.
+    assert_eq!(&t.log.lock().unwrap()[..2], ["start slow", "start echo"]);
+    let seen = model.seen.lock().unwrap();
+    let second = &seen[1];
+    assert_eq!(second.len(), 3);
+    assert_eq!(second[1].role, Role::Assistant);
+    assert_eq!(
+        second[2].content,
+        vec![
+            Block::ToolResult {
+                tool_use_id: "toolu_b".into(),
+                content: "slow done".into(),
+                is_error: false
+            },
+            Block::ToolResult {
+                tool_use_id: "toolu_a".into(),
+                content: r#"{"path":"x.py"}"#.into(),
+                is_error: false
+            },
+        ]
+    );
+    assert_eq!(
+        events,
+        vec![RunEvent::ToolCalls {
+            turn: 1,
+            calls: vec!["slow".into(), "echo x.py".into()]
+        }]
+    );
+}
+
+#[tokio::test]
+async fn tool_errors_are_fed_back_not_fatal() {
+    let model = Scripted::new(vec![
+        reply(vec![call("t1", "nope", json!({}))], StopReason::ToolUse),
+        reply(vec![text("ok")], StopReason::EndTurn),
+    ]);
+    let (out, _) = go(&model, &tools(), LIMITS).await;
+    assert_eq!(out.stop, Stop::EndTurn);
+    let seen = model.seen.lock().unwrap();
+    assert_eq!(
+        seen[1][2].content,
+        vec![Block::ToolResult {
+            tool_use_id: "t1".into(),
+            content: "no tool nope".into(),
+            is_error: true
+        }]
+    );
+}
+
+#[tokio::test]
+async fn max_turns_stops_a_model_that_never_ends() {
+    let replies = (0..10)
+        .map(|i| {
+            reply(
+                vec![call(&format!("t{i}"), "echo", json!({}))],
+                StopReason::ToolUse,
+            )
+        })
+        .collect();
+    let model = Scripted::new(replies);
+    let (out, _) = go(
+        &model,
+        &tools(),
+        Limits {
+            max_turns: 3,
+            ..LIMITS
+        },
+    )
+    .await;
+    assert_eq!(out.stop, Stop::MaxTurns);
+    assert_eq!(out.turns, 3);
+    assert_eq!(model.seen.lock().unwrap().len(), 3);
+    // The last turn's calls were answered too: no dangling tool_use.
+    assert!(matches!(
+        out.messages.last().unwrap().content[0],
+        Block::ToolResult { .. }
+    ));
+}
+
+#[tokio::test]
+async fn token_budget_stops_the_run() {
+    let replies = (0..10)
+        .map(|i| {
+            reply(
+                vec![call(&format!("t{i}"), "echo", json!({}))],
+                StopReason::ToolUse,
+            )
+        })
+        .collect();
+    let model = Scripted::new(replies);
+    let (out, _) = go(
+        &model,
+        &tools(),
+        Limits {
+            max_tokens: 250,
+            ..LIMITS
+        },
+    )
+    .await;
+    assert_eq!(out.stop, Stop::TokenBudget);
+    assert_eq!(out.turns, 3);
+}
+
+#[tokio::test]
+async fn tool_turn_is_detected_by_calls_even_with_end_turn() {
+    let model = Scripted::new(vec![
+        reply(vec![call("t1", "echo", json!({}))], StopReason::EndTurn),
+        reply(vec![text("done")], StopReason::EndTurn),
+    ]);
+    let (out, _) = go(&model, &tools(), LIMITS).await;
+    assert_eq!(out.turns, 2);
+}
+
+#[tokio::test]
+async fn pause_turn_continues_without_a_user_message() {
+    let model = Scripted::new(vec![
+        reply(vec![text("searching")], StopReason::PauseTurn),
+        reply(vec![text("done")], StopReason::EndTurn),
+    ]);
+    let (out, _) = go(&model, &tools(), LIMITS).await;
+    assert_eq!(out.stop, Stop::EndTurn);
+    let seen = model.seen.lock().unwrap();
+    assert_eq!(seen[1].len(), 2);
+    assert_eq!(seen[1][1].role, Role::Assistant);
+}
+
+#[tokio::test]
+async fn other_stop_reasons_end_the_run() {
+    for (reason, want) in [
+        (StopReason::MaxTokens, Stop::MaxTokens),
+        (
+            StopReason::Refusal {
+                explanation: Some("no".into()),
+            },
+            Stop::Refusal {
+                explanation: Some("no".into()),
+            },
+        ),
+        (StopReason::Other("new".into()), Stop::Unknown("new".into())),
+        (StopReason::StopSequence, Stop::StopSequence),
+    ] {
+        let model = Scripted::new(vec![reply(vec![text("x")], reason)]);
+        assert_eq!(go(&model, &tools(), LIMITS).await.0.stop, want);
+    }
+}
+
+#[tokio::test]
+async fn model_errors_and_fatal_tools_end_the_run() {
+    let err = ModelError {
+        kind: ModelErrorKind::Auth,
+        status: Some(401),
+        message: "bad key".into(),
+    };
+    let model = Scripted::new(vec![Err(err.clone())]);
+    assert_eq!(
+        go(&model, &tools(), LIMITS).await.0.stop,
+        Stop::ModelError(err)
+    );
+    let model = Scripted::new(vec![reply(
+        vec![call("t", "fatal", json!({}))],
+        StopReason::ToolUse,
+    )]);
+    assert_eq!(
+        go(&model, &tools(), LIMITS).await.0.stop,
+        Stop::ToolFatal("disk on fire".into())
+    );
+}
+
+#[tokio::test]
+async fn cancel_interrupts_a_pending_request() {
+    let model = Scripted::new(vec![]);
+    let cancel = CancellationToken::new();
+    let c2 = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        c2.cancel();
+    });
+    let t = tools();
+    let out = tokio::time::timeout(
+        Duration::from_secs(5),
+        run("s", "p".into(), &model, &t, &LIMITS, &cancel, &|_| {}),
+    )
+    .await
+    .expect("cancel must end the run");
+    assert_eq!(out.stop, Stop::Cancelled);
+}
+
+#[test]
+fn calls_are_described_by_their_main_argument() {
+    assert_eq!(
+        describe_call("read_file", &json!({"path": "calc.py"})),
+        "read_file calc.py"
+    );
+    assert_eq!(
+        describe_call("grep", &json!({"pattern": "def"})),
+        "grep def"
+    );
+    assert_eq!(describe_call("list_files", &json!({})), "list_files");
+}

@@ -1,0 +1,216 @@
+//! One fix, independent of who asked for it (the LSP server or the headless
+//! CLI): the system prompt, the first user message built from the target,
+//! the tools over a fresh overlay, and the agent loop.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{self, Limits, Outcome, RunEvent};
+use crate::config::Config;
+use crate::providers::ModelClient;
+use crate::tools::{ToolContext, Toolbox};
+use crate::workspace::{BufferSource, FileChange, Overlay, Workspace};
+
+/// Lines of code shown around the target in the first message.
+const CONTEXT_LINES: u32 = 30;
+
+pub const SYSTEM_PROMPT: &str = "You are agentfix, a coding agent inside the user's code editor. \
+You fix one problem in the user's workspace using the tools you are given.\n\
+- The files you read are what the editor holds, unsaved changes included.\n\
+- Your edits are never written to disk. They are collected into one proposal that the user reviews as a diff and accepts or rejects.\n\
+- Read the code before you change it. Make the smallest correct change; keep the file's style; do not reformat unrelated code.\n\
+- edit_file needs an old_text that occurs exactly once in the file; copy it exactly, without line-number prefixes.\n\
+- When you are done, stop calling tools and answer with one short sentence that says what you changed and why.";
+
+/// A diagnostic the fix is about, in neutral terms (1-based lines).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub line: u32,
+    pub column: u32,
+    pub severity: Option<String>,
+    pub source: Option<String>,
+    pub code: Option<String>,
+    pub message: String,
+}
+
+/// What to fix.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Absolute path of the file.
+    pub path: PathBuf,
+    /// 1-based, inclusive line range the user pointed at.
+    pub lines: (u32, u32),
+    pub problems: Vec<Problem>,
+    pub instruction: Option<String>,
+}
+
+/// The first user message of a run. Reading the target through the overlay
+/// pins the buffer version the run works from.
+pub fn task_prompt(target: &Target, overlay: &Overlay) -> String {
+    let ws = overlay.workspace();
+    let shown = ws.display(&target.path);
+    let mut out = String::new();
+    let (first, last) = target.lines;
+    if target.problems.is_empty() {
+        if first == last {
+            out.push_str(&format!(
+                "The user asks for a fix at line {first} of `{shown}`.\n"
+            ));
+        } else {
+            out.push_str(&format!(
+                "The user selected lines {first}-{last} of `{shown}`.\n"
+            ));
+        }
+    } else {
+        out.push_str(&format!("Fix this problem in `{shown}`:\n"));
+        for p in &target.problems {
+            let mut tags = Vec::new();
+            if let Some(s) = &p.source {
+                tags.push(s.clone());
+            }
+            if let Some(c) = &p.code {
+                tags.push(c.clone());
+            }
+            let tags = if tags.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", tags.join(" "))
+            };
+            let sev = p.severity.as_deref().unwrap_or("problem");
+            out.push_str(&format!(
+                "- line {}, column {}: {sev}: {}{tags}\n",
+                p.line, p.column, p.message
+            ));
+        }
+    }
+    if let Some(i) = target
+        .instruction
+        .as_deref()
+        .filter(|i| !i.trim().is_empty())
+    {
+        out.push_str(&format!("\nThe user's instruction: {}\n", i.trim()));
+    }
+    match overlay.read(&target.path) {
+        Ok(text) => {
+            let lines: Vec<&str> = text.lines().collect();
+            let from = first.saturating_sub(CONTEXT_LINES).max(1) as usize;
+            let to = ((last + CONTEXT_LINES) as usize).min(lines.len());
+            if from <= to {
+                out.push_str(&format!("\nLines {from}-{to} of `{shown}` ({} lines in all), as the editor holds it now:\n", lines.len()));
+                for n in from..=to {
+                    out.push_str(&format!("{n:>6}\t{}\n", lines[n - 1]));
+                }
+            } else {
+                out.push_str(&format!("\n`{shown}` is empty.\n"));
+            }
+        }
+        Err(e) => out.push_str(&format!("\n(The file could not be read: {e}.)\n")),
+    }
+    out.push_str(&format!(
+        "\nThe workspace root is `{}`; tool paths are relative to it.",
+        ws.primary_root().display()
+    ));
+    out
+}
+
+/// The result of one fix.
+pub struct FixResult {
+    pub outcome: Outcome,
+    pub changes: Vec<FileChange>,
+    pub limits: Limits,
+}
+
+/// Runs one fix to the end. Nothing is written anywhere.
+pub async fn run(
+    config: &Config,
+    model: &dyn ModelClient,
+    workspace: Arc<Workspace>,
+    buffers: Arc<dyn BufferSource>,
+    target: &Target,
+    cancel: &CancellationToken,
+    events: &(dyn Fn(RunEvent) + Send + Sync),
+) -> FixResult {
+    let overlay = Arc::new(Overlay::new(workspace, buffers));
+    let prompt = task_prompt(target, &overlay);
+    let toolbox = Toolbox::standard(ToolContext {
+        overlay: overlay.clone(),
+    });
+    let limits = Limits {
+        max_turns: config.max_turns,
+        max_tokens: config.max_tokens,
+        max_output_tokens: config.max_output_tokens,
+    };
+    let outcome = agent::run(
+        SYSTEM_PROMPT,
+        prompt,
+        model,
+        &toolbox,
+        &limits,
+        cancel,
+        events,
+    )
+    .await;
+    let changes = overlay.changes();
+    FixResult {
+        outcome,
+        changes,
+        limits,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::test_support::context;
+
+    #[test]
+    fn prompt_carries_problem_instruction_and_numbered_context() {
+        let text: String = (1..=100).map(|i| format!("line {i}\n")).collect();
+        let (_d, ctx) = context(&[], &[("calc.py", &text, 9)]);
+        let target = Target {
+            path: ctx.overlay.resolve("calc.py").unwrap(),
+            lines: (50, 50),
+            problems: vec![Problem {
+                line: 50,
+                column: 3,
+                severity: Some("error".into()),
+                source: Some("pyright".into()),
+                code: Some("reportX".into()),
+                message: "bad thing".into(),
+            }],
+            instruction: Some(" be brief ".into()),
+        };
+        let p = task_prompt(&target, &ctx.overlay);
+        assert!(p.starts_with("Fix this problem in `calc.py`:\n- line 50, column 3: error: bad thing [pyright reportX]\n"), "{p}");
+        assert!(p.contains("\nThe user's instruction: be brief\n"));
+        assert!(p.contains("Lines 20-80 of `calc.py` (100 lines in all)"));
+        assert!(
+            p.contains("    20\tline 20\n")
+                && p.contains("    80\tline 80\n")
+                && !p.contains("line 81\n")
+        );
+        // The read pinned the buffer version for the final edit.
+        let path = target.path.clone();
+        ctx.overlay.write(&path, "changed\n".into()).unwrap();
+        assert_eq!(ctx.overlay.changes()[0].version, Some(9));
+    }
+
+    #[test]
+    fn prompt_without_problems_names_the_lines() {
+        let (_d, ctx) = context(&[("a.py", "")], &[]);
+        let t = Target {
+            path: ctx.overlay.resolve("a.py").unwrap(),
+            lines: (3, 7),
+            problems: vec![],
+            instruction: None,
+        };
+        let p = task_prompt(&t, &ctx.overlay);
+        assert!(
+            p.starts_with("The user selected lines 3-7 of `a.py`.\n"),
+            "{p}"
+        );
+        assert!(p.contains("`a.py` is empty."));
+    }
+}

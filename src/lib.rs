@@ -1,0 +1,13 @@
+//! agentfix: a language server that puts a coding-agent loop behind one code
+//! action. Modules in reading order, lowest layer first; see ARCHITECTURE.md.
+
+pub mod agent;
+pub mod cli;
+pub mod config;
+pub mod documents;
+pub mod fix;
+pub mod lsp;
+pub mod model;
+pub mod providers;
+pub mod tools;
+pub mod workspace;

@@ -1,0 +1,345 @@
+//! Conversions between LSP types and ours, in one place: position encoding
+//! negotiation, URIs and paths, diagnostics, and proposed file changes into
+//! a `WorkspaceEdit`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use ropey::Rope;
+use tower_lsp_server::ls_types::{
+    ClientCapabilities, CreateFile, CreateFileOptions, Diagnostic, DiagnosticSeverity,
+    DocumentChangeOperation, DocumentChanges, NumberOrString, OneOf,
+    OptionalVersionedTextDocumentIdentifier, Position, PositionEncodingKind, Range, ResourceOp,
+    ResourceOperationKind, TextDocumentContentChangeEvent, TextDocumentEdit, TextEdit, Uri,
+    WorkspaceEdit,
+};
+
+use crate::documents::{Change, PositionEncoding, encoding};
+use crate::fix::Problem;
+use crate::workspace::{FileChange, hunks};
+
+/// Picks the position encoding from what the client offers: UTF-8, then
+/// UTF-32 (both cheaper to convert), else the mandatory UTF-16.
+pub fn negotiate_encoding(caps: &ClientCapabilities) -> PositionEncoding {
+    let offered = caps
+        .general
+        .as_ref()
+        .and_then(|g| g.position_encodings.as_ref());
+    let offers = |k: &PositionEncodingKind| offered.is_some_and(|o| o.contains(k));
+    if offers(&PositionEncodingKind::UTF8) {
+        PositionEncoding::Utf8
+    } else if offers(&PositionEncodingKind::UTF32) {
+        PositionEncoding::Utf32
+    } else {
+        PositionEncoding::Utf16
+    }
+}
+
+pub fn encoding_kind(e: PositionEncoding) -> PositionEncodingKind {
+    match e {
+        PositionEncoding::Utf8 => PositionEncodingKind::UTF8,
+        PositionEncoding::Utf16 => PositionEncodingKind::UTF16,
+        PositionEncoding::Utf32 => PositionEncodingKind::UTF32,
+    }
+}
+
+pub fn uri_to_path(uri: &Uri) -> Option<PathBuf> {
+    uri.to_file_path().map(|p| p.into_owned())
+}
+
+pub fn change_from_proto(c: TextDocumentContentChangeEvent) -> Change {
+    Change {
+        range: c.range.map(|r| {
+            (
+                (r.start.line, r.start.character),
+                (r.end.line, r.end.character),
+            )
+        }),
+        text: c.text,
+    }
+}
+
+/// Whether two ranges share at least one position (ends inclusive, so a
+/// cursor at either end of a diagnostic counts).
+pub fn overlaps(a: &Range, b: &Range) -> bool {
+    let le = |p: &Position, q: &Position| (p.line, p.character) <= (q.line, q.character);
+    le(&a.start, &b.end) && le(&b.start, &a.end)
+}
+
+/// 1-based inclusive lines of a range; an end at column 0 of a later line
+/// does not include that line.
+pub fn range_lines(r: &Range) -> (u32, u32) {
+    let start = r.start.line.saturating_add(1);
+    let mut end = r.end.line.saturating_add(1);
+    if r.end.character == 0 && r.end.line > r.start.line {
+        end -= 1;
+    }
+    (start, end.max(start))
+}
+
+pub fn problem_from_proto(d: &Diagnostic) -> Problem {
+    Problem {
+        line: d.range.start.line.saturating_add(1),
+        column: d.range.start.character.saturating_add(1),
+        severity: d.severity.map(|s| {
+            match s {
+                DiagnosticSeverity::ERROR => "error",
+                DiagnosticSeverity::WARNING => "warning",
+                DiagnosticSeverity::INFORMATION => "info",
+                _ => "hint",
+            }
+            .to_string()
+        }),
+        source: d.source.clone(),
+        code: d.code.as_ref().map(|c| match c {
+            NumberOrString::Number(n) => n.to_string(),
+            NumberOrString::String(s) => s.clone(),
+        }),
+        message: d.message.clone(),
+    }
+}
+
+/// What the client can take in a `WorkspaceEdit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EditSupport {
+    pub document_changes: bool,
+    pub create_files: bool,
+}
+
+impl EditSupport {
+    pub fn of(caps: &ClientCapabilities) -> Self {
+        let we = caps
+            .workspace
+            .as_ref()
+            .and_then(|w| w.workspace_edit.as_ref());
+        let document_changes = we.and_then(|w| w.document_changes).unwrap_or(false);
+        let create_files = document_changes
+            && we
+                .and_then(|w| w.resource_operations.as_ref())
+                .is_some_and(|ops| ops.contains(&ResourceOperationKind::Create));
+        Self {
+            document_changes,
+            create_files,
+        }
+    }
+}
+
+/// Builds the edit for `changes`. Returns the edit and the display paths of
+/// changes the client cannot take (new files without `create` support).
+pub fn workspace_edit(
+    changes: &[FileChange],
+    encoding: PositionEncoding,
+    support: EditSupport,
+) -> (WorkspaceEdit, Vec<String>) {
+    let mut skipped = Vec::new();
+    let mut ops: Vec<DocumentChangeOperation> = Vec::new();
+    let mut plain: HashMap<Uri, Vec<TextEdit>> = HashMap::new();
+    for change in changes {
+        let Some(uri) = Uri::from_file_path(&change.path) else {
+            skipped.push(change.display.clone());
+            continue;
+        };
+        let edits = match &change.original {
+            Some(original) => text_edits(original, &change.new_text, encoding),
+            None if support.create_files => {
+                ops.push(DocumentChangeOperation::Op(ResourceOp::Create(
+                    CreateFile {
+                        uri: uri.clone(),
+                        options: Some(CreateFileOptions {
+                            overwrite: Some(false),
+                            ignore_if_exists: Some(false),
+                        }),
+                        annotation_id: None,
+                    },
+                )));
+                vec![TextEdit {
+                    range: Range::default(),
+                    new_text: change.new_text.clone(),
+                }]
+            }
+            None => {
+                skipped.push(change.display.clone());
+                continue;
+            }
+        };
+        if support.document_changes {
+            ops.push(DocumentChangeOperation::Edit(TextDocumentEdit {
+                text_document: OptionalVersionedTextDocumentIdentifier {
+                    uri,
+                    version: change.version,
+                },
+                edits: edits.into_iter().map(OneOf::Left).collect(),
+            }));
+        } else {
+            plain.insert(uri, edits);
+        }
+    }
+    let edit = if support.document_changes {
+        WorkspaceEdit {
+            document_changes: Some(DocumentChanges::Operations(ops)),
+            ..Default::default()
+        }
+    } else {
+        WorkspaceEdit {
+            changes: Some(plain),
+            ..Default::default()
+        }
+    };
+    (edit, skipped)
+}
+
+/// Line hunks from `original` to `new`, as LSP text edits in `encoding`.
+pub fn text_edits(original: &str, new: &str, encoding: PositionEncoding) -> Vec<TextEdit> {
+    let rope = Rope::from_str(original);
+    let pos = |byte: usize| {
+        let (line, character) = encoding::byte_to_position(&rope, byte, encoding);
+        Position { line, character }
+    };
+    hunks(original, new)
+        .into_iter()
+        .map(|h| TextEdit {
+            range: Range {
+                start: pos(h.old_start),
+                end: pos(h.old_end),
+            },
+            new_text: h.new_text,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tower_lsp_server::ls_types::GeneralClientCapabilities;
+
+    fn caps_with(encodings: Vec<PositionEncodingKind>) -> ClientCapabilities {
+        ClientCapabilities {
+            general: Some(GeneralClientCapabilities {
+                position_encodings: Some(encodings),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn encoding_negotiation_prefers_utf8_and_defaults_to_utf16() {
+        assert_eq!(
+            negotiate_encoding(&ClientCapabilities::default()),
+            PositionEncoding::Utf16
+        );
+        assert_eq!(
+            negotiate_encoding(&caps_with(vec![PositionEncodingKind::UTF16])),
+            PositionEncoding::Utf16
+        );
+        assert_eq!(
+            negotiate_encoding(&caps_with(vec![
+                PositionEncodingKind::UTF16,
+                PositionEncodingKind::UTF8
+            ])),
+            PositionEncoding::Utf8
+        );
+        assert_eq!(
+            negotiate_encoding(&caps_with(vec![PositionEncodingKind::UTF32])),
+            PositionEncoding::Utf32
+        );
+    }
+
+    #[test]
+    fn text_edits_use_the_negotiated_encoding() {
+        let old = "a = '😀'\r\nb = 1\r\n";
+        let new = "a = '😀'\r\nb = 2\r\n";
+        let e16 = text_edits(old, new, PositionEncoding::Utf16);
+        assert_eq!(e16.len(), 1);
+        assert_eq!(
+            e16[0].range.start,
+            Position {
+                line: 1,
+                character: 0
+            }
+        );
+        assert_eq!(
+            e16[0].range.end,
+            Position {
+                line: 2,
+                character: 0
+            }
+        );
+        assert_eq!(e16[0].new_text, "b = 2\r\n");
+        // A change on the emoji line: utf16 counts the emoji as 2 units.
+        let e = text_edits("x😀\n", "x😀y\n", PositionEncoding::Utf16);
+        assert_eq!(
+            e[0].range.end,
+            Position {
+                line: 1,
+                character: 0
+            }
+        );
+        let e = text_edits("x😀", "x😀y", PositionEncoding::Utf16);
+        assert_eq!(
+            e[0].range.end,
+            Position {
+                line: 0,
+                character: 3
+            }
+        );
+        let e = text_edits("x😀", "x😀y", PositionEncoding::Utf8);
+        assert_eq!(
+            e[0].range.end,
+            Position {
+                line: 0,
+                character: 5
+            }
+        );
+    }
+
+    #[test]
+    fn ranges_overlap_inclusively_and_map_to_lines() {
+        let r = |a: u32, b: u32, c: u32, d: u32| Range {
+            start: Position::new(a, b),
+            end: Position::new(c, d),
+        };
+        assert!(overlaps(&r(2, 4, 2, 9), &r(2, 9, 2, 9)));
+        assert!(overlaps(&r(2, 4, 2, 9), &r(2, 4, 2, 4)));
+        assert!(!overlaps(&r(2, 4, 2, 9), &r(2, 10, 2, 10)));
+        assert!(overlaps(&r(1, 0, 5, 0), &r(3, 0, 3, 0)));
+        assert_eq!(range_lines(&r(2, 0, 4, 0)), (3, 4));
+        assert_eq!(range_lines(&r(2, 3, 2, 3)), (3, 3));
+    }
+
+    #[test]
+    fn new_files_need_create_support() {
+        let change = FileChange {
+            path: "/w/new.py".into(),
+            display: "new.py".into(),
+            version: None,
+            original: None,
+            new_text: "x\n".into(),
+        };
+        let (edit, skipped) = workspace_edit(
+            std::slice::from_ref(&change),
+            PositionEncoding::Utf16,
+            EditSupport {
+                document_changes: true,
+                create_files: true,
+            },
+        );
+        assert!(skipped.is_empty());
+        let v = serde_json::to_value(&edit).unwrap();
+        assert_eq!(v["documentChanges"][0]["kind"], "create");
+        assert_eq!(
+            v["documentChanges"][1]["textDocument"]["version"],
+            serde_json::Value::Null
+        );
+        assert_eq!(v["documentChanges"][1]["edits"][0]["newText"], "x\n");
+        let (_, skipped) = workspace_edit(
+            &[change],
+            PositionEncoding::Utf16,
+            EditSupport {
+                document_changes: false,
+                create_files: false,
+            },
+        );
+        assert_eq!(skipped, ["new.py"]);
+    }
+}

@@ -1,0 +1,138 @@
+//! The Language Server Protocol face of agentfix: the only module that knows
+//! tower-lsp-server and LSP types.
+//!
+//! - `ordered`: wraps the service so that document notifications are applied
+//!   in wire order and panics in handlers become error responses;
+//! - `server`: the `LanguageServer` implementation (initialize, code actions,
+//!   configuration);
+//! - `run`: the `agentfix.fix` command, from arguments to `workspace/applyEdit`;
+//! - `progress`: `$/progress` reporting; `convert`: type conversions.
+
+mod convert;
+mod ordered;
+mod progress;
+mod run;
+mod server;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use tokio_util::sync::CancellationToken;
+use tower_lsp_server::ls_types::ClientCapabilities;
+use tower_lsp_server::{LspService, Server};
+
+use crate::config::Settings;
+use crate::documents::{Documents, PositionEncoding};
+
+/// The command the code actions carry.
+pub const FIX_COMMAND: &str = "agentfix.fix";
+
+/// How many requests the server works on at once. Runs of `agentfix.fix`
+/// each hold one slot while they last, so this is far above the default 4:
+/// other requests must never wait behind runs.
+const CONCURRENCY: usize = 64;
+
+/// State shared by the service wrapper and the handlers. Locks are std
+/// locks, never held across an `.await`.
+pub struct Session {
+    pub docs: Arc<Documents>,
+    state: RwLock<SessionState>,
+    /// Cancellation of runs in progress, by progress token.
+    runs: Mutex<HashMap<String, CancellationToken>>,
+    next_run: AtomicU64,
+}
+
+#[derive(Default, Clone)]
+struct SessionState {
+    encoding: PositionEncoding,
+    caps: ClientCapabilities,
+    roots: Vec<PathBuf>,
+    /// `initializationOptions`, then `didChangeConfiguration` on top.
+    settings: Settings,
+}
+
+impl Session {
+    fn new() -> Self {
+        Self {
+            docs: Arc::new(Documents::new()),
+            state: RwLock::new(SessionState::default()),
+            runs: Mutex::new(HashMap::new()),
+            next_run: AtomicU64::new(1),
+        }
+    }
+
+    fn state(&self) -> SessionState {
+        self.state.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn update(&self, f: impl FnOnce(&mut SessionState)) {
+        f(&mut self.state.write().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    fn encoding(&self) -> PositionEncoding {
+        self.state
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .encoding
+    }
+
+    fn register_run(&self, token: &str, cancel: CancellationToken) {
+        self.runs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(token.to_string(), cancel);
+    }
+
+    fn unregister_run(&self, token: &str) {
+        self.runs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(token);
+    }
+
+    /// Cancels the run reporting progress on `token`; false if none.
+    fn cancel_run(&self, token: &str) -> bool {
+        match self
+            .runs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(token)
+        {
+            Some(c) => {
+                c.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn cancel_all_runs(&self) {
+        for c in self.runs.lock().unwrap_or_else(|e| e.into_inner()).values() {
+            c.cancel();
+        }
+    }
+
+    fn next_run_id(&self) -> u64 {
+        self.next_run.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// Serves LSP on stdin/stdout until the client says `exit` or closes stdin.
+pub async fn serve_stdio() {
+    let session = Arc::new(Session::new());
+    let (service, socket) =
+        LspService::build(|client| server::Backend::new(client, session.clone()))
+            .custom_method(
+                "window/workDoneProgress/cancel",
+                server::Backend::work_done_progress_cancel,
+            )
+            .finish();
+    let service = ordered::Ordered::new(service, session.clone());
+    Server::new(tokio::io::stdin(), tokio::io::stdout(), socket)
+        .concurrency_level(CONCURRENCY)
+        .serve(service)
+        .await;
+    session.cancel_all_runs();
+}

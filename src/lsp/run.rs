@@ -1,0 +1,288 @@
+//! The `agentfix.fix` command: parse the code action's argument, start the
+//! run in its own task, report progress, and end in one versioned
+//! `workspace/applyEdit`. The handler only waits for the task; if the
+//! request is cancelled (`$/cancelRequest`), the dropped handler cancels the
+//! run through a drop guard.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tower_lsp_server::Client;
+use tower_lsp_server::jsonrpc::{Error, ErrorCode, Result};
+use tower_lsp_server::ls_types::request::ApplyWorkspaceEdit;
+use tower_lsp_server::ls_types::{ApplyWorkspaceEditParams, Diagnostic, MessageType, Range, Uri};
+
+use super::progress::RunProgress;
+use super::{Session, convert};
+use crate::agent::{RunEvent, Stop};
+use crate::config::Config;
+use crate::fix::{self, Target};
+use crate::providers;
+use crate::workspace::Workspace;
+
+/// How long the user may take to review the proposal in the editor.
+const APPLY_EDIT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The argument object of `agentfix.fix`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FixArgs {
+    uri: Uri,
+    #[serde(default)]
+    version: Option<i32>,
+    range: Range,
+    #[serde(default)]
+    diagnostics: Vec<Diagnostic>,
+    #[serde(default)]
+    instruction: Option<String>,
+}
+
+fn request_failed(message: String) -> Error {
+    Error {
+        code: ErrorCode::ServerError(-32803),
+        message: message.into(),
+        data: None,
+    }
+}
+
+/// Handles `workspace/executeCommand` for `agentfix.fix`.
+pub async fn execute_fix(
+    client: Client,
+    session: Arc<Session>,
+    arguments: Vec<Value>,
+) -> Result<Value> {
+    let args: FixArgs = match arguments.as_slice() {
+        [one] => serde_json::from_value(one.clone()).map_err(|e| {
+            Error::invalid_params(format!("agentfix.fix expects one argument {{uri, version, range, diagnostics, instruction?}}: {e}"))
+        })?,
+        _ => {
+            return Err(Error::invalid_params(format!(
+                "agentfix.fix expects exactly one argument {{uri, version, range, diagnostics, instruction?}}, got {}",
+                arguments.len()
+            )));
+        }
+    };
+    let path = convert::uri_to_path(&args.uri).ok_or_else(|| {
+        Error::invalid_params(format!(
+            "agentfix.fix works on file: URIs, not `{}`",
+            args.uri.as_str()
+        ))
+    })?;
+    let state = session.state();
+    let setup = Config::from_process_env(&state.settings)
+        .and_then(|config| providers::from_config(&config).map(|model| (config, model)));
+    let (config, model) = match setup {
+        Ok(x) => x,
+        Err(e) => {
+            client
+                .show_message(MessageType::ERROR, format!("Agent fix: {e}"))
+                .await;
+            return Err(request_failed(e.to_string()));
+        }
+    };
+    if let Some(v) = args.version
+        && let Some(doc) = session.docs.get(args.uri.as_str())
+        && doc.version != v
+    {
+        tracing::info!(
+            asked = v,
+            current = doc.version,
+            "the buffer changed since the code action; working on the current text"
+        );
+    }
+    let workspace = Arc::new(Workspace::new(roots_for(&state.roots, &path)));
+    let target = Target {
+        path,
+        lines: convert::range_lines(&args.range),
+        problems: args
+            .diagnostics
+            .iter()
+            .map(convert::problem_from_proto)
+            .collect(),
+        instruction: args.instruction.clone(),
+    };
+    let fallback_title = args.diagnostics.first().map(|d| d.message.clone());
+
+    let cancel = CancellationToken::new();
+    // Dropping this handler (e.g. on $/cancelRequest) cancels the run.
+    let _guard = cancel.clone().drop_guard();
+    let run_id = session.next_run_id();
+    let token_name = format!("agentfix/fix/{run_id}");
+    let supports_progress = state
+        .caps
+        .window
+        .as_ref()
+        .and_then(|w| w.work_done_progress)
+        .unwrap_or(false);
+    let supports_apply = state
+        .caps
+        .workspace
+        .as_ref()
+        .and_then(|w| w.apply_edit)
+        .unwrap_or(false);
+    let edit_support = convert::EditSupport::of(&state.caps);
+    let encoding = state.encoding;
+
+    let task = {
+        let session = session.clone();
+        let client = client.clone();
+        let cancel = cancel.clone();
+        async move {
+            session.register_run(&token_name, cancel.clone());
+            let progress =
+                RunProgress::create(&client, supports_progress, token_name.clone()).await;
+            progress.begin("Agent fix", "asking the model").await;
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+            let forward = {
+                let progress = progress.clone();
+                tokio::spawn(async move {
+                    while let Some(m) = rx.recv().await {
+                        progress.report(m).await;
+                    }
+                })
+            };
+            let events = move |e: RunEvent| match e {
+                RunEvent::ToolCalls { turn, calls } => {
+                    let _ = tx.send(format!("turn {turn}: {}", calls.join(", ")));
+                }
+            };
+            let buffers: Arc<dyn crate::workspace::BufferSource> = session.docs.clone();
+            let result = fix::run(
+                &config, &*model, workspace, buffers, &target, &cancel, &events,
+            )
+            .await;
+            drop(events);
+            let _ = forward.await;
+            session.unregister_run(&token_name);
+            let outcome = &result.outcome;
+            let reason = outcome.stop.describe(&result.limits);
+            let mut applied = false;
+            let mut message;
+            if outcome.stop == Stop::Cancelled {
+                message = "Agent fix cancelled; nothing was changed.".to_string();
+            } else if result.changes.is_empty() {
+                message = match &outcome.stop {
+                    Stop::ModelError(e) => format!("Agent fix failed: {}", e.message),
+                    s if s.is_natural() => {
+                        format!("Agent fix proposed no edit. {}", outcome.summary.trim())
+                    }
+                    _ => format!("Agent fix proposed no edit: {reason}."),
+                };
+            } else if !supports_apply {
+                message = "Agent fix has a proposal, but this editor does not support workspace/applyEdit.".to_string();
+            } else {
+                let (edit, skipped) =
+                    convert::workspace_edit(&result.changes, encoding, edit_support);
+                let files = result.changes.len() - skipped.len();
+                let title = first_line(&outcome.summary)
+                    .or(fallback_title)
+                    .unwrap_or_else(|| "proposal".into());
+                let early = if outcome.stop.is_natural() {
+                    String::new()
+                } else {
+                    format!(" (stopped early: {reason})")
+                };
+                let label = format!(
+                    "Agent fix: {title}{early} ({files} file{})",
+                    if files == 1 { "" } else { "s" }
+                );
+                message = label.clone();
+                if !skipped.is_empty() {
+                    message.push_str(&format!(
+                        "; left out (the editor cannot create files): {}",
+                        skipped.join(", ")
+                    ));
+                }
+                let request = client.send_request::<ApplyWorkspaceEdit>(ApplyWorkspaceEditParams {
+                    label: Some(label),
+                    edit,
+                });
+                match tokio::time::timeout(APPLY_EDIT_TIMEOUT, request).await {
+                    Ok(Ok(r)) if r.applied => applied = true,
+                    Ok(Ok(r)) => {
+                        message = format!(
+                            "The editor did not apply the agent's proposal{}.",
+                            r.failure_reason
+                                .map(|f| format!(": {f}"))
+                                .unwrap_or_default()
+                        )
+                    }
+                    Ok(Err(e)) => {
+                        message = format!("The editor refused the agent's proposal: {}", e.message)
+                    }
+                    Err(_) => {
+                        message =
+                            "The editor did not answer workspace/applyEdit in time.".to_string()
+                    }
+                }
+            }
+            progress.end(message.clone()).await;
+            let shown = !applied || !result.changes.is_empty() && !outcome.stop.is_natural();
+            if shown {
+                let kind = match outcome.stop {
+                    Stop::ModelError(_) | Stop::ToolFatal(_) => MessageType::ERROR,
+                    Stop::Cancelled => MessageType::INFO,
+                    _ if applied => MessageType::INFO,
+                    _ => MessageType::WARNING,
+                };
+                client.show_message(kind, &message).await;
+            }
+            json!({
+                "applied": applied,
+                "stopReason": outcome.stop.as_str(),
+                "turns": outcome.turns,
+                "inputTokens": outcome.usage.input_tokens,
+                "outputTokens": outcome.usage.output_tokens,
+                "message": message,
+            })
+        }
+    };
+    match tokio::spawn(task).await {
+        Ok(v) => Ok(v),
+        Err(e) => {
+            let msg = if e.is_panic() {
+                let p = e.into_panic();
+                let text = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                format!("Agent fix crashed: {text}")
+            } else {
+                "Agent fix was aborted".to_string()
+            };
+            tracing::error!("{msg}");
+            client.show_message(MessageType::ERROR, &msg).await;
+            Err(Error {
+                code: ErrorCode::InternalError,
+                message: msg.into(),
+                data: None,
+            })
+        }
+    }
+}
+
+fn first_line(s: &str) -> Option<String> {
+    let line = s.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let mut t: String = line.chars().take(80).collect();
+    if line.chars().count() > 80 {
+        t.push('…');
+    }
+    Some(t)
+}
+
+/// The workspace roots for a run on `path`: the session's roots when one
+/// contains the file, else the file's directory.
+fn roots_for(roots: &[PathBuf], path: &std::path::Path) -> Vec<PathBuf> {
+    if roots.iter().any(|r| path.starts_with(r)) {
+        roots.to_vec()
+    } else {
+        path.parent()
+            .map(|p| vec![p.to_path_buf()])
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,250 @@
+//! The `LanguageServer` implementation: converts in, delegates, converts out.
+//! Document sync happens in `ordered`, before requests reach this code.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tower_lsp_server::jsonrpc::{Error, Result};
+use tower_lsp_server::ls_types::{
+    CodeAction, CodeActionKind, CodeActionOptions, CodeActionOrCommand, CodeActionParams,
+    CodeActionProviderCapability, CodeActionResponse, Command, DidChangeConfigurationParams,
+    ExecuteCommandOptions, ExecuteCommandParams, InitializeParams, InitializeResult,
+    InitializedParams, MessageType, NumberOrString, ServerCapabilities, ServerInfo,
+    TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions,
+    WorkDoneProgressCancelParams,
+};
+use tower_lsp_server::{Client, LanguageServer};
+
+use super::{FIX_COMMAND, Session, convert, run};
+use crate::config::Settings;
+
+/// Code action titles are cut to this many chars of the diagnostic message.
+const TITLE_CHARS: usize = 80;
+
+pub struct Backend {
+    client: Client,
+    session: Arc<Session>,
+}
+
+impl Backend {
+    pub fn new(client: Client, session: Arc<Session>) -> Self {
+        Self { client, session }
+    }
+
+    /// `window/workDoneProgress/cancel`: the user pressed Cancel on a run's progress.
+    pub async fn work_done_progress_cancel(&self, params: WorkDoneProgressCancelParams) {
+        let token = match &params.token {
+            NumberOrString::String(s) => s.clone(),
+            NumberOrString::Number(n) => n.to_string(),
+        };
+        if !self.session.cancel_run(&token) {
+            tracing::debug!(token, "cancel for an unknown or finished run");
+        }
+    }
+}
+
+/// `Agent fix: <first line of the message, at most 80 chars>`.
+fn action_title(message: &str) -> String {
+    let first = message.lines().next().unwrap_or("").trim();
+    let mut title: String = first.chars().take(TITLE_CHARS).collect();
+    if first.chars().count() > TITLE_CHARS {
+        title.push('…');
+    }
+    format!("Agent fix: {title}")
+}
+
+/// Whether `kind` passes the request's `only` filter (prefix match, as the
+/// specification says: `refactor` admits `refactor.rewrite`).
+fn kind_allowed(only: Option<&Vec<CodeActionKind>>, kind: &CodeActionKind) -> bool {
+    only.is_none_or(|only| {
+        only.iter().any(|o| {
+            kind.as_str() == o.as_str() || kind.as_str().starts_with(&format!("{}.", o.as_str()))
+        })
+    })
+}
+
+impl LanguageServer for Backend {
+    async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
+        let encoding = convert::negotiate_encoding(&params.capabilities);
+        let mut roots: Vec<_> = params
+            .workspace_folders
+            .iter()
+            .flatten()
+            .filter_map(|f| convert::uri_to_path(&f.uri))
+            .collect();
+        #[allow(deprecated)]
+        if roots.is_empty()
+            && let Some(root) = params.root_uri.as_ref().and_then(convert::uri_to_path)
+        {
+            roots.push(root);
+        }
+        let settings = match params
+            .initialization_options
+            .as_ref()
+            .map(Settings::from_json)
+            .transpose()
+        {
+            Ok(s) => s.unwrap_or_default(),
+            Err(e) => return Err(Error::invalid_params(e.to_string())),
+        };
+        tracing::info!(?encoding, ?roots, "initialize");
+        self.session.update(|s| {
+            s.encoding = encoding;
+            s.caps = params.capabilities;
+            s.roots = roots;
+            s.settings = settings;
+        });
+        Ok(InitializeResult {
+            capabilities: ServerCapabilities {
+                position_encoding: Some(convert::encoding_kind(encoding)),
+                text_document_sync: Some(TextDocumentSyncCapability::Options(
+                    TextDocumentSyncOptions {
+                        open_close: Some(true),
+                        change: Some(TextDocumentSyncKind::INCREMENTAL),
+                        ..Default::default()
+                    },
+                )),
+                code_action_provider: Some(CodeActionProviderCapability::Options(
+                    CodeActionOptions {
+                        code_action_kinds: Some(vec![
+                            CodeActionKind::QUICKFIX,
+                            CodeActionKind::REFACTOR_REWRITE,
+                        ]),
+                        ..Default::default()
+                    },
+                )),
+                execute_command_provider: Some(ExecuteCommandOptions {
+                    commands: vec![FIX_COMMAND.to_string()],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            server_info: Some(ServerInfo {
+                name: "agentfix".into(),
+                version: Some(env!("CARGO_PKG_VERSION").into()),
+            }),
+            offset_encoding: None,
+        })
+    }
+
+    async fn initialized(&self, _: InitializedParams) {
+        tracing::info!("initialized");
+    }
+
+    async fn shutdown(&self) -> Result<()> {
+        self.session.cancel_all_runs();
+        Ok(())
+    }
+
+    async fn did_change_configuration(&self, params: DidChangeConfigurationParams) {
+        match Settings::from_json(&params.settings) {
+            Ok(new) => self
+                .session
+                .update(|s| s.settings = s.settings.merged(&new)),
+            Err(e) => {
+                self.client
+                    .show_message(MessageType::ERROR, format!("agentfix: {e}"))
+                    .await
+            }
+        }
+    }
+
+    async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
+        let uri = params.text_document.uri;
+        let version = self.session.docs.get(uri.as_str()).map(|d| d.version);
+        let only = params.context.only.as_ref();
+        let mut actions = Vec::new();
+        let argument = |diagnostics: Value, instruction: Option<&str>| {
+            let mut arg = json!({"uri": uri, "version": version, "range": params.range, "diagnostics": diagnostics});
+            if let Some(i) = instruction {
+                arg["instruction"] = json!(i);
+            }
+            vec![arg]
+        };
+        if kind_allowed(only, &CodeActionKind::QUICKFIX) {
+            for d in params
+                .context
+                .diagnostics
+                .iter()
+                .filter(|d| convert::overlaps(&d.range, &params.range))
+            {
+                let title = action_title(&d.message);
+                actions.push(CodeActionOrCommand::CodeAction(CodeAction {
+                    title: title.clone(),
+                    kind: Some(CodeActionKind::QUICKFIX),
+                    diagnostics: Some(vec![d.clone()]),
+                    command: Some(Command {
+                        title,
+                        command: FIX_COMMAND.into(),
+                        arguments: Some(argument(json!([d]), None)),
+                    }),
+                    ..Default::default()
+                }));
+            }
+        }
+        if params.range.start != params.range.end
+            && kind_allowed(only, &CodeActionKind::REFACTOR_REWRITE)
+        {
+            let inside: Vec<_> = params
+                .context
+                .diagnostics
+                .iter()
+                .filter(|d| convert::overlaps(&d.range, &params.range))
+                .cloned()
+                .collect();
+            let title = "Agent fix: selection".to_string();
+            actions.push(CodeActionOrCommand::CodeAction(CodeAction {
+                title: title.clone(),
+                kind: Some(CodeActionKind::REFACTOR_REWRITE),
+                command: Some(Command {
+                    title,
+                    command: FIX_COMMAND.into(),
+                    arguments: Some(argument(json!(inside), None)),
+                }),
+                ..Default::default()
+            }));
+        }
+        Ok(Some(actions))
+    }
+
+    async fn execute_command(&self, params: ExecuteCommandParams) -> Result<Option<Value>> {
+        match params.command.as_str() {
+            FIX_COMMAND => {
+                run::execute_fix(self.client.clone(), self.session.clone(), params.arguments)
+                    .await
+                    .map(Some)
+            }
+            "agentfix.debug.panic" if std::env::var_os("AGENTFIX_DEBUG_COMMANDS").is_some() => {
+                panic!("debug panic requested")
+            }
+            other => Err(Error::invalid_params(format!(
+                "unknown command `{other}`; agentfix offers `{FIX_COMMAND}`"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_take_the_first_line_cut_at_80_chars() {
+        assert_eq!(
+            action_title("Undefined name `x`\nmore detail"),
+            "Agent fix: Undefined name `x`"
+        );
+        let long = "é".repeat(100);
+        let t = action_title(&long);
+        assert_eq!(t.chars().count(), "Agent fix: ".len() + 80 + 1);
+        assert!(t.ends_with('…'));
+    }
+
+    #[test]
+    fn only_filter_matches_by_prefix() {
+        let only = vec![CodeActionKind::REFACTOR];
+        assert!(kind_allowed(Some(&only), &CodeActionKind::REFACTOR_REWRITE));
+        assert!(!kind_allowed(Some(&only), &CodeActionKind::QUICKFIX));
+        assert!(kind_allowed(None, &CodeActionKind::QUICKFIX));
+    }
+}

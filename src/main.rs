@@ -1,0 +1,60 @@
+//! The `agentfix` binary: command-line parsing and logging setup; everything
+//! else lives in the library.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+/// A language server that puts a coding-agent loop behind one code action.
+///
+/// Without a subcommand (or with `lsp` or `--stdio`) it serves the Language
+/// Server Protocol over stdin/stdout.
+#[derive(Debug, Parser)]
+#[command(name = "agentfix", version, about, long_about)]
+struct Cli {
+    /// Serve LSP over stdio (the default; accepted because clients pass it).
+    #[arg(long, global = true)]
+    stdio: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the Language Server Protocol over stdio.
+    Lsp,
+    /// Fix a problem in a file on disk and print the proposed diff.
+    Fix(agentfix::cli::FixArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Logs go to stderr only: stdout carries the protocol.
+    let filter = EnvFilter::try_from_env("AGENTFIX_LOG")
+        .or_else(|_| EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| EnvFilter::new("agentfix=info"));
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("agentfix: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match cli.command {
+        Some(Command::Fix(args)) => runtime.block_on(agentfix::cli::fix(args)),
+        Some(Command::Lsp) | None => {
+            let _ = cli.stdio;
+            runtime.block_on(agentfix::lsp::serve_stdio());
+            ExitCode::SUCCESS
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! Provider-neutral conversation types shared by the agent loop and the
+//! model providers: messages, content blocks, tool declarations, stop reasons
+//! and token usage. No wire format lives here; each provider converts.
+
+use serde_json::Value;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// One content block of a message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Block {
+    Text {
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: String,
+        content: String,
+        is_error: bool,
+    },
+    /// A block the loop does not interpret (thinking, server tools, unknown
+    /// types). Kept so that the provider can echo it back.
+    Other(Value),
+}
+
+/// A message of the conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub role: Role,
+    pub content: Vec<Block>,
+    /// For an assistant message: the provider's own encoding of `content`,
+    /// echoed back byte for byte on the next request (thinking signatures,
+    /// unknown block types). `None` for messages the harness wrote.
+    pub raw: Option<Value>,
+}
+
+impl Message {
+    pub fn user_text(text: impl Into<String>) -> Self {
+        Self {
+            role: Role::User,
+            content: vec![Block::Text { text: text.into() }],
+            raw: None,
+        }
+    }
+
+    /// The tool calls of this message, in order.
+    pub fn tool_calls(&self) -> impl Iterator<Item = (&str, &str, &Value)> {
+        self.content.iter().filter_map(|b| match b {
+            Block::ToolUse { id, name, input } => Some((id.as_str(), name.as_str(), input)),
+            _ => None,
+        })
+    }
+
+    /// The concatenated text blocks.
+    pub fn text(&self) -> String {
+        let parts: Vec<&str> = self
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                Block::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        parts.join("\n")
+    }
+}
+
+/// A tool as declared to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// A JSON Schema object for the tool's input.
+    pub input_schema: Value,
+}
+
+/// Why the model stopped, normalised across providers. Unknown values are
+/// kept, never rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    EndTurn,
+    ToolUse,
+    MaxTokens,
+    StopSequence,
+    PauseTurn,
+    Refusal { explanation: Option<String> },
+    ContextWindowExceeded,
+    Other(String),
+}
+
+/// Token counts of one response, or summed over a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// All prompt tokens, cached or not.
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    pub fn total(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+
+    pub fn add(&mut self, other: Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+    }
+}
+
+/// One request to a model.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelRequest<'a> {
+    pub system: &'a str,
+    pub messages: &'a [Message],
+    pub tools: &'a [ToolSpec],
+    pub max_output_tokens: u32,
+}
+
+/// One complete model response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelResponse {
+    /// The assistant message.
+    pub message: Message,
+    pub stop_reason: StopReason,
+    pub usage: Usage,
+}
+
+/// What went wrong talking to the model, in terms a user can act on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ModelError {
+    pub kind: ModelErrorKind,
+    /// HTTP status when there was one.
+    pub status: Option<u16>,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelErrorKind {
+    /// The key was rejected (401/403).
+    Auth,
+    /// The request was refused as malformed (400, 404, 413, 422).
+    InvalidRequest,
+    /// Rate limited or out of quota (429).
+    RateLimited,
+    /// The service failed or is overloaded (5xx, 529).
+    Server,
+    /// Connection refused, reset, timed out.
+    Network,
+    /// The response could not be understood.
+    Decode,
+}

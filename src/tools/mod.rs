@@ -1,0 +1,376 @@
+//! The tools the model can call. Each tool is one file: a typed input that
+//! derives `JsonSchema` (its doc comments are what the model reads), a
+//! `run` that computes the result over the run's [`ToolContext`], and text
+//! rendering for the model.
+//!
+//! [`Toolbox`] is the [`ToolSet`] the agent loop sees: it validates input
+//! against the tool's type and turns every failure into a tool error the
+//! model can read.
+
+mod edit_file;
+mod grep;
+mod list_files;
+mod read_file;
+mod write_file;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::model::ToolSpec;
+use crate::workspace::{Overlay, OverlayError};
+
+pub use edit_file::EditFile;
+pub use grep::Grep;
+pub use list_files::ListFiles;
+pub use read_file::ReadFile;
+pub use write_file::WriteFile;
+
+/// What a tool call sees: the run's overlay over buffers and disk.
+#[derive(Clone)]
+pub struct ToolContext {
+    pub overlay: Arc<Overlay>,
+}
+
+/// A failed tool call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    /// Sent back to the model as a tool result with `is_error: true`.
+    #[error("{0}")]
+    Respond(String),
+    /// Ends the run: something the model cannot fix by trying again.
+    #[error("{0}")]
+    Fatal(String),
+}
+
+impl From<OverlayError> for ToolError {
+    fn from(e: OverlayError) -> Self {
+        ToolError::Respond(e.to_string())
+    }
+}
+
+/// The result of one tool call, as the agent loop sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub content: String,
+    pub is_error: bool,
+    /// The run must stop after this call.
+    pub fatal: bool,
+}
+
+/// The set of tools offered to the model in one run.
+#[async_trait]
+pub trait ToolSet: Send + Sync {
+    fn specs(&self) -> Vec<ToolSpec>;
+    async fn call(&self, name: &str, input: &Value) -> ToolOutput;
+}
+
+/// A tool with a typed input.
+#[async_trait]
+pub trait Tool: Send + Sync + 'static {
+    type Input: DeserializeOwned + JsonSchema + Send;
+    const NAME: &'static str;
+    const DESCRIPTION: &'static str;
+    async fn run(&self, input: Self::Input, ctx: &ToolContext) -> Result<String, ToolError>;
+}
+
+/// Object-safe face of [`Tool`], used by the registry.
+#[async_trait]
+trait DynTool: Send + Sync {
+    fn spec(&self) -> ToolSpec;
+    async fn call(&self, input: &Value, ctx: &ToolContext) -> Result<String, ToolError>;
+}
+
+#[async_trait]
+impl<T: Tool> DynTool for T {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: T::NAME.to_string(),
+            description: T::DESCRIPTION.to_string(),
+            input_schema: input_schema::<T::Input>(),
+        }
+    }
+
+    async fn call(&self, input: &Value, ctx: &ToolContext) -> Result<String, ToolError> {
+        let input: T::Input = serde_json::from_value(input.clone()).map_err(|e| {
+            ToolError::Respond(format!(
+                "invalid input for `{}`: {e}. Expected input schema: {}",
+                T::NAME,
+                input_schema::<T::Input>()
+            ))
+        })?;
+        self.run(input, ctx).await
+    }
+}
+
+/// The JSON Schema of a tool input, trimmed to what model APIs accept.
+pub fn input_schema<T: JsonSchema>() -> Value {
+    let mut v = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut v {
+        map.remove("$schema");
+        map.remove("title");
+    }
+    strip_formats(&mut v);
+    v
+}
+
+/// Removes `format` annotations (`uint32`, …) that some APIs reject.
+fn strip_formats(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            if map.get("format").is_some_and(Value::is_string) {
+                map.remove("format");
+            }
+            map.values_mut().for_each(strip_formats);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_formats),
+        _ => {}
+    }
+}
+
+/// The tools of a run, bound to its context.
+pub struct Toolbox {
+    tools: Vec<Box<dyn DynTool>>,
+    /// `specs[i]` declares `tools[i]`; computed once per run.
+    specs: Vec<ToolSpec>,
+    ctx: ToolContext,
+}
+
+impl Toolbox {
+    /// Every built-in tool.
+    pub fn standard(ctx: ToolContext) -> Self {
+        let tools: Vec<Box<dyn DynTool>> = vec![
+            Box::new(ReadFile),
+            Box::new(ListFiles),
+            Box::new(Grep),
+            Box::new(EditFile),
+            Box::new(WriteFile),
+        ];
+        let specs = tools.iter().map(|t| t.spec()).collect();
+        Self { tools, specs, ctx }
+    }
+
+    pub fn context(&self) -> &ToolContext {
+        &self.ctx
+    }
+}
+
+#[async_trait]
+impl ToolSet for Toolbox {
+    fn specs(&self) -> Vec<ToolSpec> {
+        self.specs.clone()
+    }
+
+    async fn call(&self, name: &str, input: &Value) -> ToolOutput {
+        let Some(tool) = self
+            .specs
+            .iter()
+            .position(|s| s.name == name)
+            .map(|i| &self.tools[i])
+        else {
+            let names: Vec<&str> = self.specs.iter().map(|s| s.name.as_str()).collect();
+            return ToolOutput {
+                content: format!(
+                    "unknown tool `{name}`; the available tools are: {}",
+                    names.join(", ")
+                ),
+                is_error: true,
+                fatal: false,
+            };
+        };
+        match tool.call(input, &self.ctx).await {
+            Ok(content) => ToolOutput {
+                content,
+                is_error: false,
+                fatal: false,
+            },
+            Err(ToolError::Respond(content)) => ToolOutput {
+                content,
+                is_error: true,
+                fatal: false,
+            },
+            Err(ToolError::Fatal(content)) => ToolOutput {
+                content,
+                is_error: true,
+                fatal: true,
+            },
+        }
+    }
+}
+
+/// Numbers lines for the model: `   12\ttext`.
+pub(crate) fn numbered(line_no: usize, text: &str) -> String {
+    format!("{line_no:>6}\t{text}")
+}
+
+/// Shortens `s` to at most `max` chars, marking the cut.
+pub(crate) fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let cut: String = s.chars().take(max).collect();
+        format!("{cut}… [line truncated]")
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+
+    use super::ToolContext;
+    use crate::workspace::{BufferSource, BufferText, Overlay, Workspace};
+
+    /// Open buffers for tests: (relative path, text, version).
+    pub struct Buffers(pub Vec<(PathBuf, String, i32)>);
+
+    impl BufferSource for Buffers {
+        fn buffer(&self, path: &Path) -> Option<BufferText> {
+            self.0
+                .iter()
+                .find(|(p, _, _)| p == path)
+                .map(|(_, t, v)| BufferText {
+                    text: t.clone(),
+                    version: *v,
+                })
+        }
+        fn open_paths(&self) -> Vec<PathBuf> {
+            self.0.iter().map(|(p, _, _)| p.clone()).collect()
+        }
+    }
+
+    /// A temp workspace with `files` on disk and `buffers` open.
+    pub fn context(
+        files: &[(&str, &str)],
+        buffers: &[(&str, &str, i32)],
+    ) -> (tempfile::TempDir, ToolContext) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        for (p, text) in files {
+            let path = root.join(p);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let bufs = Buffers(
+            buffers
+                .iter()
+                .map(|(p, t, v)| (root.join(p), t.to_string(), *v))
+                .collect(),
+        );
+        let ws = Arc::new(Workspace::new(vec![root]));
+        (
+            dir,
+            ToolContext {
+                overlay: Arc::new(Overlay::new(ws, Arc::new(bufs))),
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn unknown_tools_and_bad_input_are_tool_errors() {
+        let (_d, ctx) = test_support::context(&[("a.txt", "x\n")], &[]);
+        let tb = Toolbox::standard(ctx);
+        let out = tb.call("delete_everything", &json!({})).await;
+        assert!(out.is_error && !out.fatal);
+        assert!(
+            out.content.contains("unknown tool `delete_everything`"),
+            "{}",
+            out.content
+        );
+        assert!(out.content.contains("read_file"));
+        let out = tb.call("edit_file", &json!({"path": "a.txt"})).await;
+        assert!(out.is_error);
+        assert!(
+            out.content.contains("missing field `old_text`"),
+            "{}",
+            out.content
+        );
+        let out = tb.call("read_file", &json!({"path": 5})).await;
+        assert!(out.is_error && out.content.contains("invalid input for `read_file`"));
+    }
+
+    #[test]
+    fn schemas_are_objects_with_descriptions_and_no_formats() {
+        let (_d, ctx) = test_support::context(&[], &[]);
+        let specs = Toolbox::standard(ctx).specs();
+        let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["read_file", "list_files", "grep", "edit_file", "write_file"]
+        );
+        for s in &specs {
+            assert_eq!(s.input_schema["type"], "object", "{}", s.name);
+            assert!(!s.description.is_empty());
+            assert!(
+                !s.input_schema.to_string().contains("\"format\""),
+                "{}",
+                s.input_schema
+            );
+            for (_, prop) in s.input_schema["properties"].as_object().unwrap() {
+                assert!(prop["description"].is_string(), "{}: {prop}", s.name);
+            }
+        }
+    }
+}
+
+/// Every file under `dir` in the run's view, sorted: the disk walked like
+/// ripgrep does (`.gitignore`, `.ignore`, hidden files skipped), plus open
+/// buffers and files the run created under `dir`, minus nothing else.
+/// Stops after `limit` files; the flag says whether it stopped early.
+pub(crate) fn files_under(
+    ctx: &ToolContext,
+    dir: &std::path::Path,
+    limit: usize,
+) -> (Vec<std::path::PathBuf>, bool) {
+    use std::collections::BTreeSet;
+    let ws = ctx.overlay.workspace();
+    let mut files = BTreeSet::new();
+    let mut truncated = false;
+    let walker = ignore::WalkBuilder::new(dir)
+        .hidden(true)
+        .git_ignore(true)
+        .git_global(false)
+        .git_exclude(true)
+        .require_git(false)
+        .follow_links(false)
+        .sort_by_file_path(|a, b| a.cmp(b))
+        .build();
+    for entry in walker.flatten() {
+        if entry.file_type().is_some_and(|t| t.is_file()) {
+            let p = entry.into_path();
+            if ws.contains(&p) {
+                files.insert(p);
+            }
+            if files.len() >= limit {
+                truncated = true;
+                break;
+            }
+        }
+    }
+    let extra = ctx.overlay.buffers().open_paths().into_iter().chain(
+        ctx.overlay
+            .touched()
+            .into_iter()
+            .filter(|(_, t)| t.is_some())
+            .map(|(p, _)| p),
+    );
+    for p in extra {
+        if p.starts_with(dir) && ws.contains(&p) && !files.contains(&p) {
+            if files.len() >= limit {
+                truncated = true;
+                break;
+            }
+            files.insert(p);
+        }
+    }
+    (files.into_iter().collect(), truncated)
+}

@@ -1,0 +1,106 @@
+//! `write_file`: create a file, or replace a file's whole text, in the run's
+//! overlay.
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::{Tool, ToolContext, ToolError};
+
+/// Input of `write_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct WriteFileInput {
+    /// Path of the file, relative to the workspace root. Missing directories are created with it.
+    pub path: String,
+    /// The complete new text of the file.
+    pub content: String,
+}
+
+pub struct WriteFile;
+
+#[async_trait]
+impl Tool for WriteFile {
+    type Input = WriteFileInput;
+    const NAME: &'static str = "write_file";
+    const DESCRIPTION: &'static str = "Create a new file, or replace the whole text of an existing one. Prefer \
+        edit_file for changes to existing files. Nothing is saved to disk: it becomes part of a proposal the user reviews.";
+
+    async fn run(&self, input: WriteFileInput, ctx: &ToolContext) -> Result<String, ToolError> {
+        let path = ctx.overlay.resolve(&input.path)?;
+        let shown = ctx.overlay.workspace().display(&path);
+        let lines = input.content.lines().count();
+        let existed = ctx.overlay.write(&path, input.content)?;
+        Ok(if existed {
+            format!("Replaced the text of {shown} ({lines} lines).")
+        } else {
+            format!("Created {shown} ({lines} lines).")
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::test_support::context;
+
+    #[tokio::test]
+    async fn creates_and_replaces_without_touching_disk() {
+        let (_d, ctx) = context(&[("old.txt", "old\n")], &[]);
+        let out = WriteFile
+            .run(
+                WriteFileInput {
+                    path: "pkg/new.py".into(),
+                    content: "a\nb\n".into(),
+                },
+                &ctx,
+            )
+            .await
+            .unwrap();
+        assert_eq!(out, "Created pkg/new.py (2 lines).");
+        let out = WriteFile
+            .run(
+                WriteFileInput {
+                    path: "old.txt".into(),
+                    content: "new\n".into(),
+                },
+                &ctx,
+            )
+            .await
+            .unwrap();
+        assert_eq!(out, "Replaced the text of old.txt (1 lines).");
+        let root = ctx.overlay.workspace().primary_root().to_path_buf();
+        assert!(!root.join("pkg").exists());
+        assert_eq!(
+            std::fs::read_to_string(root.join("old.txt")).unwrap(),
+            "old\n"
+        );
+        assert_eq!(ctx.overlay.changes().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn refuses_paths_outside_and_directories() {
+        let (_d, ctx) = context(&[("dir/x.txt", "")], &[]);
+        let e = WriteFile
+            .run(
+                WriteFileInput {
+                    path: "/tmp/evil".into(),
+                    content: String::new(),
+                },
+                &ctx,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e.to_string(), "path `/tmp/evil` is outside the workspace");
+        let e = WriteFile
+            .run(
+                WriteFileInput {
+                    path: "dir".into(),
+                    content: String::new(),
+                },
+                &ctx,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e.to_string(), "`dir` is a directory, not a file");
+    }
+}

@@ -1,0 +1,44 @@
+//! The files a run may see and change: the workspace roots and path
+//! confinement, the editor's buffers layered over the disk, and the run's
+//! private overlay of proposed edits.
+//!
+//! Nothing in this module writes to disk.
+
+mod diff;
+mod overlay;
+mod paths;
+
+use std::path::{Path, PathBuf};
+
+pub use diff::{Hunk, apply_hunks, hunks, unified_diff};
+pub use overlay::{FileChange, Overlay, OverlayError};
+pub use paths::{PathError, Workspace};
+
+/// The text of an open editor buffer and its version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BufferText {
+    pub text: String,
+    pub version: i32,
+}
+
+/// Where unsaved editor buffers come from. The LSP server's document store
+/// implements it; the headless CLI uses [`NoBuffers`].
+pub trait BufferSource: Send + Sync {
+    /// The open buffer at `path` (an absolute path), if the editor has one.
+    fn buffer(&self, path: &Path) -> Option<BufferText>;
+    /// Every open buffer's path.
+    fn open_paths(&self) -> Vec<PathBuf>;
+}
+
+/// No editor: every file comes from the disk.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoBuffers;
+
+impl BufferSource for NoBuffers {
+    fn buffer(&self, _: &Path) -> Option<BufferText> {
+        None
+    }
+    fn open_paths(&self) -> Vec<PathBuf> {
+        Vec::new()
+    }
+}

@@ -1,0 +1,309 @@
+//! A run's private view of the workspace: the editor's buffers over the disk,
+//! with the run's own edits on top. The first read of a file pins the text
+//! (and buffer version) the run works from, so every later read and the final
+//! versioned edit agree on one base.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::{BufferSource, PathError, Workspace};
+
+/// Files larger than this are not loaded into a run.
+const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum OverlayError {
+    #[error(transparent)]
+    Path(#[from] PathError),
+    #[error("file `{0}` does not exist")]
+    NotFound(String),
+    #[error("`{0}` is a directory, not a file")]
+    IsDirectory(String),
+    #[error("file `{0}` is not UTF-8 text")]
+    NotText(String),
+    #[error("file `{0}` is larger than {MAX_FILE_BYTES} bytes")]
+    TooLarge(String),
+    #[error("could not read `{0}`: {1}")]
+    Io(String, String),
+}
+
+/// Where a file's base text came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Base {
+    /// An open editor buffer at this version.
+    Buffer { text: String, version: i32 },
+    /// The disk (no buffer open).
+    Disk { text: String },
+    /// The file did not exist.
+    Missing,
+}
+
+impl Base {
+    fn text(&self) -> Option<&str> {
+        match self {
+            Base::Buffer { text, .. } | Base::Disk { text } => Some(text),
+            Base::Missing => None,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Entry {
+    base: Base,
+    /// The run's current text; `None` while a missing file is not created.
+    current: Option<String>,
+}
+
+/// One file the run changed, relative to the base it read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileChange {
+    pub path: PathBuf,
+    /// The workspace-relative display path.
+    pub display: String,
+    /// The buffer version the run read; `None` when it read the disk.
+    pub version: Option<i32>,
+    /// The base text; `None` for a file the run created.
+    pub original: Option<String>,
+    pub new_text: String,
+}
+
+/// The overlay of one run.
+pub struct Overlay {
+    workspace: Arc<Workspace>,
+    buffers: Arc<dyn BufferSource>,
+    files: Mutex<BTreeMap<PathBuf, Entry>>,
+}
+
+impl Overlay {
+    pub fn new(workspace: Arc<Workspace>, buffers: Arc<dyn BufferSource>) -> Self {
+        Self {
+            workspace,
+            buffers,
+            files: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    pub fn workspace(&self) -> &Workspace {
+        &self.workspace
+    }
+
+    pub fn buffers(&self) -> &dyn BufferSource {
+        &*self.buffers
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<PathBuf, Entry>> {
+        self.files.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Resolves a model-given path inside the workspace.
+    pub fn resolve(&self, path: &str) -> Result<PathBuf, OverlayError> {
+        Ok(self.workspace.resolve(path)?)
+    }
+
+    fn load(&self, path: &Path) -> Result<Base, OverlayError> {
+        let shown = self.workspace.display(path);
+        if let Some(buf) = self.buffers.buffer(path) {
+            return Ok(Base::Buffer {
+                text: buf.text,
+                version: buf.version,
+            });
+        }
+        match std::fs::metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Base::Missing),
+            Err(e) => return Err(OverlayError::Io(shown, e.to_string())),
+            Ok(m) if m.is_dir() => return Err(OverlayError::IsDirectory(shown)),
+            Ok(m) if m.len() > MAX_FILE_BYTES => return Err(OverlayError::TooLarge(shown)),
+            Ok(_) => {}
+        }
+        let bytes =
+            std::fs::read(path).map_err(|e| OverlayError::Io(shown.clone(), e.to_string()))?;
+        let text = String::from_utf8(bytes).map_err(|_| OverlayError::NotText(shown))?;
+        Ok(Base::Disk { text })
+    }
+
+    /// Runs `f` on the entry for `path`, pinning the base on first use.
+    fn with_entry<T>(
+        &self,
+        path: &Path,
+        f: impl FnOnce(&mut Entry) -> Result<T, OverlayError>,
+    ) -> Result<T, OverlayError> {
+        let mut files = self.lock();
+        if !files.contains_key(path) {
+            let base = self.load(path)?;
+            let current = base.text().map(str::to_string);
+            files.insert(path.to_path_buf(), Entry { base, current });
+        }
+        let entry = files.get_mut(path).expect("inserted above");
+        f(entry)
+    }
+
+    /// The run's current text of `path` (absolute, already resolved).
+    pub fn read(&self, path: &Path) -> Result<String, OverlayError> {
+        let shown = self.workspace.display(path);
+        self.with_entry(path, |e| {
+            e.current.clone().ok_or(OverlayError::NotFound(shown))
+        })
+    }
+
+    /// Whether `path` exists in the run's view.
+    pub fn exists(&self, path: &Path) -> bool {
+        self.read(path).is_ok()
+    }
+
+    /// Replaces the whole text of `path` (creating it if needed). Returns
+    /// whether the file existed in the run's view before.
+    pub fn write(&self, path: &Path, text: String) -> Result<bool, OverlayError> {
+        self.with_entry(path, |e| {
+            let existed = e.current.is_some();
+            e.current = Some(text);
+            Ok(existed)
+        })
+    }
+
+    /// Atomically transforms the current text of an existing file.
+    pub fn update<E>(
+        &self,
+        path: &Path,
+        f: impl FnOnce(&str) -> Result<String, E>,
+    ) -> Result<Result<(), E>, OverlayError> {
+        let shown = self.workspace.display(path);
+        self.with_entry(path, |e| {
+            let current = e.current.as_deref().ok_or(OverlayError::NotFound(shown))?;
+            Ok(f(current).map(|new| e.current = Some(new)))
+        })
+    }
+
+    /// Whether the run changed anything.
+    pub fn is_dirty(&self) -> bool {
+        self.lock()
+            .values()
+            .any(|e| e.current.as_deref() != e.base.text())
+    }
+
+    /// The text of every file the run has seen and whose current text
+    /// differs from the buffer or disk: used by `grep` and `list_files` so
+    /// that the run sees its own edits.
+    pub fn touched(&self) -> Vec<(PathBuf, Option<String>)> {
+        self.lock()
+            .iter()
+            .map(|(p, e)| (p.clone(), e.current.clone()))
+            .collect()
+    }
+
+    /// Every file the run changed, in path order.
+    pub fn changes(&self) -> Vec<FileChange> {
+        self.lock()
+            .iter()
+            .filter_map(|(path, e)| {
+                let new_text = e.current.clone()?;
+                if Some(new_text.as_str()) == e.base.text() {
+                    return None;
+                }
+                let (version, original) = match &e.base {
+                    Base::Buffer { text, version } => (Some(*version), Some(text.clone())),
+                    Base::Disk { text } => (None, Some(text.clone())),
+                    Base::Missing => (None, None),
+                };
+                Some(FileChange {
+                    path: path.clone(),
+                    display: self.workspace.display(path),
+                    version,
+                    original,
+                    new_text,
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workspace::BufferText;
+
+    struct OneBuffer(PathBuf, String, i32);
+    impl BufferSource for OneBuffer {
+        fn buffer(&self, path: &Path) -> Option<BufferText> {
+            (path == self.0).then(|| BufferText {
+                text: self.1.clone(),
+                version: self.2,
+            })
+        }
+        fn open_paths(&self) -> Vec<PathBuf> {
+            vec![self.0.clone()]
+        }
+    }
+
+    fn setup() -> (tempfile::TempDir, Overlay, PathBuf, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Arc::new(Workspace::new(vec![dir.path().to_path_buf()]));
+        let root = ws.primary_root().to_path_buf();
+        std::fs::write(root.join("open.py"), "disk text\n").unwrap();
+        std::fs::write(root.join("closed.py"), "closed\n").unwrap();
+        let buffers = Arc::new(OneBuffer(root.join("open.py"), "buffer text\n".into(), 4));
+        let ov = Overlay::new(ws, buffers);
+        (dir, ov, root.join("open.py"), root.join("closed.py"))
+    }
+
+    #[test]
+    fn buffers_win_over_disk_and_edits_stay_private() {
+        let (_d, ov, open, closed) = setup();
+        assert_eq!(ov.read(&open).unwrap(), "buffer text\n");
+        assert_eq!(ov.read(&closed).unwrap(), "closed\n");
+        ov.write(&open, "changed\n".into()).unwrap();
+        assert_eq!(ov.read(&open).unwrap(), "changed\n");
+        assert_eq!(std::fs::read_to_string(&open).unwrap(), "disk text\n");
+        let changes = ov.changes();
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].version, Some(4));
+        assert_eq!(changes[0].original.as_deref(), Some("buffer text\n"));
+        assert_eq!(changes[0].display, "open.py");
+    }
+
+    #[test]
+    fn new_files_have_no_original_and_unchanged_files_no_change() {
+        let (_d, ov, _open, closed) = setup();
+        let new = ov.resolve("pkg/new.py").unwrap();
+        assert_eq!(
+            ov.read(&new),
+            Err(OverlayError::NotFound("pkg/new.py".into()))
+        );
+        assert!(!ov.write(&new, "hello\n".into()).unwrap());
+        ov.write(&closed, "closed\n".into()).unwrap();
+        let changes = ov.changes();
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].original, None);
+        assert_eq!(changes[0].version, None);
+        assert!(!new.exists());
+    }
+
+    #[test]
+    fn update_is_atomic_and_reports_the_closure_error() {
+        let (_d, ov, open, _) = setup();
+        let r: Result<(), &str> = ov.update(&open, |_| Err("nope")).unwrap();
+        assert_eq!(r, Err("nope"));
+        assert!(!ov.is_dirty());
+        ov.update::<()>(&open, |t| Ok(t.replace("buffer", "edited")))
+            .unwrap()
+            .unwrap();
+        assert_eq!(ov.read(&open).unwrap(), "edited text\n");
+        assert!(ov.is_dirty());
+    }
+
+    #[test]
+    fn directories_and_binary_files_are_errors() {
+        let (_d, ov, open, _) = setup();
+        let root = open.parent().unwrap().to_path_buf();
+        std::fs::create_dir(root.join("dir")).unwrap();
+        std::fs::write(root.join("bin"), [0xff, 0xfe, 0x00]).unwrap();
+        assert!(matches!(
+            ov.read(&root.join("dir")),
+            Err(OverlayError::IsDirectory(_))
+        ));
+        assert!(matches!(
+            ov.read(&root.join("bin")),
+            Err(OverlayError::NotText(_))
+        ));
+    }
+}

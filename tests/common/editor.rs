@@ -1,0 +1,675 @@
+//! A fake editor: an LSP client that drives the real server binary over stdio.
+//!
+//! [`Editor::spawn`] starts the binary with piped stdio. A reader thread parses the LSP framing on
+//! its stdout and hands each JSON message to the editor over an mpsc channel; another thread
+//! collects stderr. While any wait function runs (and in [`Editor::pump`]) the editor answers the
+//! server's requests (`workspace/applyEdit`, `workspace/configuration`, …) and records every
+//! server→client request and notification, so nothing deadlocks.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::file_uri;
+
+/// How long [`Editor::request`] waits for its response.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Environment variable prefixes removed from the server's environment.
+const SCRUBBED_PREFIXES: &[&str] = &["ANTHROPIC_", "OPENAI_", "AGENTFIX_"];
+
+/// Proxy variables removed so the server's HTTP client talks to 127.0.0.1 directly.
+const PROXY_VARS: &[&str] = &[
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+];
+
+enum Incoming {
+    Message(Value),
+    Malformed(String),
+}
+
+enum Outcome {
+    Done,
+    TimedOut,
+    Closed,
+}
+
+/// An LSP client connected to a spawned server process.
+pub struct Editor {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    rx: Receiver<Incoming>,
+    stderr: Arc<Mutex<String>>,
+    next_id: i64,
+    responses: HashMap<i64, Value>,
+    stray_responses: Vec<Value>,
+    messages: Vec<Value>,
+    applied_edits: Vec<Value>,
+    consumed: HashSet<usize>,
+    workspace_folders: Value,
+    stdout_closed: bool,
+    /// Result sent for every `workspace/applyEdit` (default `{"applied": true}`).
+    pub apply_response: Value,
+    /// Whether `window/workDoneProgress/create` is answered (default true). When false the
+    /// request is recorded but never answered, like some clients do.
+    pub answer_progress_create: bool,
+    /// Value returned for every item of a `workspace/configuration` request (default null).
+    pub configuration: Value,
+}
+
+impl Editor {
+    /// Spawns `bin` with `args` in `cwd`. The inherited environment loses every `ANTHROPIC_*`,
+    /// `OPENAI_*`, `AGENTFIX_*` and proxy variable; `RUST_LOG=agentfix=debug` and
+    /// `NO_PROXY=127.0.0.1,localhost` are set, then `env` is applied (so it can override them).
+    pub fn spawn(bin: &str, args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Editor {
+        let mut command = Command::new(bin);
+        command
+            .args(args)
+            .current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (key, _) in std::env::vars_os() {
+            if let Some(name) = key.to_str()
+                && (SCRUBBED_PREFIXES.iter().any(|p| name.starts_with(p))
+                    || PROXY_VARS.contains(&name))
+            {
+                command.env_remove(&key);
+            }
+        }
+        command
+            .env("RUST_LOG", "agentfix=debug")
+            .env("NO_PROXY", "127.0.0.1,localhost")
+            .env("no_proxy", "127.0.0.1,localhost");
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("failed to spawn {bin} {args:?}: {e}"));
+
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        thread::Builder::new()
+            .name("editor-stdout".into())
+            .spawn(move || read_lsp_messages(stdout, &tx))
+            .expect("spawn stdout reader");
+
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let stderr_pipe = child.stderr.take().expect("piped stderr");
+        let sink = Arc::clone(&stderr);
+        thread::Builder::new()
+            .name("editor-stderr".into())
+            .spawn(move || {
+                let mut reader = BufReader::new(stderr_pipe);
+                let mut line = Vec::new();
+                while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {
+                    sink.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push_str(&String::from_utf8_lossy(&line));
+                    line.clear();
+                }
+            })
+            .expect("spawn stderr reader");
+
+        Editor {
+            stdin: child.stdin.take(),
+            child,
+            rx,
+            stderr,
+            next_id: 1,
+            responses: HashMap::new(),
+            stray_responses: Vec::new(),
+            messages: Vec::new(),
+            applied_edits: Vec::new(),
+            consumed: HashSet::new(),
+            workspace_folders: Value::Null,
+            stdout_closed: false,
+            apply_response: json!({"applied": true}),
+            answer_progress_create: true,
+            configuration: Value::Null,
+        }
+    }
+
+    /// A VS Code–like `ClientCapabilities` object.
+    pub fn full_capabilities() -> Value {
+        json!({
+            "general": {
+                "positionEncodings": ["utf-16"],
+                "regularExpressions": {"engine": "ECMAScript", "version": "ES2020"},
+                "markdown": {"parser": "marked", "version": "1.1.0"}
+            },
+            "workspace": {
+                "applyEdit": true,
+                "workspaceEdit": {
+                    "documentChanges": true,
+                    "resourceOperations": ["create", "rename", "delete"],
+                    "failureHandling": "textOnlyTransactional",
+                    "normalizesLineEndings": true,
+                    "changeAnnotationSupport": {"groupsOnLabel": true}
+                },
+                "configuration": true,
+                "workspaceFolders": true,
+                "didChangeConfiguration": {"dynamicRegistration": true},
+                "didChangeWatchedFiles": {"dynamicRegistration": true, "relativePatternSupport": true},
+                "executeCommand": {"dynamicRegistration": true}
+            },
+            "window": {
+                "workDoneProgress": true,
+                "showMessage": {"messageActionItem": {"additionalPropertiesSupport": true}}
+            },
+            "textDocument": {
+                "synchronization": {
+                    "dynamicRegistration": true,
+                    "willSave": true,
+                    "willSaveWaitUntil": true,
+                    "didSave": true
+                },
+                "codeAction": {
+                    "dynamicRegistration": true,
+                    "isPreferredSupport": true,
+                    "disabledSupport": true,
+                    "dataSupport": true,
+                    "honorsChangeAnnotations": true,
+                    "resolveSupport": {"properties": ["edit"]},
+                    "codeActionLiteralSupport": {
+                        "codeActionKind": {
+                            "valueSet": [
+                                "",
+                                "quickfix",
+                                "refactor",
+                                "refactor.extract",
+                                "refactor.inline",
+                                "refactor.rewrite",
+                                "source",
+                                "source.organizeImports"
+                            ]
+                        }
+                    }
+                },
+                "publishDiagnostics": {
+                    "relatedInformation": true,
+                    "versionSupport": false,
+                    "tagSupport": {"valueSet": [1, 2]},
+                    "codeDescriptionSupport": true,
+                    "dataSupport": true
+                }
+            }
+        })
+    }
+
+    /// Sends a request and waits up to 30 s for its response; returns the whole response object
+    /// (with `result` or `error`).
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params);
+        self.wait_response(id, REQUEST_TIMEOUT)
+    }
+
+    /// Sends a request and returns its id without waiting.
+    pub fn send_request(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        if !params.is_null() {
+            message["params"] = params;
+        }
+        self.send_or_panic(&message);
+        id
+    }
+
+    /// Waits for the response with this id (pumping meanwhile); panics on timeout or if the
+    /// server closes its stdout first.
+    pub fn wait_response(&mut self, id: i64, timeout: Duration) -> Value {
+        match self.pump_until(timeout, |e| e.responses.contains_key(&id)) {
+            Outcome::Done => self.responses.remove(&id).expect("response present"),
+            Outcome::TimedOut => {
+                self.fail(&format!("no response to request {id} within {timeout:?}"))
+            }
+            Outcome::Closed => self.fail(&format!(
+                "server closed stdout before answering request {id}"
+            )),
+        }
+    }
+
+    /// Sends a notification.
+    pub fn notify(&mut self, method: &str, params: Value) {
+        let mut message = json!({"jsonrpc": "2.0", "method": method});
+        if !params.is_null() {
+            message["params"] = params;
+        }
+        self.send_or_panic(&message);
+    }
+
+    /// Writes raw bytes to the server's stdin (for malformed-input tests). Write errors are
+    /// ignored (the server may legitimately have gone away).
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        if let Some(stdin) = self.stdin.as_mut() {
+            let _ = stdin.write_all(bytes).and_then(|()| stdin.flush());
+        }
+    }
+
+    /// Sends `initialize` (processId, rootUri, rootPath, workspaceFolders, the given capabilities
+    /// and initializationOptions), then `initialized`; returns the `result` (panics on an error
+    /// response).
+    pub fn initialize(
+        &mut self,
+        root: &Path,
+        capabilities: Value,
+        initialization_options: Value,
+    ) -> Value {
+        let uri = file_uri(root);
+        let name = root
+            .file_name()
+            .map_or_else(|| uri.clone(), |n| n.to_string_lossy().into_owned());
+        self.workspace_folders = json!([{"uri": uri, "name": name}]);
+        let response = self.request(
+            "initialize",
+            json!({
+                "processId": std::process::id(),
+                "clientInfo": {"name": "agentfix-test-editor", "version": "0.0.0"},
+                "locale": "en",
+                "rootPath": root.to_string_lossy(),
+                "rootUri": uri,
+                "workspaceFolders": self.workspace_folders.clone(),
+                "capabilities": capabilities,
+                "initializationOptions": initialization_options,
+                "trace": "off"
+            }),
+        );
+        let Some(result) = response.get("result").cloned() else {
+            self.fail(&format!("initialize failed: {response}"));
+        };
+        self.notify("initialized", json!({}));
+        result
+    }
+
+    /// `textDocument/didOpen`.
+    pub fn open(&mut self, path: &Path, language_id: &str, version: i32, text: &str) {
+        self.notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {
+                "uri": file_uri(path),
+                "languageId": language_id,
+                "version": version,
+                "text": text
+            }}),
+        );
+    }
+
+    /// `textDocument/didChange` with one full-content change.
+    pub fn change_full(&mut self, path: &Path, version: i32, text: &str) {
+        self.notify(
+            "textDocument/didChange",
+            json!({
+                "textDocument": {"uri": file_uri(path), "version": version},
+                "contentChanges": [{"text": text}]
+            }),
+        );
+    }
+
+    /// `textDocument/didChange` with one ranged change; `range` is
+    /// `((start_line, start_character), (end_line, end_character))` in UTF-16 units.
+    pub fn change_incremental(
+        &mut self,
+        path: &Path,
+        version: i32,
+        range: ((u32, u32), (u32, u32)),
+        text: &str,
+    ) {
+        let ((start_line, start_character), (end_line, end_character)) = range;
+        self.notify(
+            "textDocument/didChange",
+            json!({
+                "textDocument": {"uri": file_uri(path), "version": version},
+                "contentChanges": [{
+                    "range": {
+                        "start": {"line": start_line, "character": start_character},
+                        "end": {"line": end_line, "character": end_character}
+                    },
+                    "text": text
+                }]
+            }),
+        );
+    }
+
+    /// `textDocument/didClose`.
+    pub fn close(&mut self, path: &Path) {
+        self.notify(
+            "textDocument/didClose",
+            json!({"textDocument": {"uri": file_uri(path)}}),
+        );
+    }
+
+    /// Every server→client request and notification so far, in order (responses excluded).
+    pub fn messages(&self) -> Vec<Value> {
+        self.messages.clone()
+    }
+
+    /// The params of every `workspace/applyEdit` so far.
+    pub fn applied_edits(&self) -> Vec<Value> {
+        self.applied_edits.clone()
+    }
+
+    /// The params of every notification with this method so far.
+    pub fn notifications(&self, method: &str) -> Vec<Value> {
+        self.messages
+            .iter()
+            .filter(|m| m.get("id").is_none() && m["method"] == method)
+            .map(|m| m.get("params").cloned().unwrap_or(Value::Null))
+            .collect()
+    }
+
+    /// Responses whose id is not one this editor issued (e.g. `id: null` after a parse error).
+    pub fn stray_responses(&self) -> Vec<Value> {
+        self.stray_responses.clone()
+    }
+
+    /// Returns the params of the first notification with this method, matching `pred`, that no
+    /// earlier call returned, whether it already arrived or arrives within `timeout`; panics
+    /// otherwise.
+    pub fn wait_for_notification(
+        &mut self,
+        method: &str,
+        pred: impl Fn(&Value) -> bool,
+        timeout: Duration,
+    ) -> Value {
+        let mut found = None;
+        let outcome = self.pump_until(timeout, |e| {
+            found = e.messages.iter().enumerate().position(|(i, m)| {
+                !e.consumed.contains(&i)
+                    && m.get("id").is_none()
+                    && m["method"] == method
+                    && pred(m.get("params").unwrap_or(&Value::Null))
+            });
+            found.is_some()
+        });
+        match (outcome, found) {
+            (Outcome::Done, Some(index)) => {
+                self.consumed.insert(index);
+                self.messages[index]
+                    .get("params")
+                    .cloned()
+                    .unwrap_or(Value::Null)
+            }
+            (Outcome::Closed, _) => self.fail(&format!(
+                "server closed stdout while waiting for a matching {method} notification"
+            )),
+            _ => self.fail(&format!(
+                "no matching {method} notification within {timeout:?}"
+            )),
+        }
+    }
+
+    /// Processes incoming messages for `timeout` (returns early only if the server closed stdout).
+    pub fn pump(&mut self, timeout: Duration) {
+        let _ = self.pump_until(timeout, |_| false);
+    }
+
+    /// Everything the server wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Closes the server's stdin (EOF without `exit`).
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Waits up to `timeout` for the process to exit (pumping meanwhile); `None` if still running.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            let slice = (deadline - now).min(Duration::from_millis(20));
+            if self.stdout_closed {
+                thread::sleep(slice);
+            } else {
+                let _ = self.pump_until(slice, |_| false);
+            }
+        }
+    }
+
+    /// `shutdown` request (must succeed within 10 s), `exit` notification, stdin closed; waits up
+    /// to 10 s for the process and kills it otherwise.
+    pub fn shutdown(mut self) -> ExitStatus {
+        let id = self.send_request("shutdown", Value::Null);
+        let response = self.wait_response(id, Duration::from_secs(10));
+        if response.get("error").is_some() {
+            self.fail(&format!("shutdown failed: {response}"));
+        }
+        let exit = json!({"jsonrpc": "2.0", "method": "exit"});
+        let _ = self.send(&exit);
+        self.close_stdin();
+        if let Some(status) = self.wait_exit(Duration::from_secs(10)) {
+            return status;
+        }
+        let _ = self.child.kill();
+        self.child.wait().expect("wait for killed server")
+    }
+
+    fn send(&mut self, message: &Value) -> io::Result<()> {
+        let body = serde_json::to_vec(message).expect("serialize JSON");
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "stdin already closed"))?;
+        let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+        frame.extend_from_slice(&body);
+        stdin.write_all(&frame)?;
+        stdin.flush()
+    }
+
+    fn send_or_panic(&mut self, message: &Value) {
+        if let Err(err) = self.send(message) {
+            self.fail(&format!("failed to write {message} to the server: {err}"));
+        }
+    }
+
+    fn pump_until(&mut self, timeout: Duration, mut done: impl FnMut(&Self) -> bool) -> Outcome {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if done(self) {
+                return Outcome::Done;
+            }
+            if self.stdout_closed {
+                return Outcome::Closed;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Outcome::TimedOut;
+            }
+            match self.rx.recv_timeout(deadline - now) {
+                Ok(incoming) => self.handle(incoming),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => self.stdout_closed = true,
+            }
+        }
+    }
+
+    fn handle(&mut self, incoming: Incoming) {
+        let message = match incoming {
+            Incoming::Message(message) => message,
+            Incoming::Malformed(err) => {
+                self.stdout_closed = true;
+                self.fail(&format!("server wrote malformed LSP output: {err}"));
+            }
+        };
+        let method = message
+            .get("method")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        match (method, message.get("id").cloned()) {
+            (Some(method), Some(id)) => {
+                let params = message.get("params").cloned().unwrap_or(Value::Null);
+                self.messages.push(message);
+                self.answer(&method, id, params);
+            }
+            (Some(_), None) => self.messages.push(message),
+            (None, id) => match id.as_ref().and_then(Value::as_i64) {
+                Some(id) if (1..self.next_id).contains(&id) => {
+                    self.responses.insert(id, message);
+                }
+                _ => self.stray_responses.push(message),
+            },
+        }
+    }
+
+    fn answer(&mut self, method: &str, id: Value, params: Value) {
+        let result = match method {
+            "workspace/applyEdit" => {
+                self.applied_edits.push(params);
+                Ok(self.apply_response.clone())
+            }
+            "window/workDoneProgress/create" => {
+                if !self.answer_progress_create {
+                    return;
+                }
+                Ok(Value::Null)
+            }
+            "workspace/configuration" => {
+                let items = params["items"].as_array().map_or(0, Vec::len);
+                Ok(Value::Array(vec![self.configuration.clone(); items]))
+            }
+            "workspace/workspaceFolders" => Ok(self.workspace_folders.clone()),
+            "client/registerCapability"
+            | "client/unregisterCapability"
+            | "window/showMessageRequest" => Ok(Value::Null),
+            _ => Err(json!({"code": -32601, "message": format!("Method not found: {method}")})),
+        };
+        let response = match result {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+        };
+        // A write failure means the server is gone; the waiting caller will notice.
+        let _ = self.send(&response);
+    }
+
+    /// Panics with `what`, the exit status if any, the last server messages and the stderr tail.
+    fn fail(&mut self, what: &str) -> ! {
+        let status = match self.child.try_wait() {
+            Ok(Some(status)) => format!("exited with {status}"),
+            Ok(None) => "still running".to_string(),
+            Err(err) => format!("unknown ({err})"),
+        };
+        let recent: Vec<String> = self
+            .messages
+            .iter()
+            .rev()
+            .take(10)
+            .rev()
+            .map(Value::to_string)
+            .collect();
+        panic!(
+            "{what}\n--- server process: {status}\n--- last server→client messages:\n{}\n--- server stderr (tail):\n{}",
+            tail(&recent.join("\n"), 8_000),
+            tail(&self.stderr(), 20_000)
+        );
+    }
+}
+
+impl Drop for Editor {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The last `max` bytes of `s` (at a char boundary).
+fn tail(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut start = s.len() - max;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
+
+/// Reads LSP-framed JSON messages until EOF or a framing error.
+fn read_lsp_messages(stdout: impl Read, tx: &Sender<Incoming>) {
+    let mut reader = BufReader::new(stdout);
+    loop {
+        match read_one(&mut reader) {
+            Ok(Some(message)) => {
+                if tx.send(Incoming::Message(message)).is_err() {
+                    return;
+                }
+            }
+            Ok(None) => return,
+            Err(err) => {
+                let _ = tx.send(Incoming::Malformed(err));
+                return;
+            }
+        }
+    }
+}
+
+fn read_one(reader: &mut impl BufRead) -> Result<Option<Value>, String> {
+    let mut length = None;
+    let mut saw_header = false;
+    loop {
+        let mut line = Vec::new();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| format!("read error: {e}"))?;
+        if n == 0 {
+            return if saw_header {
+                Err("EOF inside a header block".into())
+            } else {
+                Ok(None)
+            };
+        }
+        let line = String::from_utf8_lossy(&line);
+        let line = line.trim_end_matches(['\r', '\n']);
+        if line.is_empty() {
+            if saw_header {
+                break;
+            }
+            return Err("empty line where a header was expected".into());
+        }
+        saw_header = true;
+        let Some((name, value)) = line.split_once(':') else {
+            return Err(format!("not an LSP header line: {line:?}"));
+        };
+        if name.trim().eq_ignore_ascii_case("content-length") {
+            length = Some(
+                value
+                    .trim()
+                    .parse::<usize>()
+                    .map_err(|_| format!("bad Content-Length: {line:?}"))?,
+            );
+        }
+    }
+    let length = length.ok_or("header block without Content-Length")?;
+    let mut body = vec![0; length];
+    reader
+        .read_exact(&mut body)
+        .map_err(|e| format!("EOF inside a {length}-byte body: {e}"))?;
+    serde_json::from_slice(&body)
+        .map(Some)
+        .map_err(|e| format!("body is not JSON ({e}): {}", String::from_utf8_lossy(&body)))
+}

@@ -1,0 +1,140 @@
+//! Shared integration-test harness: a loopback mock of the Anthropic Messages API
+//! ([`mock_model`]), a fake LSP client driving the real server binary over stdio ([`editor`]),
+//! and small helpers for URIs and LSP text edits.
+#![allow(dead_code)]
+
+pub mod editor;
+pub mod mock_model;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// Path of the `agentfix` binary Cargo built for this integration test.
+pub fn agentfix_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_agentfix")
+}
+
+/// `file://` URI of `path`, encoded the way VS Code (vscode-uri) does it: everything except
+/// `A-Z a-z 0-9 - . _ ~ /` is percent-encoded (UTF-8, uppercase hex), so spaces become `%20` and
+/// non-ASCII characters their encoded bytes. A relative path is resolved against the current
+/// directory first.
+pub fn file_uri(path: &Path) -> String {
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .expect("current directory")
+            .join(path)
+    };
+    let raw: Vec<u8> = if cfg!(windows) {
+        absolute.to_string_lossy().replace('\\', "/").into_bytes()
+    } else {
+        absolute.as_os_str().as_encoded_bytes().to_vec()
+    };
+    let mut uri = String::from("file://");
+    if raw.first() != Some(&b'/') {
+        uri.push('/');
+    }
+    for byte in raw {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~' | b'/') {
+            uri.push(char::from(byte));
+        } else {
+            uri.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    uri
+}
+
+/// Inverse of [`file_uri`] (for `file:///…` URIs on Unix): percent-decodes the path part.
+pub fn uri_to_path(uri: &str) -> PathBuf {
+    let rest = uri
+        .strip_prefix("file://")
+        .unwrap_or_else(|| panic!("not a file URI: {uri}"));
+    // Skip an authority (normally empty).
+    let path = &rest[rest.find('/').unwrap_or(rest.len())..];
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(hex) = bytes.get(i + 1..i + 3)
+            && hex.iter().all(u8::is_ascii_hexdigit)
+            && let Some(byte) = std::str::from_utf8(hex)
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(byte);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    PathBuf::from(String::from_utf8(out).unwrap_or_else(|e| panic!("URI {uri} is not UTF-8: {e}")))
+}
+
+/// Byte offset of an LSP position (`line`, UTF-16 `character`) in `text`. Lines end at `\n`,
+/// `\r\n` or `\r`; a character past the end of its line clamps to the line end, a line past the
+/// end of the text clamps to the end of the text.
+pub fn position_to_offset(text: &str, line: u32, character: u32) -> usize {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    for _ in 0..line {
+        let Some(i) = bytes[start..]
+            .iter()
+            .position(|&b| b == b'\n' || b == b'\r')
+        else {
+            return text.len();
+        };
+        start += i + 1;
+        if bytes[start - 1] == b'\r' && bytes.get(start) == Some(&b'\n') {
+            start += 1;
+        }
+    }
+    let mut units = 0;
+    for (i, c) in text[start..].char_indices() {
+        if c == '\n' || c == '\r' || units >= character as usize {
+            return start + i;
+        }
+        units += c.len_utf16();
+    }
+    text.len()
+}
+
+/// Applies LSP `TextEdit`s (`{range:{start,end}, newText}`, UTF-16 positions, all relative to
+/// the original `text`) the way an editor does. Panics if edits overlap.
+pub fn apply_text_edits(text: &str, edits: &[Value]) -> String {
+    let offset = |pos: &Value| -> usize {
+        let line = pos["line"].as_u64().expect("position.line") as u32;
+        let character = pos["character"].as_u64().expect("position.character") as u32;
+        position_to_offset(text, line, character)
+    };
+    let mut spans: Vec<(usize, usize, usize, &str)> = edits
+        .iter()
+        .enumerate()
+        .map(|(i, edit)| {
+            let start = offset(&edit["range"]["start"]);
+            let end = offset(&edit["range"]["end"]);
+            assert!(start <= end, "text edit with start after end: {edit}");
+            let new_text = edit["newText"].as_str().expect("TextEdit.newText");
+            (start, end, i, new_text)
+        })
+        .collect();
+    // Same start: keep array order (LSP: inserts at one position apply in array order).
+    spans.sort_by_key(|&(start, end, i, _)| (start, end, i));
+    let mut out = String::with_capacity(text.len());
+    let mut cursor = 0;
+    for (start, end, i, new_text) in spans {
+        assert!(
+            start >= cursor,
+            "text edit {i} overlaps an earlier edit: {}",
+            edits[i]
+        );
+        out.push_str(&text[cursor..start]);
+        out.push_str(new_text);
+        cursor = end;
+    }
+    out.push_str(&text[cursor..]);
+    out
+}
