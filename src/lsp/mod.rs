@@ -6,13 +6,15 @@
 //! - `server`: the `LanguageServer` implementation (initialize, code actions,
 //!   configuration);
 //! - `run`: the `agentfix.fix` command, from arguments to `workspace/applyEdit`;
-//! - `progress`: `$/progress` reporting; `convert`: type conversions.
+//! - `progress`: `$/progress` reporting; `convert`: type conversions;
+//! - `transport`: keeps malformed input from stopping the server.
 
 mod convert;
 mod ordered;
 mod progress;
 mod run;
 mod server;
+mod transport;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -130,7 +132,11 @@ pub async fn serve_stdio() {
             )
             .finish();
     let service = ordered::Ordered::new(service, session.clone());
-    Server::new(tokio::io::stdin(), tokio::io::stdout(), socket)
+    // Malformed input must not stop the transport: stdin goes through the
+    // sanitizer, which hands the server only well-formed messages.
+    let (to_server, from_sanitizer) = tokio::io::duplex(1 << 16);
+    tokio::spawn(transport::sanitize(tokio::io::stdin(), to_server));
+    Server::new(from_sanitizer, tokio::io::stdout(), socket)
         .concurrency_level(CONCURRENCY)
         .serve(service)
         .await;
