@@ -1,19 +1,40 @@
-//! Typed settings and where they come from.
+//! Typed settings, where they come from, and the configuration in force.
 //!
-//! Precedence, lowest first: built-in defaults < environment variables <
-//! editor settings (`initializationOptions`, and the `settings` of
-//! `workspace/didChangeConfiguration`). The API key only ever comes from the
-//! environment and is wrapped in [`Secret`], whose `Debug` never shows it.
+//! Precedence, lowest first:
+//! 1. built-in defaults;
+//! 2. `agentfix.toml` at the workspace root (project settings; it may not
+//!    set `provider` or `baseUrl`, so that a cloned repository cannot send
+//!    your key to a server of its choosing);
+//! 3. environment variables;
+//! 4. editor settings: `initializationOptions`, then the `agentfix` section
+//!    pulled with `workspace/configuration` (or pushed with
+//!    `workspace/didChangeConfiguration`).
+//!
+//! The API key only ever comes from the environment and is wrapped in
+//! [`Secret`], whose `Debug` never shows it.
 
-use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// The default model: a current Claude Sonnet. Override with `model` or
 /// `AGENTFIX_MODEL`.
 pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
+pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4.1";
 pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
+pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_MAX_TURNS: u32 = 25;
 pub const DEFAULT_MAX_TOKENS: u64 = 2_000_000;
 pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
+pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
+pub const DEFAULT_MAX_RETRIES: u32 = 2;
+pub const DEFAULT_CONNECT_TIMEOUT_SECS: u64 = 10;
+pub const DEFAULT_IDLE_TIMEOUT_SECS: u64 = 90;
+/// The project settings file at the workspace root.
+pub const FILE_NAME: &str = "agentfix.toml";
 
 /// A secret string: never printed by `Debug` or `Display`.
 #[derive(Clone, PartialEq, Eq)]
@@ -35,18 +56,25 @@ impl std::fmt::Debug for Secret {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which model API to talk to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
 pub enum ProviderKind {
+    /// The Anthropic Messages API (`ANTHROPIC_API_KEY`).
     Anthropic,
+    /// OpenAI Chat Completions (`OPENAI_API_KEY`).
+    Openai,
+    /// Any server speaking OpenAI Chat Completions (Ollama, llama.cpp, vLLM,
+    /// LM Studio): `baseUrl` required, key optional (`AGENTFIX_API_KEY`).
+    OpenaiCompatible,
 }
 
 impl ProviderKind {
-    pub const NAMES: &'static [&'static str] = &["anthropic"];
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "anthropic" => Some(ProviderKind::Anthropic),
-            _ => None,
+    pub fn name(self) -> &'static str {
+        match self {
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Openai => "openai",
+            ProviderKind::OpenaiCompatible => "openai-compatible",
         }
     }
 
@@ -54,57 +82,150 @@ impl ProviderKind {
     pub fn key_var(self) -> &'static str {
         match self {
             ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
+            ProviderKind::Openai => "OPENAI_API_KEY",
+            ProviderKind::OpenaiCompatible => "AGENTFIX_API_KEY",
         }
+    }
+
+    pub fn key_required(self) -> bool {
+        !matches!(self, ProviderKind::OpenaiCompatible)
     }
 
     fn base_url_var(self) -> &'static str {
         match self {
             ProviderKind::Anthropic => "ANTHROPIC_BASE_URL",
+            ProviderKind::Openai | ProviderKind::OpenaiCompatible => "OPENAI_BASE_URL",
         }
     }
 
-    fn default_base_url(self) -> &'static str {
+    fn default_base_url(self) -> Option<&'static str> {
         match self {
-            ProviderKind::Anthropic => DEFAULT_ANTHROPIC_BASE_URL,
+            ProviderKind::Anthropic => Some(DEFAULT_ANTHROPIC_BASE_URL),
+            ProviderKind::Openai => Some(DEFAULT_OPENAI_BASE_URL),
+            ProviderKind::OpenaiCompatible => None,
+        }
+    }
+
+    fn default_model(self) -> &'static str {
+        match self {
+            ProviderKind::Anthropic => DEFAULT_MODEL,
+            ProviderKind::Openai | ProviderKind::OpenaiCompatible => DEFAULT_OPENAI_MODEL,
         }
     }
 }
 
-/// Editor settings as sent in `initializationOptions` (camelCase). Every
-/// field is optional; unknown fields are ignored.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+/// What to do with the edits of a run that a limit stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum PartialEdits {
+    /// Offer them for review, labelled as stopped early.
+    #[default]
+    Offer,
+    /// Drop them.
+    Discard,
+}
+
+/// agentfix settings, as the editor (camelCase JSON) or `agentfix.toml`
+/// gives them. Every field is optional; unknown fields are ignored.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", default)]
+#[schemars(title = "agentfix settings")]
 pub struct Settings {
-    pub provider: Option<String>,
+    /// Model API: `anthropic` (default), `openai`, or `openai-compatible` (Ollama, llama.cpp, vLLM, LM Studio).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<ProviderKind>,
+    /// Model id (default: a current Claude Sonnet for anthropic, gpt-4.1 for openai).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// API base URL. Anthropic: without `/v1`; OpenAI and compatible servers: with `/v1`. Required for openai-compatible. Not allowed in agentfix.toml.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
+    /// Model requests per run at most (default 25).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub max_turns: Option<u32>,
+    /// Input + output tokens per run at most (default 2000000).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u64>,
+    /// `max_tokens` of each model request (default 8192).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub max_output_tokens: Option<u32>,
+    /// Wall-clock limit of a run in seconds (default 300).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
+    /// Retries of a failed model request (default 2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+    /// Connection timeout of a model request in seconds (default 10).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connect_timeout_secs: Option<u64>,
+    /// Longest silence of a streaming response in seconds before it counts as stalled (default 90).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_secs: Option<u64>,
+    /// Edits of a run that a limit stopped: `offer` them for review (default) or `discard` them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partial_edits: Option<PartialEdits>,
+    /// Directory for run transcripts (default: the user cache directory, agentfix/transcripts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transcript_dir: Option<PathBuf>,
+    /// Write a JSONL transcript of every run (default true).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transcripts: Option<bool>,
 }
 
 impl Settings {
     /// Reads settings from a JSON value; `{ "agentfix": {…} }` is unwrapped.
     /// A malformed value is an error that names the field.
-    pub fn from_json(v: &serde_json::Value) -> Result<Self, ConfigError> {
+    pub fn from_json(v: &Value) -> Result<Self, ConfigError> {
         if v.is_null() {
             return Ok(Self::default());
         }
         let v = v.get("agentfix").unwrap_or(v);
-        serde_json::from_value(v.clone())
-            .map_err(|e| ConfigError::Invalid(format!("invalid agentfix settings: {e}")))
+        if v.is_null() {
+            return Ok(Self::default());
+        }
+        serde_json::from_value(v.clone()).map_err(|e| ConfigError::Invalid(format!("invalid agentfix settings: {e}")))
+    }
+
+    /// Reads `agentfix.toml` text. `provider` and `baseUrl` are refused.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        let s: Settings =
+            toml::from_str(text).map_err(|e| ConfigError::Invalid(format!("invalid {FILE_NAME}: {e}")))?;
+        if s.base_url.is_some() || s.provider.is_some() {
+            return Err(ConfigError::Invalid(format!(
+                "{FILE_NAME} may not set `provider` or `baseUrl` (a repository must not choose where your API key is sent); set them in the editor or the environment"
+            )));
+        }
+        Ok(s)
+    }
+
+    /// `agentfix.toml` in `root`, if present.
+    pub fn load_file(root: &Path) -> Result<Option<Self>, ConfigError> {
+        let path = root.join(FILE_NAME);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Self::from_toml(&text).map(Some),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(ConfigError::Invalid(format!("cannot read {}: {e}", path.display()))),
+        }
     }
 
     /// `other` wins where it has a value.
     pub fn merged(&self, other: &Settings) -> Settings {
-        Settings {
-            provider: other.provider.clone().or_else(|| self.provider.clone()),
-            model: other.model.clone().or_else(|| self.model.clone()),
-            base_url: other.base_url.clone().or_else(|| self.base_url.clone()),
-            max_turns: other.max_turns.or(self.max_turns),
-            max_tokens: other.max_tokens.or(self.max_tokens),
-            max_output_tokens: other.max_output_tokens.or(self.max_output_tokens),
+        let mut base = serde_json::to_value(self).unwrap_or_default();
+        if let (Some(b), Value::Object(o)) = (base.as_object_mut(), serde_json::to_value(other).unwrap_or_default()) {
+            for (k, v) in o {
+                if !v.is_null() {
+                    b.insert(k, v);
+                }
+            }
         }
+        serde_json::from_value(base).unwrap_or_default()
+    }
+
+    /// The JSON Schema of the settings (committed as `agentfix.schema.json`).
+    pub fn json_schema() -> Value {
+        serde_json::to_value(schemars::schema_for!(Settings)).unwrap_or_default()
     }
 }
 
@@ -113,12 +234,29 @@ pub enum ConfigError {
     #[error(
         "{var} is not set: agentfix needs an API key for the {provider} provider. Set {var} in the environment the editor starts agentfix in (or in your shell for `agentfix fix`)."
     )]
-    MissingKey {
-        var: &'static str,
-        provider: &'static str,
-    },
+    MissingKey { var: &'static str, provider: &'static str },
     #[error("{0}")]
     Invalid(String),
+}
+
+/// Where a resolved value came from (for `agentfix check`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Default,
+    File,
+    Env,
+    Editor,
+}
+
+impl Source {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Source::Default => "default",
+            Source::File => FILE_NAME,
+            Source::Env => "environment",
+            Source::Editor => "editor settings",
+        }
+    }
 }
 
 /// The configuration in force for a run.
@@ -133,81 +271,157 @@ pub struct Config {
     pub max_tokens: u64,
     /// `max_tokens` of each model request.
     pub max_output_tokens: u32,
+    pub timeout: Duration,
+    pub max_retries: u32,
+    pub connect_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub partial_edits: PartialEdits,
+    /// `None` when transcripts are off.
+    pub transcript_dir: Option<PathBuf>,
+    /// Where each setting came from, by camelCase name.
+    pub sources: Vec<(&'static str, Source)>,
 }
 
 impl Config {
-    /// Resolves settings over the environment (`env` looks a variable up).
+    /// Resolves the layers: `file` (agentfix.toml) < environment (`env`
+    /// looks a variable up) < `editor`.
     pub fn resolve(
-        settings: &Settings,
+        file: &Settings,
+        editor: &Settings,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
         let env = |k: &str| env(k).filter(|v| !v.trim().is_empty());
-        let provider_name = settings
-            .provider
-            .clone()
-            .or_else(|| env("AGENTFIX_PROVIDER"))
-            .unwrap_or_else(|| "anthropic".into());
-        let provider = ProviderKind::parse(&provider_name).ok_or_else(|| {
-            ConfigError::Invalid(format!(
-                "unknown provider `{provider_name}` (known: {})",
-                ProviderKind::NAMES.join(", ")
-            ))
-        })?;
+        let mut sources = Vec::new();
         let num = |var: &str| -> Result<Option<u64>, ConfigError> {
             env(var)
                 .map(|v| {
-                    v.trim()
-                        .parse::<u64>()
-                        .map_err(|_| ConfigError::Invalid(format!("{var}=`{v}` is not a number")))
+                    v.trim().parse::<u64>().map_err(|_| ConfigError::Invalid(format!("{var}=`{v}` is not a number")))
                 })
                 .transpose()
         };
-        let max_turns = match settings.max_turns {
-            Some(n) => n,
-            None => num("AGENTFIX_MAX_TURNS")?
-                .map_or(DEFAULT_MAX_TURNS, |n| n.min(u32::MAX as u64) as u32),
+        // One setting through the layers, recording its source.
+        macro_rules! pick {
+            ($name:literal, $field:ident, $env:expr, $default:expr) => {{
+                let (v, src) = if let Some(v) = editor.$field.clone() {
+                    (v, Source::Editor)
+                } else if let Some(v) = $env {
+                    (v, Source::Env)
+                } else if let Some(v) = file.$field.clone() {
+                    (v, Source::File)
+                } else {
+                    ($default, Source::Default)
+                };
+                sources.push(($name, src));
+                v
+            }};
+        }
+        let provider_env = match env("AGENTFIX_PROVIDER") {
+            None => None,
+            Some(name) => {
+                Some(serde_json::from_value::<ProviderKind>(Value::String(name.trim().to_ascii_lowercase())).map_err(
+                    |_| {
+                        ConfigError::Invalid(format!(
+                            "AGENTFIX_PROVIDER=`{name}` is not a provider (known: anthropic, openai, openai-compatible)"
+                        ))
+                    },
+                )?)
+            }
         };
-        let max_tokens = match settings.max_tokens {
-            Some(n) => n,
-            None => num("AGENTFIX_MAX_TOKENS")?.unwrap_or(DEFAULT_MAX_TOKENS),
+        let provider = pick!("provider", provider, provider_env, ProviderKind::Anthropic);
+        let model = pick!("model", model, env("AGENTFIX_MODEL"), provider.default_model().to_string());
+        let base_url = match (&editor.base_url, env(provider.base_url_var()), provider.default_base_url()) {
+            (Some(u), _, _) => {
+                sources.push(("baseUrl", Source::Editor));
+                u.clone()
+            }
+            (None, Some(u), _) => {
+                sources.push(("baseUrl", Source::Env));
+                u
+            }
+            (None, None, Some(d)) => {
+                sources.push(("baseUrl", Source::Default));
+                d.to_string()
+            }
+            (None, None, None) => {
+                return Err(ConfigError::Invalid(format!(
+                    "the {} provider needs a baseUrl (for Ollama: http://localhost:11434/v1); set `baseUrl` in the editor settings or {}",
+                    provider.name(),
+                    provider.base_url_var()
+                )));
+            }
         };
+        let max_turns = pick!(
+            "maxTurns",
+            max_turns,
+            num("AGENTFIX_MAX_TURNS")?.map(|n| n.min(u32::MAX as u64) as u32),
+            DEFAULT_MAX_TURNS
+        );
         if max_turns == 0 {
             return Err(ConfigError::Invalid("maxTurns must be at least 1".into()));
         }
-        let max_output_tokens = settings
-            .max_output_tokens
-            .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS)
-            .max(1);
+        let max_tokens = pick!("maxTokens", max_tokens, num("AGENTFIX_MAX_TOKENS")?, DEFAULT_MAX_TOKENS);
+        let max_output_tokens =
+            pick!("maxOutputTokens", max_output_tokens, None::<u32>, DEFAULT_MAX_OUTPUT_TOKENS).max(1);
+        let timeout = pick!("timeoutSecs", timeout_secs, num("AGENTFIX_TIMEOUT_SECS")?, DEFAULT_TIMEOUT_SECS).max(1);
+        let max_retries = pick!(
+            "maxRetries",
+            max_retries,
+            num("AGENTFIX_MAX_RETRIES")?.map(|n| n.min(10) as u32),
+            DEFAULT_MAX_RETRIES
+        );
+        let connect =
+            pick!("connectTimeoutSecs", connect_timeout_secs, None::<u64>, DEFAULT_CONNECT_TIMEOUT_SECS).max(1);
+        let idle = pick!("idleTimeoutSecs", idle_timeout_secs, None::<u64>, DEFAULT_IDLE_TIMEOUT_SECS).max(1);
+        let partial_edits = pick!("partialEdits", partial_edits, None::<PartialEdits>, PartialEdits::Offer);
+        let transcripts =
+            pick!("transcripts", transcripts, env("AGENTFIX_TRANSCRIPTS").map(|v| v != "0" && v != "false"), true);
+        let dir = pick!(
+            "transcriptDir",
+            transcript_dir,
+            env("AGENTFIX_TRANSCRIPT_DIR").map(PathBuf::from),
+            dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("agentfix").join("transcripts")
+        );
         Ok(Config {
             provider,
-            model: settings
-                .model
-                .clone()
-                .or_else(|| env("AGENTFIX_MODEL"))
-                .unwrap_or_else(|| DEFAULT_MODEL.into()),
-            base_url: settings
-                .base_url
-                .clone()
-                .or_else(|| env(provider.base_url_var()))
-                .unwrap_or_else(|| provider.default_base_url().into()),
+            model,
+            base_url,
             api_key: env(provider.key_var()).map(Secret::new),
             max_turns,
             max_tokens,
             max_output_tokens,
+            timeout: Duration::from_secs(timeout),
+            max_retries,
+            connect_timeout: Duration::from_secs(connect),
+            idle_timeout: Duration::from_secs(idle),
+            partial_edits,
+            transcript_dir: transcripts.then_some(dir),
+            sources,
         })
     }
 
-    /// Resolves from the process environment.
-    pub fn from_process_env(settings: &Settings) -> Result<Config, ConfigError> {
-        Self::resolve(settings, &|k| std::env::var(k).ok())
+    /// Resolves from `root`'s agentfix.toml, the process environment and
+    /// the editor settings.
+    pub fn load(root: Option<&Path>, editor: &Settings) -> Result<Config, ConfigError> {
+        let file = match root {
+            Some(r) => Settings::load_file(r)?.unwrap_or_default(),
+            None => Settings::default(),
+        };
+        Self::resolve(&file, editor, &|k| std::env::var(k).ok())
     }
 
     /// The API key, or the error that tells the user how to set it.
-    pub fn require_api_key(&self) -> Result<Secret, ConfigError> {
-        self.api_key.clone().ok_or(ConfigError::MissingKey {
-            var: self.provider.key_var(),
-            provider: ProviderKind::NAMES[self.provider as usize],
-        })
+    pub fn require_api_key(&self) -> Result<Option<Secret>, ConfigError> {
+        match (&self.api_key, self.provider.key_required()) {
+            (Some(k), _) => Ok(Some(k.clone())),
+            (None, false) => Ok(None),
+            (None, true) => {
+                Err(ConfigError::MissingKey { var: self.provider.key_var(), provider: self.provider.name() })
+            }
+        }
+    }
+
+    pub fn source(&self, name: &str) -> Source {
+        self.sources.iter().find(|(n, _)| *n == name).map_or(Source::Default, |(_, s)| *s)
     }
 }
 
@@ -217,21 +431,26 @@ mod tests {
     use serde_json::json;
 
     fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |k| {
-            pairs
-                .iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.to_string())
-        }
+        move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+    }
+
+    fn resolve(
+        file: &Settings,
+        editor: &Settings,
+        env: &'static [(&'static str, &'static str)],
+    ) -> Result<Config, ConfigError> {
+        Config::resolve(file, editor, &env_of(env))
     }
 
     #[test]
     fn defaults_apply_without_settings_or_env() {
-        let c = Config::resolve(&Settings::default(), &env_of(&[])).unwrap();
+        let c = resolve(&Settings::default(), &Settings::default(), &[]).unwrap();
         assert_eq!(c.provider, ProviderKind::Anthropic);
         assert_eq!(c.model, DEFAULT_MODEL);
         assert_eq!(c.base_url, "https://api.anthropic.com");
-        assert_eq!(c.max_turns, 25);
+        assert_eq!((c.max_turns, c.timeout, c.max_retries), (25, Duration::from_secs(300), 2));
+        assert_eq!(c.partial_edits, PartialEdits::Offer);
+        assert!(c.transcript_dir.as_ref().unwrap().ends_with("agentfix/transcripts"));
         assert_eq!(c.api_key, None);
         assert_eq!(
             c.require_api_key().unwrap_err().to_string(),
@@ -240,39 +459,70 @@ mod tests {
     }
 
     #[test]
-    fn editor_settings_override_environment() {
-        let env = env_of(&[
+    fn layers_apply_in_documented_order() {
+        let env = &[
             ("AGENTFIX_MODEL", "env-model"),
             ("ANTHROPIC_BASE_URL", "http://env"),
             ("AGENTFIX_MAX_TURNS", "7"),
             ("ANTHROPIC_API_KEY", "sk-secret"),
-        ]);
-        let c = Config::resolve(&Settings::default(), &env).unwrap();
+        ];
+        let file =
+            Settings::from_toml("model = \"file-model\"\nmaxTurns = 9\ntimeoutSecs = 60\npartialEdits = \"discard\"\n")
+                .unwrap();
+        let c = resolve(&file, &Settings::default(), env).unwrap();
+        assert_eq!((c.model.as_str(), c.base_url.as_str(), c.max_turns), ("env-model", "http://env", 7));
+        assert_eq!((c.timeout, c.partial_edits), (Duration::from_secs(60), PartialEdits::Discard));
         assert_eq!(
-            (c.model.as_str(), c.base_url.as_str(), c.max_turns),
-            ("env-model", "http://env", 7)
+            (c.source("model"), c.source("timeoutSecs"), c.source("maxTokens")),
+            (Source::Env, Source::File, Source::Default)
         );
-        let s = Settings::from_json(&json!({"model": "editor-model", "baseUrl": "http://editor", "maxTurns": 3, "maxTokens": 99})).unwrap();
-        let c = Config::resolve(&s, &env).unwrap();
+        let editor = Settings::from_json(
+            &json!({"model": "editor-model", "baseUrl": "http://editor", "maxTurns": 3, "maxTokens": 99}),
+        )
+        .unwrap();
+        let c = resolve(&file, &editor, env).unwrap();
         assert_eq!(
-            (
-                c.model.as_str(),
-                c.base_url.as_str(),
-                c.max_turns,
-                c.max_tokens
-            ),
+            (c.model.as_str(), c.base_url.as_str(), c.max_turns, c.max_tokens),
             ("editor-model", "http://editor", 3, 99)
         );
-        assert_eq!(c.require_api_key().unwrap().expose(), "sk-secret");
+        assert_eq!(c.source("model"), Source::Editor);
+        assert_eq!(c.require_api_key().unwrap().unwrap().expose(), "sk-secret");
+    }
+
+    #[test]
+    fn providers_have_their_own_keys_urls_and_defaults() {
+        let editor = Settings { provider: Some(ProviderKind::Openai), ..Default::default() };
+        let c = resolve(&Settings::default(), &editor, &[("OPENAI_API_KEY", "sk-o"), ("ANTHROPIC_API_KEY", "sk-a")])
+            .unwrap();
+        assert_eq!((c.base_url.as_str(), c.model.as_str()), ("https://api.openai.com/v1", "gpt-4.1"));
+        assert_eq!(c.api_key.unwrap().expose(), "sk-o");
+        let editor = Settings { provider: Some(ProviderKind::OpenaiCompatible), ..Default::default() };
+        let e = resolve(&Settings::default(), &editor, &[]).unwrap_err();
+        assert!(e.to_string().contains("needs a baseUrl"), "{e}");
+        let editor = Settings { base_url: Some("http://localhost:11434/v1".into()), ..editor };
+        let c = resolve(&Settings::default(), &editor, &[("OPENAI_API_KEY", "not-for-ollama")]).unwrap();
+        assert_eq!(c.require_api_key().unwrap(), None, "a compatible server needs no key, and gets no OpenAI key");
+        let c = resolve(
+            &Settings::default(),
+            &Settings::default(),
+            &[("AGENTFIX_PROVIDER", "OpenAI-Compatible"), ("OPENAI_BASE_URL", "http://x/v1")],
+        )
+        .unwrap();
+        assert_eq!(c.provider, ProviderKind::OpenaiCompatible);
+    }
+
+    #[test]
+    fn the_project_file_cannot_redirect_the_key() {
+        let e = Settings::from_toml("baseUrl = \"https://evil.example\"").unwrap_err();
+        assert!(e.to_string().contains("may not set `provider` or `baseUrl`"), "{e}");
+        assert!(Settings::from_toml("provider = \"openai\"").is_err());
+        assert!(Settings::from_toml("maxTurns = \"x\"").unwrap_err().to_string().starts_with("invalid agentfix.toml"));
     }
 
     #[test]
     fn the_key_never_shows_in_debug_output() {
-        let c = Config::resolve(
-            &Settings::default(),
-            &env_of(&[("ANTHROPIC_API_KEY", "sk-very-secret")]),
-        )
-        .unwrap();
+        let c =
+            resolve(&Settings::default(), &Settings::default(), &[("ANTHROPIC_API_KEY", "sk-very-secret")]).unwrap();
         let dbg = format!("{c:?}");
         assert!(!dbg.contains("sk-very-secret"), "{dbg}");
         assert!(dbg.contains("<redacted>"));
@@ -280,47 +530,35 @@ mod tests {
 
     #[test]
     fn bad_values_are_clear_errors() {
-        let e = Config::resolve(
-            &Settings {
-                provider: Some("gpt".into()),
-                ..Default::default()
-            },
-            &env_of(&[]),
-        )
-        .unwrap_err();
-        assert_eq!(e.to_string(), "unknown provider `gpt` (known: anthropic)");
-        let e = Config::resolve(
-            &Settings::default(),
-            &env_of(&[("AGENTFIX_MAX_TURNS", "many")]),
-        )
-        .unwrap_err();
+        let e = Settings::from_json(&json!({"provider": "gpt"})).unwrap_err();
+        assert!(e.to_string().starts_with("invalid agentfix settings: unknown variant `gpt`"), "{e}");
+        let e = resolve(&Settings::default(), &Settings::default(), &[("AGENTFIX_MAX_TURNS", "many")]).unwrap_err();
         assert_eq!(e.to_string(), "AGENTFIX_MAX_TURNS=`many` is not a number");
-        let e = Settings::from_json(&json!({"maxTurns": "x"})).unwrap_err();
-        assert!(
-            e.to_string().starts_with("invalid agentfix settings:"),
-            "{e}"
-        );
-        assert_eq!(
-            Settings::from_json(&json!({"agentfix": {"model": "m"}}))
-                .unwrap()
-                .model
-                .as_deref(),
-            Some("m")
-        );
+        let e = resolve(&Settings::default(), &Settings::default(), &[("AGENTFIX_PROVIDER", "gpt")]).unwrap_err();
+        assert!(e.to_string().contains("is not a provider"));
+        assert_eq!(Settings::from_json(&json!({"agentfix": {"model": "m"}})).unwrap().model.as_deref(), Some("m"));
+        assert_eq!(Settings::from_json(&json!({"agentfix": null})).unwrap(), Settings::default());
     }
 
     #[test]
     fn merged_settings_prefer_the_newer_source() {
-        let a = Settings {
-            model: Some("a".into()),
-            max_turns: Some(1),
-            ..Default::default()
-        };
-        let b = Settings {
-            model: Some("b".into()),
-            ..Default::default()
-        };
+        let a = Settings { model: Some("a".into()), max_turns: Some(1), ..Default::default() };
+        let b = Settings { model: Some("b".into()), partial_edits: Some(PartialEdits::Discard), ..Default::default() };
         let m = a.merged(&b);
-        assert_eq!((m.model.as_deref(), m.max_turns), (Some("b"), Some(1)));
+        assert_eq!(
+            (m.model.as_deref(), m.max_turns, m.partial_edits),
+            (Some("b"), Some(1), Some(PartialEdits::Discard))
+        );
+    }
+
+    #[test]
+    fn the_committed_json_schema_matches_the_settings_type() {
+        let committed: Value =
+            serde_json::from_str(include_str!("../agentfix.schema.json")).expect("agentfix.schema.json is JSON");
+        assert_eq!(
+            committed,
+            Settings::json_schema(),
+            "agentfix.schema.json is stale: regenerate it with `cargo run -- schema > agentfix.schema.json`"
+        );
     }
 }

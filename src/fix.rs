@@ -7,10 +7,12 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{self, Limits, Outcome, RunEvent};
-use crate::config::Config;
+use crate::agent::{self, Limits, Outcome, RunEvent, Stop};
+use crate::config::{Config, PartialEdits};
+use crate::model::StreamUpdate;
 use crate::providers::ModelClient;
-use crate::tools::{ToolContext, Toolbox};
+use crate::tools::{ToolContext, ToolSet, Toolbox};
+use crate::transcript::Transcript;
 use crate::workspace::{BufferSource, FileChange, Overlay, Workspace};
 
 /// Lines of code shown around the target in the first message.
@@ -55,13 +57,9 @@ pub fn task_prompt(target: &Target, overlay: &Overlay) -> String {
     let (first, last) = target.lines;
     if target.problems.is_empty() {
         if first == last {
-            out.push_str(&format!(
-                "The user asks for a fix at line {first} of `{shown}`.\n"
-            ));
+            out.push_str(&format!("The user asks for a fix at line {first} of `{shown}`.\n"));
         } else {
-            out.push_str(&format!(
-                "The user selected lines {first}-{last} of `{shown}`.\n"
-            ));
+            out.push_str(&format!("The user selected lines {first}-{last} of `{shown}`.\n"));
         }
     } else {
         out.push_str(&format!("Fix this problem in `{shown}`:\n"));
@@ -73,23 +71,12 @@ pub fn task_prompt(target: &Target, overlay: &Overlay) -> String {
             if let Some(c) = &p.code {
                 tags.push(c.clone());
             }
-            let tags = if tags.is_empty() {
-                String::new()
-            } else {
-                format!(" [{}]", tags.join(" "))
-            };
+            let tags = if tags.is_empty() { String::new() } else { format!(" [{}]", tags.join(" ")) };
             let sev = p.severity.as_deref().unwrap_or("problem");
-            out.push_str(&format!(
-                "- line {}, column {}: {sev}: {}{tags}\n",
-                p.line, p.column, p.message
-            ));
+            out.push_str(&format!("- line {}, column {}: {sev}: {}{tags}\n", p.line, p.column, p.message));
         }
     }
-    if let Some(i) = target
-        .instruction
-        .as_deref()
-        .filter(|i| !i.trim().is_empty())
-    {
+    if let Some(i) = target.instruction.as_deref().filter(|i| !i.trim().is_empty()) {
         out.push_str(&format!("\nThe user's instruction: {}\n", i.trim()));
     }
     match overlay.read(&target.path) {
@@ -98,7 +85,10 @@ pub fn task_prompt(target: &Target, overlay: &Overlay) -> String {
             let from = first.saturating_sub(CONTEXT_LINES).max(1) as usize;
             let to = ((last + CONTEXT_LINES) as usize).min(lines.len());
             if from <= to {
-                out.push_str(&format!("\nLines {from}-{to} of `{shown}` ({} lines in all), as the editor holds it now:\n", lines.len()));
+                out.push_str(&format!(
+                    "\nLines {from}-{to} of `{shown}` ({} lines in all), as the editor holds it now:\n",
+                    lines.len()
+                ));
                 for n in from..=to {
                     out.push_str(&format!("{n:>6}\t{}\n", lines[n - 1]));
                 }
@@ -108,21 +98,69 @@ pub fn task_prompt(target: &Target, overlay: &Overlay) -> String {
         }
         Err(e) => out.push_str(&format!("\n(The file could not be read: {e}.)\n")),
     }
-    out.push_str(&format!(
-        "\nThe workspace root is `{}`; tool paths are relative to it.",
-        ws.primary_root().display()
-    ));
+    out.push_str(&format!("\nThe workspace root is `{}`; tool paths are relative to it.", ws.primary_root().display()));
     out
+}
+
+/// Turns run events into one-line progress messages: `turn 2: read_file
+/// calc.py`, `turn 3: preparing edit_file`, the tail of the model's text as
+/// it streams, retries.
+#[derive(Default)]
+pub struct ProgressLines {
+    turn: std::sync::atomic::AtomicU32,
+    text: std::sync::Mutex<String>,
+}
+
+/// A progress line; `streaming` lines may be dropped by a throttle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgressLine {
+    pub text: String,
+    pub streaming: bool,
+}
+
+impl ProgressLines {
+    pub fn line(&self, event: &RunEvent) -> Option<ProgressLine> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let turn = self.turn.load(Relaxed);
+        let plain = |text: String| Some(ProgressLine { text, streaming: false });
+        match event {
+            RunEvent::Request { turn, .. } => {
+                self.turn.store(*turn, Relaxed);
+                self.text.lock().unwrap_or_else(|e| e.into_inner()).clear();
+                None
+            }
+            RunEvent::ToolCalls { turn, calls } => plain(format!("turn {turn}: {}", calls.join(", "))),
+            RunEvent::Stream(StreamUpdate::ToolStart(name)) => plain(format!("turn {turn}: preparing {name}")),
+            RunEvent::Stream(StreamUpdate::Retrying { attempt, delay_ms, reason }) => {
+                plain(format!("retry {attempt} in {:.1} s: {reason}", *delay_ms as f64 / 1000.0))
+            }
+            RunEvent::Stream(StreamUpdate::Text(piece)) => {
+                let mut text = self.text.lock().unwrap_or_else(|e| e.into_inner());
+                text.push_str(piece);
+                let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+                let chars: Vec<char> = flat.chars().collect();
+                let tail: String = chars[chars.len().saturating_sub(80)..].iter().collect();
+                Some(ProgressLine { text: format!("turn {turn}: {tail}"), streaming: true })
+            }
+            RunEvent::Response { .. } | RunEvent::ToolResult { .. } => None,
+        }
+    }
 }
 
 /// The result of one fix.
 pub struct FixResult {
     pub outcome: Outcome,
+    /// The proposal (empty when `partialEdits` is `discard` and a limit
+    /// stopped the run, or when the run was cancelled).
     pub changes: Vec<FileChange>,
+    /// Edits dropped because the run stopped early and `partialEdits` is `discard`.
+    pub discarded: usize,
     pub limits: Limits,
+    /// The transcript file, when transcripts are on.
+    pub transcript: Option<PathBuf>,
 }
 
-/// Runs one fix to the end. Nothing is written anywhere.
+/// Runs one fix to the end. Nothing is written anywhere but the transcript.
 pub async fn run(
     config: &Config,
     model: &dyn ModelClient,
@@ -132,32 +170,44 @@ pub async fn run(
     cancel: &CancellationToken,
     events: &(dyn Fn(RunEvent) + Send + Sync),
 ) -> FixResult {
+    let started = std::time::Instant::now();
+    let root = workspace.primary_root().to_path_buf();
     let overlay = Arc::new(Overlay::new(workspace, buffers));
     let prompt = task_prompt(target, &overlay);
-    let toolbox = Toolbox::standard(ToolContext {
-        overlay: overlay.clone(),
-    });
+    let toolbox = Toolbox::standard(ToolContext { overlay: overlay.clone() });
     let limits = Limits {
         max_turns: config.max_turns,
         max_tokens: config.max_tokens,
         max_output_tokens: config.max_output_tokens,
+        timeout: config.timeout,
     };
-    let outcome = agent::run(
-        SYSTEM_PROMPT,
-        prompt,
-        model,
-        &toolbox,
-        &limits,
-        cancel,
-        events,
-    )
-    .await;
-    let changes = overlay.changes();
-    FixResult {
-        outcome,
-        changes,
-        limits,
+    let transcript = config.transcript_dir.as_deref().and_then(|dir| {
+        let secrets = config.api_key.iter().map(|k| k.expose().to_string()).collect();
+        Transcript::create(dir, secrets)
+            .map_err(|e| tracing::warn!("no transcript: cannot write in {}: {e}", dir.display()))
+            .ok()
+    });
+    if let Some(t) = &transcript {
+        t.start(config, &root, target, SYSTEM_PROMPT, &toolbox.specs());
     }
+    let observe = |e: RunEvent| {
+        if let Some(t) = &transcript {
+            t.event(&e);
+        }
+        events(e);
+    };
+    let outcome = agent::run(SYSTEM_PROMPT, prompt, model, &toolbox, &limits, cancel, &observe).await;
+    let mut changes = overlay.changes();
+    if let Some(t) = &transcript {
+        t.end(&outcome, &overlay.bases(), &changes, started.elapsed().as_millis() as u64);
+    }
+    let mut discarded = 0;
+    if outcome.stop == Stop::Cancelled || (!outcome.stop.is_natural() && config.partial_edits == PartialEdits::Discard)
+    {
+        discarded = changes.len();
+        changes.clear();
+    }
+    FixResult { outcome, changes, discarded, limits, transcript: transcript.map(|t| t.path().to_path_buf()) }
 }
 
 #[cfg(test)]
@@ -183,14 +233,13 @@ mod tests {
             instruction: Some(" be brief ".into()),
         };
         let p = task_prompt(&target, &ctx.overlay);
-        assert!(p.starts_with("Fix this problem in `calc.py`:\n- line 50, column 3: error: bad thing [pyright reportX]\n"), "{p}");
+        assert!(
+            p.starts_with("Fix this problem in `calc.py`:\n- line 50, column 3: error: bad thing [pyright reportX]\n"),
+            "{p}"
+        );
         assert!(p.contains("\nThe user's instruction: be brief\n"));
         assert!(p.contains("Lines 20-80 of `calc.py` (100 lines in all)"));
-        assert!(
-            p.contains("    20\tline 20\n")
-                && p.contains("    80\tline 80\n")
-                && !p.contains("line 81\n")
-        );
+        assert!(p.contains("    20\tline 20\n") && p.contains("    80\tline 80\n") && !p.contains("line 81\n"));
         // The read pinned the buffer version for the final edit.
         let path = target.path.clone();
         ctx.overlay.write(&path, "changed\n".into()).unwrap();
@@ -200,17 +249,10 @@ mod tests {
     #[test]
     fn prompt_without_problems_names_the_lines() {
         let (_d, ctx) = context(&[("a.py", "")], &[]);
-        let t = Target {
-            path: ctx.overlay.resolve("a.py").unwrap(),
-            lines: (3, 7),
-            problems: vec![],
-            instruction: None,
-        };
+        let t =
+            Target { path: ctx.overlay.resolve("a.py").unwrap(), lines: (3, 7), problems: vec![], instruction: None };
         let p = task_prompt(&t, &ctx.overlay);
-        assert!(
-            p.starts_with("The user selected lines 3-7 of `a.py`.\n"),
-            "{p}"
-        );
+        assert!(p.starts_with("The user selected lines 3-7 of `a.py`.\n"), "{p}");
         assert!(p.contains("`a.py` is empty."));
     }
 }

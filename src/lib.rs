@@ -9,5 +9,7 @@ pub mod fix;
 pub mod lsp;
 pub mod model;
 pub mod providers;
+pub mod replay;
 pub mod tools;
+pub mod transcript;
 pub mod workspace;

@@ -26,6 +26,12 @@ enum Command {
     Lsp,
     /// Fix a problem in a file on disk and print the proposed diff.
     Fix(agentfix::cli::FixArgs),
+    /// Print the configuration in force and check that the provider answers.
+    Check(agentfix::cli::CheckArgs),
+    /// Re-run a recorded transcript against its recorded model replies.
+    Replay(agentfix::cli::ReplayArgs),
+    /// Print the JSON Schema of the settings.
+    Schema,
 }
 
 fn main() -> ExitCode {
@@ -34,15 +40,8 @@ fn main() -> ExitCode {
     let filter = EnvFilter::try_from_env("AGENTFIX_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| EnvFilter::new("agentfix=info"));
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter)
-        .with_ansi(false)
-        .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).with_ansi(false).init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("agentfix: cannot start the async runtime: {e}");
@@ -51,6 +50,9 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Some(Command::Fix(args)) => runtime.block_on(agentfix::cli::fix(args)),
+        Some(Command::Check(args)) => runtime.block_on(agentfix::cli::check(args)),
+        Some(Command::Replay(args)) => runtime.block_on(agentfix::cli::replay(args)),
+        Some(Command::Schema) => agentfix::cli::schema(),
         Some(Command::Lsp) | None => {
             let _ = cli.stdio;
             runtime.block_on(agentfix::lsp::serve_stdio());

@@ -44,11 +44,7 @@ pub struct Message {
 
 impl Message {
     pub fn user_text(text: impl Into<String>) -> Self {
-        Self {
-            role: Role::User,
-            content: vec![Block::Text { text: text.into() }],
-            raw: None,
-        }
+        Self { role: Role::User, content: vec![Block::Text { text: text.into() }], raw: None }
     }
 
     /// The tool calls of this message, in order.
@@ -115,6 +111,17 @@ impl Usage {
     }
 }
 
+/// What a provider reports while a response streams in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamUpdate {
+    /// A piece of the model's text.
+    Text(String),
+    /// The model started writing a call to this tool.
+    ToolStart(String),
+    /// The request failed and is sent again after a pause.
+    Retrying { attempt: u32, delay_ms: u64, reason: String },
+}
+
 /// One request to a model.
 #[derive(Debug, Clone, Copy)]
 pub struct ModelRequest<'a> {
@@ -122,6 +129,9 @@ pub struct ModelRequest<'a> {
     pub messages: &'a [Message],
     pub tools: &'a [ToolSpec],
     pub max_output_tokens: u32,
+    /// When false the model may not call tools (the tools are still
+    /// declared, as the APIs require when the history holds tool calls).
+    pub allow_tools: bool,
 }
 
 /// One complete model response.
@@ -141,6 +151,17 @@ pub struct ModelError {
     /// HTTP status when there was one.
     pub status: Option<u16>,
     pub message: String,
+    /// Whether sending the same request again may succeed.
+    pub retryable: bool,
+    /// How long the server asked us to wait before retrying.
+    pub retry_after: Option<std::time::Duration>,
+}
+
+impl ModelError {
+    pub fn new(kind: ModelErrorKind, status: Option<u16>, message: impl Into<String>) -> Self {
+        let retryable = matches!(kind, ModelErrorKind::Server | ModelErrorKind::Network | ModelErrorKind::RateLimited);
+        Self { kind, status, message: message.into(), retryable, retry_after: None }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

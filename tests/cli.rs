@@ -14,10 +14,7 @@ fn agentfix(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(agentfix_bin());
     cmd.args(args).current_dir(root);
     for (k, _) in std::env::vars() {
-        if k.starts_with("ANTHROPIC_")
-            || k.starts_with("AGENTFIX_")
-            || k.to_ascii_lowercase().ends_with("_proxy")
-        {
+        if k.starts_with("ANTHROPIC_") || k.starts_with("AGENTFIX_") || k.to_ascii_lowercase().ends_with("_proxy") {
             cmd.env_remove(k);
         }
     }
@@ -33,10 +30,7 @@ fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
 }
 
 fn env(mock: &MockModel) -> Vec<(&'static str, String)> {
-    vec![
-        ("ANTHROPIC_API_KEY", mock_model::API_KEY.to_string()),
-        ("ANTHROPIC_BASE_URL", mock.base_url()),
-    ]
+    vec![("ANTHROPIC_API_KEY", mock_model::API_KEY.to_string()), ("ANTHROPIC_BASE_URL", mock.base_url())]
 }
 
 fn run(root: &Path, mock: &MockModel, args: &[&str]) -> Output {
@@ -59,11 +53,7 @@ fn fix_prints_a_unified_diff_and_leaves_the_disk_alone() {
     let (_d, root) = workspace();
     let mock = MockModel::start();
     push_fix(&mock);
-    let out = run(
-        &root,
-        &mock,
-        &["fix", "calc.py", "--line", "2", "--instruction", "guard b"],
-    );
+    let out = run(&root, &mock, &["fix", "calc.py", "--line", "2", "--instruction", "guard b"]);
     let stdout = String::from_utf8(out.stdout).unwrap();
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(0), "{stderr}");
@@ -73,18 +63,10 @@ fn fix_prints_a_unified_diff_and_leaves_the_disk_alone() {
     );
     assert!(stderr.contains("turn 1: edit_file calc.py"), "{stderr}");
     assert!(stderr.contains("Raise a clear error when b is zero."));
-    assert_eq!(
-        std::fs::read_to_string(root.join("calc.py")).unwrap(),
-        "def div(a, b):\n    return a / b\n"
-    );
-    let first = mock.requests()[0].body["messages"][0]["content"][0]["text"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    assert_eq!(std::fs::read_to_string(root.join("calc.py")).unwrap(), "def div(a, b):\n    return a / b\n");
+    let first = mock.requests()[0].body["messages"][0]["content"][0]["text"].as_str().unwrap().to_string();
     assert!(
-        first.starts_with(
-            "The user asks for a fix at line 2 of `calc.py`.\n\nThe user's instruction: guard b\n"
-        ),
+        first.starts_with("The user asks for a fix at line 2 of `calc.py`.\n\nThe user's instruction: guard b\n"),
         "{first}"
     );
     assert!(mock.violations().is_empty());
@@ -96,12 +78,7 @@ fn apply_writes_the_edit() {
     let mock = MockModel::start();
     push_fix(&mock);
     let out = run(&root, &mock, &["fix", "calc.py", "--line", "2", "--apply"]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(
         std::fs::read_to_string(root.join("calc.py")).unwrap(),
         "def div(a, b):\n    if b == 0:\n        raise ZeroDivisionError(\"b is zero\")\n    return a / b\n"
@@ -130,37 +107,16 @@ fn exit_codes_say_what_happened() {
     // No key: 2, and nothing sent.
     let mock = MockModel::start();
     let base = mock.base_url();
-    let out = agentfix(
-        &root,
-        &["fix", "calc.py", "--line", "1"],
-        &[("ANTHROPIC_BASE_URL", &base)],
-    );
+    let out = agentfix(&root, &["fix", "calc.py", "--line", "1"], &[("ANTHROPIC_BASE_URL", &base)]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("ANTHROPIC_API_KEY is not set"));
     assert!(mock.requests().is_empty());
     // Usage errors: 2.
-    assert_eq!(
-        run(&root, &mock, &["fix", "missing.py", "--line", "1"])
-            .status
-            .code(),
-        Some(2)
-    );
-    assert_eq!(
-        run(&root, &mock, &["fix", "calc.py", "--line", "0"])
-            .status
-            .code(),
-        Some(2)
-    );
-    assert_eq!(
-        run(&root, &mock, &["fix", "calc.py"]).status.code(),
-        Some(2)
-    );
+    assert_eq!(run(&root, &mock, &["fix", "missing.py", "--line", "1"]).status.code(), Some(2));
+    assert_eq!(run(&root, &mock, &["fix", "calc.py", "--line", "0"]).status.code(), Some(2));
+    assert_eq!(run(&root, &mock, &["fix", "calc.py"]).status.code(), Some(2));
     let outside = tempfile::NamedTempFile::new().unwrap();
-    let out = run(
-        &root,
-        &mock,
-        &["fix", outside.path().to_str().unwrap(), "--line", "1"],
-    );
+    let out = run(&root, &mock, &["fix", outside.path().to_str().unwrap(), "--line", "1"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("outside the workspace root"));
 }
@@ -169,14 +125,8 @@ fn exit_codes_say_what_happened() {
 fn version_and_help() {
     let dir = tempfile::tempdir().unwrap();
     let out = agentfix(dir.path(), &["--version"], &[]);
-    assert_eq!(
-        String::from_utf8(out.stdout).unwrap(),
-        format!("agentfix {}\n", env!("CARGO_PKG_VERSION"))
-    );
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), format!("agentfix {}\n", env!("CARGO_PKG_VERSION")));
     let out = agentfix(dir.path(), &["--help"], &[]);
     let help = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        help.contains("fix") && help.contains("lsp") && help.contains("--stdio"),
-        "{help}"
-    );
+    assert!(help.contains("fix") && help.contains("lsp") && help.contains("--stdio"), "{help}");
 }

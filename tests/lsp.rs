@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::editor::Editor;
-use common::mock_model::{
-    self, MockModel, Recorded, Reply, text_reply, tool_reply, tool_reply_without_text,
-};
+use common::mock_model::{self, MockModel, Recorded, Reply, text_reply, tool_reply, tool_reply_without_text};
 use common::{agentfix_bin, apply_text_edits, file_uri};
 use serde_json::{Value, json};
 
@@ -46,7 +44,9 @@ impl Default for Setup<'_> {
 
 fn start(setup: Setup<'_>) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap().join("ws");
+    let transcripts = root.parent().unwrap().join("transcripts");
+    std::fs::create_dir_all(&root).unwrap();
     for (p, text) in setup.files {
         let path = root.join(p);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -54,7 +54,8 @@ fn start(setup: Setup<'_>) -> Fixture {
     }
     let mock = MockModel::start();
     let base = mock.base_url();
-    let mut env: Vec<(&str, &str)> = vec![("ANTHROPIC_BASE_URL", &base)];
+    let transcripts = transcripts.to_str().unwrap().to_string();
+    let mut env: Vec<(&str, &str)> = vec![("ANTHROPIC_BASE_URL", &base), ("AGENTFIX_TRANSCRIPT_DIR", &transcripts)];
     if setup.key {
         env.push(("ANTHROPIC_API_KEY", mock_model::API_KEY));
     }
@@ -62,19 +63,11 @@ fn start(setup: Setup<'_>) -> Fixture {
     let mut editor = Editor::spawn(agentfix_bin(), &["--stdio"], &root, &env);
     editor.answer_progress_create = setup.answer_progress_create;
     editor.initialize(&root, setup.caps, setup.init);
-    Fixture {
-        _dir: dir,
-        root,
-        mock,
-        editor,
-    }
+    Fixture { _dir: dir, root, mock, editor }
 }
 
 fn fixture(files: &[(&str, &str)]) -> Fixture {
-    start(Setup {
-        files,
-        ..Default::default()
-    })
+    start(Setup { files, ..Default::default() })
 }
 
 fn diag(line: u32, from: u32, to: u32, message: &str) -> Value {
@@ -98,10 +91,7 @@ impl Fixture {
     }
 
     fn execute(&mut self, argument: Value) -> Value {
-        self.editor.request(
-            "workspace/executeCommand",
-            json!({"command": "agentfix.fix", "arguments": [argument]}),
-        )
+        self.editor.request("workspace/executeCommand", json!({"command": "agentfix.fix", "arguments": [argument]}))
     }
 
     fn fix(&mut self, rel: &str, diagnostic: Value) -> Value {
@@ -111,11 +101,7 @@ impl Fixture {
     }
 
     fn assert_no_violations(&self) {
-        assert_eq!(
-            self.mock.violations(),
-            Vec::<String>::new(),
-            "the mock API refused a request"
-        );
+        assert_eq!(self.mock.violations(), Vec::<String>::new(), "the mock API refused a request");
     }
 }
 
@@ -132,10 +118,7 @@ fn tool_results(r: &Recorded) -> Vec<Value> {
 }
 
 fn result_text(block: &Value) -> String {
-    block["content"]
-        .as_str()
-        .map(str::to_string)
-        .unwrap_or_else(|| block["content"].to_string())
+    block["content"].as_str().map(str::to_string).unwrap_or_else(|| block["content"].to_string())
 }
 
 #[test]
@@ -148,14 +131,8 @@ fn initialize_advertises_actions_commands_and_negotiated_encoding() {
     let caps = &r["capabilities"];
     assert_eq!(caps["positionEncoding"], "utf-16");
     assert_eq!(caps["textDocumentSync"]["change"], 2);
-    assert_eq!(
-        caps["executeCommandProvider"]["commands"],
-        json!(["agentfix.fix"])
-    );
-    assert_eq!(
-        caps["codeActionProvider"]["codeActionKinds"],
-        json!(["quickfix", "refactor.rewrite"])
-    );
+    assert_eq!(caps["executeCommandProvider"]["commands"], json!(["agentfix.fix"]));
+    assert_eq!(caps["codeActionProvider"]["codeActionKinds"], json!(["quickfix", "refactor.rewrite"]));
     assert_eq!(r["serverInfo"]["name"], "agentfix");
     e.shutdown();
     let mut caps = Editor::full_capabilities();
@@ -170,8 +147,7 @@ fn initialize_advertises_actions_commands_and_negotiated_encoding() {
 fn code_actions_cover_overlapping_diagnostics_and_selections() {
     let mut f = fixture(&[("calc.py", "x = 1 / 0\n")]);
     let uri = file_uri(&f.path("calc.py"));
-    f.editor
-        .open(&f.path("calc.py"), "python", 3, "x = 1 / 0\n");
+    f.editor.open(&f.path("calc.py"), "python", 3, "x = 1 / 0\n");
     let long = "a".repeat(120) + "\nsecond line";
     let d1 = diag(0, 4, 9, "Division by zero");
     let d2 = diag(0, 0, 1, &long);
@@ -197,12 +173,8 @@ fn code_actions_cover_overlapping_diagnostics_and_selections() {
         "textDocument/codeAction",
         json!({"textDocument": {"uri": uri}, "range": sel, "context": {"diagnostics": [d1, d2]}}),
     );
-    let titles: Vec<String> = resp["result"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["title"].as_str().unwrap().to_string())
-        .collect();
+    let titles: Vec<String> =
+        resp["result"].as_array().unwrap().iter().map(|a| a["title"].as_str().unwrap().to_string()).collect();
     assert_eq!(
         titles,
         vec![
@@ -218,10 +190,7 @@ fn code_actions_cover_overlapping_diagnostics_and_selections() {
         json!({"textDocument": {"uri": uri}, "range": sel, "context": {"diagnostics": [d1], "only": ["refactor"]}}),
     );
     assert_eq!(resp["result"].as_array().unwrap().len(), 1);
-    assert!(
-        f.mock.requests().is_empty(),
-        "code actions must never call the model"
-    );
+    assert!(f.mock.requests().is_empty(), "code actions must never call the model");
 }
 
 #[test]
@@ -231,11 +200,7 @@ fn a_fix_reads_the_unsaved_buffer_and_ends_in_a_versioned_edit() {
     let unsaved = "def div(a, b):\n    # unsaved comment 漢😀\n    return a / b\n";
     let path = f.path("calc.py");
     f.editor.open(&path, "python", 7, unsaved);
-    f.mock.push(tool_reply(&[(
-        "toolu_r1",
-        "read_file",
-        json!({"path": "calc.py"}),
-    )]));
+    f.mock.push(tool_reply(&[("toolu_r1", "read_file", json!({"path": "calc.py"}))]));
     f.mock.push(tool_reply(&[(
         "toolu_e1",
         "edit_file",
@@ -247,7 +212,8 @@ fn a_fix_reads_the_unsaved_buffer_and_ends_in_a_versioned_edit() {
         result["result"],
         json!({"applied": true, "stopReason": "end_turn", "turns": 3,
                "inputTokens": result["result"]["inputTokens"], "outputTokens": 50,
-               "message": "Agent fix: Guarded the division by zero. (1 file)"})
+               "message": "Agent fix: Guarded the division by zero. (1 file)",
+               "transcript": result["result"]["transcript"]})
     );
     f.assert_no_violations();
     let requests = f.mock.requests();
@@ -255,57 +221,31 @@ fn a_fix_reads_the_unsaved_buffer_and_ends_in_a_versioned_edit() {
     for r in &requests {
         assert_eq!(r.header("x-api-key"), Some(mock_model::API_KEY));
         assert_eq!(r.header("anthropic-version"), Some("2023-06-01"));
-        assert_eq!(
-            r.body["tools"].as_array().unwrap().len(),
-            5,
-            "tools go with every request"
-        );
+        assert_eq!(r.body["tools"].as_array().unwrap().len(), 5, "tools go with every request");
     }
     // The first message carries the diagnostic and the buffer's text.
-    let first = requests[0].body["messages"][0]["content"][0]["text"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(
-        first.contains("line 3, column 12: error: Possible division by zero [pyright]"),
-        "{first}"
-    );
+    let first = requests[0].body["messages"][0]["content"][0]["text"].as_str().unwrap().to_string();
+    assert!(first.contains("line 3, column 12: error: Possible division by zero [pyright]"), "{first}");
     assert!(first.contains("# unsaved comment 漢😀"));
     // read_file saw the unsaved buffer, not the disk.
     let read = result_text(&tool_results(&requests[1])[0]);
-    assert!(
-        read.contains("     2\t    # unsaved comment 漢😀\n"),
-        "{read}"
-    );
+    assert!(read.contains("     2\t    # unsaved comment 漢😀\n"), "{read}");
     // One versioned edit against buffer version 7 that produces the right text.
     let edits = f.editor.applied_edits();
     assert_eq!(edits.len(), 1);
-    assert_eq!(
-        edits[0]["label"],
-        "Agent fix: Guarded the division by zero. (1 file)"
-    );
+    assert_eq!(edits[0]["label"], "Agent fix: Guarded the division by zero. (1 file)");
     let doc_changes = edits[0]["edit"]["documentChanges"].as_array().unwrap();
     assert_eq!(doc_changes.len(), 1);
-    assert_eq!(
-        doc_changes[0]["textDocument"],
-        json!({"uri": file_uri(&path), "version": 7})
-    );
+    assert_eq!(doc_changes[0]["textDocument"], json!({"uri": file_uri(&path), "version": 7}));
     let after = apply_text_edits(unsaved, doc_changes[0]["edits"].as_array().unwrap());
     assert_eq!(
         after,
         "def div(a, b):\n    # unsaved comment 漢😀\n    if b == 0:\n        return 0\n    return a / b\n"
     );
-    assert_eq!(
-        std::fs::read_to_string(&path).unwrap(),
-        disk,
-        "the server must never write to disk"
-    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), disk, "the server must never write to disk");
     // Progress: begin, a report naming the tool calls, end.
     let progress = f.editor.notifications("$/progress");
-    let kinds: Vec<&str> = progress
-        .iter()
-        .map(|p| p["value"]["kind"].as_str().unwrap())
-        .collect();
+    let kinds: Vec<&str> = progress.iter().map(|p| p["value"]["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds.first(), Some(&"begin"));
     assert_eq!(kinds.last(), Some(&"end"));
     assert_eq!(progress[0]["value"]["title"], "Agent fix");
@@ -314,16 +254,12 @@ fn a_fix_reads_the_unsaved_buffer_and_ends_in_a_versioned_edit() {
         .filter(|p| p["value"]["kind"] == "report")
         .map(|p| p["value"]["message"].as_str().unwrap())
         .collect();
+    // The model's streamed text, the tool being prepared, then the calls.
     assert_eq!(
         reports,
-        ["turn 1: read_file calc.py", "turn 2: edit_file calc.py"]
+        ["turn 1: Let me", "turn 1: preparing read_file", "turn 1: read_file calc.py", "turn 2: preparing edit_file", "turn 2: edit_file calc.py"]
     );
-    assert!(
-        f.editor
-            .messages()
-            .iter()
-            .any(|m| m["method"] == "window/workDoneProgress/create")
-    );
+    assert!(f.editor.messages().iter().any(|m| m["method"] == "window/workDoneProgress/create"));
 }
 
 #[test]
@@ -331,17 +267,9 @@ fn two_tool_calls_in_one_turn_and_tool_errors_are_fed_back_by_id() {
     let mut f = fixture(&[("a.py", "alpha = 1\n"), ("b.py", "beta = 2\n")]);
     f.mock.push(tool_reply(&[
         ("toolu_a", "read_file", json!({"path": "a.py"})),
-        (
-            "toolu_b",
-            "edit_file",
-            json!({"path": "b.py", "old_text": "gamma", "new_text": "delta"}),
-        ),
+        ("toolu_b", "edit_file", json!({"path": "b.py", "old_text": "gamma", "new_text": "delta"})),
     ]));
-    f.mock.push(tool_reply_without_text(&[(
-        "toolu_c",
-        "no_such_tool",
-        json!({}),
-    )]));
+    f.mock.push(tool_reply_without_text(&[("toolu_c", "no_such_tool", json!({}))]));
     f.mock.push(text_reply("Nothing to change."));
     let result = f.fix("a.py", diag(0, 0, 5, "unused"));
     assert_eq!(result["result"]["applied"], false);
@@ -355,71 +283,42 @@ fn two_tool_calls_in_one_turn_and_tool_errors_are_fed_back_by_id() {
     assert_eq!(results[0].get("is_error"), None);
     assert_eq!(results[1]["tool_use_id"], "toolu_b");
     assert_eq!(results[1]["is_error"], true);
-    assert!(
-        result_text(&results[1]).starts_with("old_text was not found in b.py."),
-        "{}",
-        result_text(&results[1])
-    );
+    assert!(result_text(&results[1]).starts_with("old_text was not found in b.py."), "{}", result_text(&results[1]));
     let results = tool_results(&requests[2]);
     assert_eq!(results[0]["is_error"], true);
     assert!(result_text(&results[0]).contains("unknown tool `no_such_tool`"));
     // No edit: no applyEdit, and the user is told why.
     assert!(f.editor.applied_edits().is_empty());
     let shown = f.editor.notifications("window/showMessage");
-    assert!(
-        shown
-            .iter()
-            .any(|m| m["message"].as_str().unwrap().contains("proposed no edit")),
-        "{shown:?}"
-    );
+    assert!(shown.iter().any(|m| m["message"].as_str().unwrap().contains("proposed no edit")), "{shown:?}");
 }
 
 #[test]
 fn max_turns_stops_a_run_that_never_ends() {
-    let mut f = start(Setup {
-        files: &[("a.py", "x\n")],
-        init: json!({"maxTurns": 2}),
-        ..Default::default()
-    });
+    let mut f = start(Setup { files: &[("a.py", "x\n")], init: json!({"maxTurns": 2}), ..Default::default() });
     for i in 0..5 {
-        f.mock.push(tool_reply(&[(
-            &format!("toolu_{i}"),
-            "read_file",
-            json!({"path": "a.py"}),
-        )]));
+        f.mock.push(tool_reply(&[(&format!("toolu_{i}"), "read_file", json!({"path": "a.py"}))]));
     }
     let result = f.fix("a.py", diag(0, 0, 1, "x"));
     assert_eq!(result["result"]["stopReason"], "max_turns");
     assert_eq!(result["result"]["turns"], 2);
-    assert_eq!(f.mock.requests().len(), 2);
+    // Two turns, then one closing request that may not call tools.
+    let requests = f.mock.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[2].body["tool_choice"], json!({"type": "none"}));
+    assert!(requests[1].body.get("tool_choice").is_none());
     let shown = f.editor.notifications("window/showMessage");
-    assert!(
-        shown
-            .iter()
-            .any(|m| m["message"].as_str().unwrap().contains("maxTurns (2)")),
-        "{shown:?}"
-    );
+    assert!(shown.iter().any(|m| m["message"].as_str().unwrap().contains("maxTurns (2)")), "{shown:?}");
 }
 
 #[test]
 fn a_missing_key_is_a_clear_error_and_sends_nothing() {
-    let mut f = start(Setup {
-        files: &[("a.py", "x\n")],
-        key: false,
-        ..Default::default()
-    });
+    let mut f = start(Setup { files: &[("a.py", "x\n")], key: false, ..Default::default() });
     let result = f.fix("a.py", diag(0, 0, 1, "x"));
     let err = result["error"]["message"].as_str().unwrap();
     assert!(err.contains("ANTHROPIC_API_KEY is not set"), "{result}");
-    let shown = f
-        .editor
-        .wait_for_notification("window/showMessage", |m| m["type"] == 1, LONG);
-    assert!(
-        shown["message"]
-            .as_str()
-            .unwrap()
-            .contains("ANTHROPIC_API_KEY")
-    );
+    let shown = f.editor.wait_for_notification("window/showMessage", |m| m["type"] == 1, LONG);
+    assert!(shown["message"].as_str().unwrap().contains("ANTHROPIC_API_KEY"));
     assert!(f.mock.requests().is_empty());
     // The server is still serving.
     let r = f.editor.request("textDocument/codeAction", json!({"textDocument": {"uri": file_uri(&f.path("a.py"))},
@@ -436,21 +335,12 @@ fn five_hundred_rapid_incremental_changes_apply_in_order() {
     let mut expected = String::new();
     for i in 0..500u32 {
         // Each change appends at the end of the previous text: any reordering corrupts it.
-        let piece = if i % 50 == 49 {
-            format!("{i}😀\r\n")
-        } else {
-            format!("{i},")
-        };
+        let piece = if i % 50 == 49 { format!("{i}😀\r\n") } else { format!("{i},") };
         let (line, col) = end_position(&expected);
-        f.editor
-            .change_incremental(&path, 2 + i as i32, ((line, col), (line, col)), &piece);
+        f.editor.change_incremental(&path, 2 + i as i32, ((line, col), (line, col)), &piece);
         expected.push_str(&piece);
     }
-    f.mock.push(tool_reply(&[(
-        "toolu_1",
-        "read_file",
-        json!({"path": "seq.txt"}),
-    )]));
+    f.mock.push(tool_reply(&[("toolu_1", "read_file", json!({"path": "seq.txt"}))]));
     f.mock.push(text_reply("Looked."));
     let result = f.execute(json!({"uri": file_uri(&path), "version": 501,
         "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "diagnostics": []}));
@@ -476,23 +366,20 @@ fn edits_and_new_files_use_positions_in_the_negotiated_encoding() {
     for encoding in ["utf-16", "utf-8"] {
         let mut caps = Editor::full_capabilities();
         caps["general"]["positionEncodings"] = json!([encoding]);
-        let mut f = start(Setup {
-            caps,
-            ..Default::default()
-        });
+        let mut f = start(Setup { caps, ..Default::default() });
         let path = f.path("w.py");
         let text = "s = '漢字😀'\r\nt = '😀'; u = 1\r\n";
         f.editor.open(&path, "python", 2, text);
         // Incremental change in the negotiated encoding: replace `1` with `2`.
-        let col = if encoding == "utf-8" {
-            "t = '😀'; u = ".len()
-        } else {
-            "t = '😀'; u = ".encode_utf16().count()
-        } as u32;
-        f.editor
-            .change_incremental(&path, 3, ((1, col), (1, col + 1)), "2");
+        let col =
+            if encoding == "utf-8" { "t = '😀'; u = ".len() } else { "t = '😀'; u = ".encode_utf16().count() } as u32;
+        f.editor.change_incremental(&path, 3, ((1, col), (1, col + 1)), "2");
         f.mock.push(tool_reply(&[
-            ("toolu_1", "edit_file", json!({"path": "w.py", "old_text": "t = '😀'; u = 2", "new_text": "t = '🙂'; u = 2"})),
+            (
+                "toolu_1",
+                "edit_file",
+                json!({"path": "w.py", "old_text": "t = '😀'; u = 2", "new_text": "t = '🙂'; u = 2"}),
+            ),
             ("toolu_2", "write_file", json!({"path": "pkg/new_模块.py", "content": "x = 1\n"})),
         ]));
         f.mock.push(text_reply("Done."));
@@ -512,10 +399,7 @@ fn edits_and_new_files_use_positions_in_the_negotiated_encoding() {
             apply_text_edits("s = '漢字😀'\r\nt = '😀'; u = 2\r\n", edits)
         } else {
             // Line-granular hunks start at column 0, so byte and UTF-16 columns agree here.
-            assert_eq!(
-                edits[0]["range"]["start"],
-                json!({"line": 1, "character": 0})
-            );
+            assert_eq!(edits[0]["range"]["start"], json!({"line": 1, "character": 0}));
             assert_eq!(edits[0]["range"]["end"], json!({"line": 2, "character": 0}));
             apply_text_edits("s = '漢字😀'\r\nt = '😀'; u = 2\r\n", edits)
         };
@@ -529,11 +413,7 @@ fn clients_without_document_changes_get_plain_changes() {
     let mut caps = Editor::full_capabilities();
     caps["workspace"]["workspaceEdit"] = json!({});
     caps["window"]["workDoneProgress"] = json!(false);
-    let mut f = start(Setup {
-        files: &[("a.py", "x = 1\n")],
-        caps,
-        ..Default::default()
-    });
+    let mut f = start(Setup { files: &[("a.py", "x = 1\n")], caps, ..Default::default() });
     f.mock.push(tool_reply(&[(
         "toolu_1",
         "edit_file",
@@ -545,44 +425,33 @@ fn clients_without_document_changes_get_plain_changes() {
     let edit = &f.editor.applied_edits()[0]["edit"];
     assert!(edit.get("documentChanges").is_none());
     let uri = file_uri(&f.path("a.py"));
-    assert_eq!(
-        apply_text_edits("x = 1\n", edit["changes"][&uri].as_array().unwrap()),
-        "x = 2\n"
-    );
+    assert_eq!(apply_text_edits("x = 1\n", edit["changes"][&uri].as_array().unwrap()), "x = 2\n");
     // No progress without the capability.
-    assert!(!f.editor.messages().iter().any(|m| m["method"] == "window/workDoneProgress/create" || m["method"] == "$/progress"));
+    assert!(
+        !f.editor
+            .messages()
+            .iter()
+            .any(|m| m["method"] == "window/workDoneProgress/create" || m["method"] == "$/progress")
+    );
 }
 
 #[test]
 fn a_client_that_never_answers_progress_create_does_not_block_the_run() {
-    let mut f = start(Setup {
-        files: &[("a.py", "x\n")],
-        answer_progress_create: false,
-        ..Default::default()
-    });
+    let mut f = start(Setup { files: &[("a.py", "x\n")], answer_progress_create: false, ..Default::default() });
     f.mock.push(text_reply("Nothing to do."));
     let started = Instant::now();
     let result = f.fix("a.py", diag(0, 0, 1, "x"));
     assert_eq!(result["result"]["stopReason"], "end_turn");
     assert!(started.elapsed() < Duration::from_secs(20));
-    assert!(
-        f.editor.notifications("$/progress").is_empty(),
-        "no progress on a token the client never accepted"
-    );
+    assert!(f.editor.notifications("$/progress").is_empty(), "no progress on a token the client never accepted");
 }
 
 #[test]
 fn requests_are_answered_while_a_run_is_pending_and_cancel_stops_it() {
     let mut f = fixture(&[("a.py", "x\n")]);
-    f.mock.push(Reply::Delay(
-        Duration::from_secs(20),
-        Box::new(text_reply("late")),
-    ));
+    f.mock.push(Reply::Delay(Duration::from_secs(20), Box::new(text_reply("late"))));
     let arg = f.fix_argument("a.py", diag(0, 0, 1, "x"));
-    let id = f.editor.send_request(
-        "workspace/executeCommand",
-        json!({"command": "agentfix.fix", "arguments": [arg]}),
-    );
+    let id = f.editor.send_request("workspace/executeCommand", json!({"command": "agentfix.fix", "arguments": [arg]}));
     // Wait until the model request is in flight.
     let deadline = Instant::now() + LONG;
     while f.mock.requests().is_empty() {
@@ -593,45 +462,26 @@ fn requests_are_answered_while_a_run_is_pending_and_cancel_stops_it() {
     let r = f.editor.request("textDocument/codeAction", json!({"textDocument": {"uri": file_uri(&f.path("a.py"))},
         "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "context": {"diagnostics": []}}));
     assert_eq!(r["result"], json!([]));
-    assert!(
-        t.elapsed() < Duration::from_secs(5),
-        "a pending run must not delay other requests"
-    );
+    assert!(t.elapsed() < Duration::from_secs(5), "a pending run must not delay other requests");
     let t = Instant::now();
     f.editor.notify("$/cancelRequest", json!({"id": id}));
     let resp = f.editor.wait_response(id, LONG);
     assert_eq!(resp["error"]["code"], -32800, "{resp}");
     assert!(t.elapsed() < Duration::from_secs(5));
-    let end = f
-        .editor
-        .wait_for_notification("$/progress", |p| p["value"]["kind"] == "end", LONG);
-    assert_eq!(
-        end["value"]["message"],
-        "Agent fix cancelled; nothing was changed."
-    );
+    let end = f.editor.wait_for_notification("$/progress", |p| p["value"]["kind"] == "end", LONG);
+    assert_eq!(end["value"]["message"], "Agent fix cancelled; nothing was changed.");
     assert!(f.editor.applied_edits().is_empty());
 }
 
 #[test]
 fn progress_cancel_button_cancels_the_run() {
     let mut f = fixture(&[("a.py", "x\n")]);
-    f.mock.push(Reply::Delay(
-        Duration::from_secs(20),
-        Box::new(text_reply("late")),
-    ));
+    f.mock.push(Reply::Delay(Duration::from_secs(20), Box::new(text_reply("late"))));
     let arg = f.fix_argument("a.py", diag(0, 0, 1, "x"));
-    let id = f.editor.send_request(
-        "workspace/executeCommand",
-        json!({"command": "agentfix.fix", "arguments": [arg]}),
-    );
-    let begin =
-        f.editor
-            .wait_for_notification("$/progress", |p| p["value"]["kind"] == "begin", LONG);
+    let id = f.editor.send_request("workspace/executeCommand", json!({"command": "agentfix.fix", "arguments": [arg]}));
+    let begin = f.editor.wait_for_notification("$/progress", |p| p["value"]["kind"] == "begin", LONG);
     assert_eq!(begin["value"]["cancellable"], true);
-    f.editor.notify(
-        "window/workDoneProgress/cancel",
-        json!({"token": begin["token"]}),
-    );
+    f.editor.notify("window/workDoneProgress/cancel", json!({"token": begin["token"]}));
     let resp = f.editor.wait_response(id, LONG);
     assert_eq!(resp["result"]["stopReason"], "cancelled", "{resp}");
     assert_eq!(resp["result"]["applied"], false);
@@ -640,69 +490,34 @@ fn progress_cancel_button_cancels_the_run() {
 #[test]
 fn model_errors_are_shown_and_the_server_lives_on() {
     let mut f = fixture(&[("a.py", "x\n")]);
-    f.mock.push(mock_model::error_reply(
-        401,
-        "authentication_error",
-        "invalid x-api-key",
-    ));
+    f.mock.push(mock_model::error_reply(401, "authentication_error", "invalid x-api-key"));
     let result = f.fix("a.py", diag(0, 0, 1, "x"));
     assert_eq!(result["result"]["stopReason"], "model_error");
-    let shown = f
-        .editor
-        .wait_for_notification("window/showMessage", |m| m["type"] == 1, LONG);
+    let shown = f.editor.wait_for_notification("window/showMessage", |m| m["type"] == 1, LONG);
     assert!(
-        shown["message"]
-            .as_str()
-            .unwrap()
-            .contains("the API key was rejected; check ANTHROPIC_API_KEY"),
+        shown["message"].as_str().unwrap().contains("the key from ANTHROPIC_API_KEY was rejected; check it"),
         "{shown}"
     );
 }
 
 #[test]
 fn bad_input_gets_errors_and_panics_are_caught() {
-    let mut f = start(Setup {
-        env: vec![("AGENTFIX_DEBUG_COMMANDS", "1")],
-        ..Default::default()
-    });
+    let mut f = start(Setup { env: vec![("AGENTFIX_DEBUG_COMMANDS", "1")], ..Default::default() });
     // Malformed JSON-RPC body.
     f.editor.send_raw(b"Content-Length: 9\r\n\r\n{not json");
     // Bad arguments.
-    let r = f.editor.request(
-        "workspace/executeCommand",
-        json!({"command": "agentfix.fix", "arguments": [{"uri": 5}]}),
-    );
+    let r = f.editor.request("workspace/executeCommand", json!({"command": "agentfix.fix", "arguments": [{"uri": 5}]}));
     assert_eq!(r["error"]["code"], -32602, "{r}");
-    let r = f.editor.request(
-        "workspace/executeCommand",
-        json!({"command": "agentfix.fix", "arguments": []}),
-    );
+    let r = f.editor.request("workspace/executeCommand", json!({"command": "agentfix.fix", "arguments": []}));
     assert_eq!(r["error"]["code"], -32602);
-    let r = f.editor.request(
-        "workspace/executeCommand",
-        json!({"command": "nope", "arguments": []}),
-    );
-    assert!(
-        r["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("unknown command `nope`")
-    );
+    let r = f.editor.request("workspace/executeCommand", json!({"command": "nope", "arguments": []}));
+    assert!(r["error"]["message"].as_str().unwrap().contains("unknown command `nope`"));
     // A change to a document that is not open, with an absurd range, is ignored.
-    f.editor
-        .change_incremental(Path::new("/nowhere.txt"), 2, ((99, 99), (0, 0)), "x");
+    f.editor.change_incremental(Path::new("/nowhere.txt"), 2, ((99, 99), (0, 0)), "x");
     // A panic inside a handler becomes an error response.
-    let r = f.editor.request(
-        "workspace/executeCommand",
-        json!({"command": "agentfix.debug.panic", "arguments": []}),
-    );
+    let r = f.editor.request("workspace/executeCommand", json!({"command": "agentfix.debug.panic", "arguments": []}));
     assert_eq!(r["error"]["code"], -32603, "{r}");
-    assert!(
-        r["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("debug panic requested")
-    );
+    assert!(r["error"]["message"].as_str().unwrap().contains("debug panic requested"));
     // Out-of-range positions clamp in a real document.
     let path = f.path("c.txt");
     f.editor.open(&path, "plaintext", 1, "ab");
@@ -711,12 +526,6 @@ fn bad_input_gets_errors_and_panics_are_caught() {
     let r = f.editor.request("textDocument/codeAction", json!({"textDocument": {"uri": file_uri(&path)},
         "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}, "context": {"diagnostics": []}}));
     assert_eq!(r["result"][0]["title"], "Agent fix: selection");
-    assert!(
-        f.editor
-            .stray_responses()
-            .iter()
-            .any(|r| r["error"]["code"] == -32700),
-        "parse error answered"
-    );
+    assert!(f.editor.stray_responses().iter().any(|r| r["error"]["code"] == -32700), "parse error answered");
     assert!(f.editor.shutdown().success());
 }

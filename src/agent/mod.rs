@@ -4,18 +4,34 @@
 //!
 //! The loop is provider-neutral and knows no LSP, HTTP or rope types: it sees
 //! a [`ModelClient`], a [`ToolSet`] and a cancellation token, and reports what
-//! happens through [`RunEvent`]s.
+//! happens through [`RunEvent`]s (progress and transcripts listen to them).
+//!
+//! Limits: `maxTurns`, `maxTokens` (input + output over the run), a wall
+//! clock `timeout`, and a convergence guard (the same failing call three
+//! times in a row, or several tool turns that bring nothing new). At a
+//! limit, one last request without tools asks for a short summary.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::model::{Block, Message, ModelError, ModelRequest, Role, StopReason, Usage};
+use crate::model::{Block, Message, ModelError, ModelRequest, ModelResponse, Role, StopReason, StreamUpdate, Usage};
 use crate::providers::ModelClient;
-use crate::tools::ToolSet;
+use crate::tools::{ToolOutput, ToolSet};
 
 /// Consecutive `pause_turn` continuations allowed before the run stops.
 const MAX_PAUSE_CONTINUATIONS: u32 = 5;
+/// The same call failing this many times in a row stalls the run.
+const SAME_FAILURE_LIMIT: u32 = 3;
+/// This many tool turns in a row with only repeated results stall the run.
+const NO_NEW_INFORMATION_TURNS: u32 = 4;
+/// `max_tokens` ceiling when a cut-off tool call is retried with more room.
+const MAX_OUTPUT_CEILING: u32 = 64_000;
+/// Time allowed for the closing summary request.
+const SUMMARY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The limits of one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,14 +42,25 @@ pub struct Limits {
     pub max_tokens: u64,
     /// `max_tokens` of each request.
     pub max_output_tokens: u32,
+    /// Wall-clock time of the run.
+    pub timeout: Duration,
 }
 
-/// Something that happened during a run, for progress reporting.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Something that happened during a run.
+#[derive(Debug, Clone, PartialEq)]
 pub enum RunEvent {
-    /// The model asked for tools in `turn`; `calls` are short descriptions
-    /// such as `read_file calc.py`.
+    /// A request is about to be sent; `new_messages` are the messages added
+    /// since the previous request (all of them for the first).
+    Request { turn: u32, new_messages: Vec<Message>, max_output_tokens: u32, allow_tools: bool },
+    /// The model's complete answer.
+    Response { turn: u32, response: ModelResponse, elapsed_ms: u64 },
+    /// Streaming and retry news from the provider.
+    Stream(StreamUpdate),
+    /// The model asked for tools; `calls` are short descriptions such as
+    /// `read_file calc.py`.
     ToolCalls { turn: u32, calls: Vec<String> },
+    /// One tool call finished.
+    ToolResult { turn: u32, id: String, name: String, input: Value, output: ToolOutput, elapsed_ms: u64 },
 }
 
 /// Why a run ended.
@@ -46,6 +73,10 @@ pub enum Stop {
     MaxTurns,
     /// The run's token budget (`maxTokens`) was used up.
     TokenBudget,
+    /// The wall-clock limit (`timeoutSecs`) passed.
+    Timeout,
+    /// The convergence guard saw no progress.
+    Stalled(String),
     /// A response was cut at `max_tokens`.
     MaxTokens,
     Refusal {
@@ -71,6 +102,8 @@ impl Stop {
             Stop::StopSequence => "stop_sequence",
             Stop::MaxTurns => "max_turns",
             Stop::TokenBudget => "token_budget",
+            Stop::Timeout => "timeout",
+            Stop::Stalled(_) => "stalled",
             Stop::MaxTokens => "max_tokens",
             Stop::Refusal { .. } => "refusal",
             Stop::ContextWindowExceeded => "context_window_exceeded",
@@ -87,26 +120,26 @@ impl Stop {
         matches!(self, Stop::EndTurn | Stop::StopSequence)
     }
 
+    /// Whether a harness limit (not the model, not the user) ended the run:
+    /// these get a closing summary request.
+    pub fn is_limit(&self) -> bool {
+        matches!(self, Stop::MaxTurns | Stop::TokenBudget | Stop::Timeout | Stop::Stalled(_) | Stop::PauseLimit)
+    }
+
     /// A sentence for the user.
     pub fn describe(&self, limits: &Limits) -> String {
         match self {
             Stop::EndTurn | Stop::StopSequence => "the model finished".into(),
             Stop::MaxTurns => format!("the run reached maxTurns ({})", limits.max_turns),
-            Stop::TokenBudget => format!(
-                "the run used up its token budget (maxTokens {})",
-                limits.max_tokens
-            ),
-            Stop::MaxTokens => format!(
-                "a model response was cut off at {} output tokens",
-                limits.max_output_tokens
-            ),
+            Stop::TokenBudget => format!("the run used up its token budget (maxTokens {})", limits.max_tokens),
+            Stop::Timeout => format!("the run took longer than timeoutSecs ({} s)", limits.timeout.as_secs()),
+            Stop::Stalled(why) => format!("the run stalled: {why}"),
+            Stop::MaxTokens => format!("a model response was cut off at {} output tokens", limits.max_output_tokens),
             Stop::Refusal { explanation } => match explanation {
                 Some(e) => format!("the model declined: {e}"),
                 None => "the model declined the request".into(),
             },
-            Stop::ContextWindowExceeded => {
-                "the conversation no longer fits the model's context window".into()
-            }
+            Stop::ContextWindowExceeded => "the conversation no longer fits the model's context window".into(),
             Stop::PauseLimit => "the model paused too many times in a row".into(),
             Stop::Cancelled => "cancelled".into(),
             Stop::ToolFatal(e) => format!("a tool failed: {e}"),
@@ -120,13 +153,80 @@ impl Stop {
 #[derive(Debug, Clone)]
 pub struct Outcome {
     pub stop: Stop,
-    /// Model requests made.
+    /// Model requests made (the closing summary request not included).
     pub turns: u32,
     pub usage: Usage,
     /// The model's last text, usually a one-line summary of the change.
     pub summary: String,
     /// The whole conversation.
     pub messages: Vec<Message>,
+}
+
+/// Detects runs that go round in circles.
+#[derive(Default)]
+struct Convergence {
+    /// Consecutive failures per (tool, input).
+    failures: HashMap<String, u32>,
+    /// Every (tool, input, result) seen.
+    seen: HashSet<String>,
+    idle_turns: u32,
+}
+
+impl Convergence {
+    /// Records one tool turn; `Some(reason)` when the run should stop.
+    fn record(&mut self, results: &[(&str, &Value, &ToolOutput)]) -> Option<String> {
+        let mut new_information = false;
+        for (name, input, out) in results {
+            let call = format!("{name} {input}");
+            if out.is_error {
+                let n = self.failures.entry(call.clone()).or_default();
+                *n += 1;
+                if *n >= SAME_FAILURE_LIMIT {
+                    return Some(format!(
+                        "`{name}` failed {n} times in a row with the same input: {}",
+                        first_line(&out.content)
+                    ));
+                }
+            } else {
+                self.failures.remove(&call);
+            }
+            if self.seen.insert(format!("{call} {} {}", out.is_error, out.content)) {
+                new_information = true;
+            }
+        }
+        if new_information {
+            self.idle_turns = 0;
+            None
+        } else {
+            self.idle_turns += 1;
+            (self.idle_turns >= NO_NEW_INFORMATION_TURNS)
+                .then(|| format!("{} tool turns in a row brought nothing new", self.idle_turns))
+        }
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}
+
+/// The tool result for an input that is not a JSON object (a truncated or
+/// malformed tool call): the model reads why, the tool is not called.
+fn invalid_input(name: &str, input: &Value) -> Option<ToolOutput> {
+    if input.is_object() {
+        return None;
+    }
+    let raw = match input {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let shown: String = raw.chars().take(300).collect();
+    Some(ToolOutput {
+        content: format!(
+            "the input of `{name}` was not a JSON object: {shown}. Call the tool again with a JSON object that matches its schema."
+        ),
+        is_error: true,
+        fatal: false,
+    })
 }
 
 /// Runs the loop from a first user message to a stop.
@@ -139,12 +239,18 @@ pub async fn run(
     cancel: &CancellationToken,
     events: &(dyn Fn(RunEvent) + Send + Sync),
 ) -> Outcome {
+    let deadline = tokio::time::Instant::now() + limits.timeout;
     let specs = tools.specs();
     let mut messages = vec![Message::user_text(prompt)];
+    let mut sent = 0usize;
     let mut usage = Usage::default();
     let mut turns = 0u32;
     let mut pauses = 0u32;
+    let mut max_output = limits.max_output_tokens;
+    let mut widened = false;
     let mut summary = String::new();
+    let mut guard = Convergence::default();
+    let stream = |u: StreamUpdate| events(RunEvent::Stream(u));
     let stop = loop {
         if turns >= limits.max_turns {
             break Stop::MaxTurns;
@@ -153,22 +259,53 @@ pub async fn run(
             break Stop::TokenBudget;
         }
         turns += 1;
+        events(RunEvent::Request {
+            turn: turns,
+            new_messages: messages[sent..].to_vec(),
+            max_output_tokens: max_output,
+            allow_tools: true,
+        });
+        sent = messages.len();
         let request = ModelRequest {
             system,
             messages: &messages,
             tools: &specs,
-            max_output_tokens: limits.max_output_tokens,
+            max_output_tokens: max_output,
+            allow_tools: true,
         };
+        let started = Instant::now();
         let response = tokio::select! {
             biased;
             _ = cancel.cancelled() => break Stop::Cancelled,
-            r = model.complete(request) => r,
+            _ = tokio::time::sleep_until(deadline) => break Stop::Timeout,
+            r = model.complete(request, &stream) => r,
         };
         let response = match response {
             Ok(r) => r,
             Err(e) => break Stop::ModelError(e),
         };
+        events(RunEvent::Response {
+            turn: turns,
+            response: response.clone(),
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        });
         usage.add(response.usage);
+        // A response cut at max_tokens: a cut-off tool call is dropped and the
+        // request retried once with more room; otherwise the run ends.
+        if response.stop_reason == StopReason::MaxTokens {
+            let cut_tool = matches!(response.message.content.last(), Some(Block::ToolUse { .. }));
+            if cut_tool && !widened && max_output < MAX_OUTPUT_CEILING {
+                widened = true;
+                max_output = max_output.saturating_mul(2).min(MAX_OUTPUT_CEILING);
+                tracing::info!(max_output, "a tool call was cut off at max_tokens; retrying with more room");
+                continue;
+            }
+            let text = response.message.text();
+            if !text.trim().is_empty() {
+                summary = text;
+            }
+            break Stop::MaxTokens;
+        }
         let text = response.message.text();
         if !text.trim().is_empty() {
             summary = text;
@@ -192,31 +329,28 @@ pub async fn run(
             let outputs = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => break Stop::Cancelled,
-                o = join_all(calls.iter().map(|(_, name, input)| tools.call(name, input))) => o,
+                _ = tokio::time::sleep_until(deadline) => break Stop::Timeout,
+                o = join_all(calls.iter().map(|c| run_call(tools, events, turns, c))) => o,
             };
-            let mut fatal = None;
+            let fatal = outputs.iter().find(|o| o.fatal).map(|o| o.content.clone());
+            let judged: Vec<(&str, &Value, &ToolOutput)> =
+                calls.iter().zip(&outputs).map(|((_, n, i), o)| (n.as_str(), i, o)).collect();
+            let stalled = guard.record(&judged);
             let content = calls
                 .iter()
                 .zip(outputs)
-                .map(|((id, name, _), out)| {
-                    tracing::debug!(tool = %name, is_error = out.is_error, "tool call done");
-                    if out.fatal && fatal.is_none() {
-                        fatal = Some(out.content.clone());
-                    }
-                    Block::ToolResult {
-                        tool_use_id: id.clone(),
-                        content: out.content,
-                        is_error: out.is_error,
-                    }
+                .map(|((id, _, _), out)| Block::ToolResult {
+                    tool_use_id: id.clone(),
+                    content: out.content,
+                    is_error: out.is_error,
                 })
                 .collect();
-            messages.push(Message {
-                role: Role::User,
-                content,
-                raw: None,
-            });
+            messages.push(Message { role: Role::User, content, raw: None });
             if let Some(e) = fatal {
                 break Stop::ToolFatal(e);
+            }
+            if let Some(why) = stalled {
+                break Stop::Stalled(why);
             }
             pauses = 0;
             continue;
@@ -230,16 +364,23 @@ pub async fn run(
                 // Continue the paused turn: no new user message.
                 continue;
             }
-            StopReason::EndTurn | StopReason::ToolUse | StopReason::PauseTurn => {
-                break Stop::EndTurn;
-            }
+            StopReason::EndTurn | StopReason::ToolUse | StopReason::PauseTurn => break Stop::EndTurn,
             StopReason::StopSequence => break Stop::StopSequence,
             StopReason::MaxTokens => break Stop::MaxTokens,
             StopReason::Refusal { explanation } => break Stop::Refusal { explanation },
             StopReason::ContextWindowExceeded => break Stop::ContextWindowExceeded,
-            StopReason::Other(s) => break Stop::Unknown(s),
+            StopReason::Other(s) => {
+                tracing::warn!(stop_reason = %s, "ending the run on an unknown stop reason");
+                break Stop::Unknown(s);
+            }
         }
     };
+    if stop.is_limit()
+        && let Some(text) =
+            closing_summary(system, &mut messages, &specs, &stop, limits, model, cancel, events, &mut usage).await
+    {
+        summary = text;
+    }
     tracing::info!(
         stop = stop.as_str(),
         turns,
@@ -247,13 +388,75 @@ pub async fn run(
         output_tokens = usage.output_tokens,
         "run ended"
     );
-    Outcome {
-        stop,
-        turns,
-        usage,
-        summary,
-        messages,
+    Outcome { stop, turns, usage, summary, messages }
+}
+
+/// Runs one tool call and reports it.
+async fn run_call(
+    tools: &dyn ToolSet,
+    events: &(dyn Fn(RunEvent) + Send + Sync),
+    turn: u32,
+    (id, name, input): &(String, String, Value),
+) -> ToolOutput {
+    let started = Instant::now();
+    let out = match invalid_input(name, input) {
+        Some(err) => err,
+        None => tools.call(name, input).await,
+    };
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    events(RunEvent::ToolResult {
+        turn,
+        id: id.clone(),
+        name: name.clone(),
+        input: input.clone(),
+        output: out.clone(),
+        elapsed_ms,
+    });
+    out
+}
+
+/// One last request without tools: what was done, what is left.
+#[allow(clippy::too_many_arguments)]
+async fn closing_summary(
+    system: &str,
+    messages: &mut Vec<Message>,
+    specs: &[crate::model::ToolSpec],
+    stop: &Stop,
+    limits: &Limits,
+    model: &dyn ModelClient,
+    cancel: &CancellationToken,
+    events: &(dyn Fn(RunEvent) + Send + Sync),
+    usage: &mut Usage,
+) -> Option<String> {
+    let ask = format!(
+        "The run has to stop now: {}. Do not call any tools. In at most three sentences, say what you changed so far and what is left to do.",
+        stop.describe(limits)
+    );
+    let sent = messages.len();
+    match messages.last_mut() {
+        Some(last) if last.role == Role::User => last.content.push(Block::Text { text: ask }),
+        _ => messages.push(Message::user_text(ask)),
     }
+    let new = if sent > 0 { messages[sent - 1..].to_vec() } else { messages.clone() };
+    events(RunEvent::Request { turn: 0, new_messages: new, max_output_tokens: 1024, allow_tools: false });
+    let request = ModelRequest { system, messages, tools: specs, max_output_tokens: 1024, allow_tools: false };
+    let stream = |u: StreamUpdate| events(RunEvent::Stream(u));
+    let started = Instant::now();
+    let response = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => return None,
+        _ = tokio::time::sleep(SUMMARY_TIMEOUT) => return None,
+        r = model.complete(request, &stream) => r.ok()?,
+    };
+    events(RunEvent::Response {
+        turn: 0,
+        response: response.clone(),
+        elapsed_ms: started.elapsed().as_millis() as u64,
+    });
+    usage.add(response.usage);
+    let text = response.message.text();
+    messages.push(response.message);
+    (!text.trim().is_empty()).then_some(text)
 }
 
 /// `read_file calc.py`: the tool's name and its main argument.

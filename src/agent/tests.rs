@@ -15,21 +15,25 @@ use crate::tools::ToolOutput;
 struct Scripted {
     replies: Mutex<VecDeque<Result<ModelResponse, ModelError>>>,
     seen: Mutex<Vec<Vec<Message>>>,
+    /// (max_output_tokens, allow_tools) of each request.
+    shapes: Mutex<Vec<(u32, bool)>>,
 }
 
 impl Scripted {
     fn new(replies: Vec<Result<ModelResponse, ModelError>>) -> Self {
-        Self {
-            replies: Mutex::new(replies.into()),
-            seen: Mutex::new(Vec::new()),
-        }
+        Self { replies: Mutex::new(replies.into()), seen: Mutex::new(Vec::new()), shapes: Mutex::new(Vec::new()) }
     }
 }
 
 #[async_trait]
 impl ModelClient for Scripted {
-    async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+    async fn complete(
+        &self,
+        request: ModelRequest<'_>,
+        _updates: &(dyn Fn(StreamUpdate) + Send + Sync),
+    ) -> Result<ModelResponse, ModelError> {
         self.seen.lock().unwrap().push(request.messages.to_vec());
+        self.shapes.lock().unwrap().push((request.max_output_tokens, request.allow_tools));
         let next = self.replies.lock().unwrap().pop_front();
         match next {
             Some(r) => r,
@@ -37,29 +41,22 @@ impl ModelClient for Scripted {
             None => futures::future::pending().await,
         }
     }
+
+    async fn check(&self) -> Result<String, ModelError> {
+        Ok("scripted".into())
+    }
 }
 
 fn reply(content: Vec<Block>, stop: StopReason) -> Result<ModelResponse, ModelError> {
     Ok(ModelResponse {
-        message: Message {
-            role: Role::Assistant,
-            content,
-            raw: None,
-        },
+        message: Message { role: Role::Assistant, content, raw: None },
         stop_reason: stop,
-        usage: Usage {
-            input_tokens: 100,
-            output_tokens: 10,
-        },
+        usage: Usage { input_tokens: 100, output_tokens: 10 },
     })
 }
 
 fn call(id: &str, name: &str, input: Value) -> Block {
-    Block::ToolUse {
-        id: id.into(),
-        name: name.into(),
-        input,
-    }
+    Block::ToolUse { id: id.into(), name: name.into(), input }
 }
 
 fn text(t: &str) -> Block {
@@ -74,38 +71,18 @@ struct FakeTools {
 #[async_trait]
 impl ToolSet for FakeTools {
     fn specs(&self) -> Vec<ToolSpec> {
-        vec![ToolSpec {
-            name: "echo".into(),
-            description: "d".into(),
-            input_schema: json!({"type": "object"}),
-        }]
+        vec![ToolSpec { name: "echo".into(), description: "d".into(), input_schema: json!({"type": "object"}) }]
     }
     async fn call(&self, name: &str, input: &Value) -> ToolOutput {
         self.log.lock().unwrap().push(format!("start {name}"));
         let out = match name {
-            "echo" => ToolOutput {
-                content: input.to_string(),
-                is_error: false,
-                fatal: false,
-            },
+            "echo" => ToolOutput { content: input.to_string(), is_error: false, fatal: false },
             "slow" => {
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                ToolOutput {
-                    content: "slow done".into(),
-                    is_error: false,
-                    fatal: false,
-                }
+                ToolOutput { content: "slow done".into(), is_error: false, fatal: false }
             }
-            "fatal" => ToolOutput {
-                content: "disk on fire".into(),
-                is_error: true,
-                fatal: true,
-            },
-            _ => ToolOutput {
-                content: format!("no tool {name}"),
-                is_error: true,
-                fatal: false,
-            },
+            "fatal" => ToolOutput { content: "disk on fire".into(), is_error: true, fatal: true },
+            _ => ToolOutput { content: format!("no tool {name}"), is_error: true, fatal: false },
         };
         self.log.lock().unwrap().push(format!("end {name}"));
         out
@@ -113,28 +90,17 @@ impl ToolSet for FakeTools {
 }
 
 fn tools() -> FakeTools {
-    FakeTools {
-        log: Mutex::new(Vec::new()),
-    }
+    FakeTools { log: Mutex::new(Vec::new()) }
 }
 
-const LIMITS: Limits = Limits {
-    max_turns: 10,
-    max_tokens: 1_000_000,
-    max_output_tokens: 1000,
-};
+const LIMITS: Limits =
+    Limits { max_turns: 10, max_tokens: 1_000_000, max_output_tokens: 1000, timeout: Duration::from_secs(60) };
 
 async fn go(model: &Scripted, tools: &FakeTools, limits: Limits) -> (Outcome, Vec<RunEvent>) {
     let events = Mutex::new(Vec::new());
-    let out = run(
-        "sys",
-        "fix it".into(),
-        model,
-        tools,
-        &limits,
-        &CancellationToken::new(),
-        &|e| events.lock().unwrap().push(e),
-    )
+    let out = run("sys", "fix it".into(), model, tools, &limits, &CancellationToken::new(), &|e| {
+        events.lock().unwrap().push(e)
+    })
     .await;
     (out, events.into_inner().unwrap())
 }
@@ -157,13 +123,7 @@ async fn two_calls_in_one_turn_run_concurrently_and_results_match_by_id() {
     assert_eq!(out.stop, Stop::EndTurn);
     assert_eq!(out.turns, 2);
     assert_eq!(out.summary, "Done: fixed.");
-    assert_eq!(
-        out.usage,
-        Usage {
-            input_tokens: 200,
-            output_tokens: 20
-        }
-    );
+    assert_eq!(out.usage, Usage { input_tokens: 200, output_tokens: 20 });
     // Both started before either ended: concurrent.
     assert_eq!(&t.log.lock().unwrap()[..2], ["start slow", "start echo"]);
     let seen = model.seen.lock().unwrap();
@@ -173,25 +133,21 @@ async fn two_calls_in_one_turn_run_concurrently_and_results_match_by_id() {
     assert_eq!(
         second[2].content,
         vec![
-            Block::ToolResult {
-                tool_use_id: "toolu_b".into(),
-                content: "slow done".into(),
-                is_error: false
-            },
-            Block::ToolResult {
-                tool_use_id: "toolu_a".into(),
-                content: r#"{"path":"x.py"}"#.into(),
-                is_error: false
-            },
+            Block::ToolResult { tool_use_id: "toolu_b".into(), content: "slow done".into(), is_error: false },
+            Block::ToolResult { tool_use_id: "toolu_a".into(), content: r#"{"path":"x.py"}"#.into(), is_error: false },
         ]
     );
-    assert_eq!(
-        events,
-        vec![RunEvent::ToolCalls {
-            turn: 1,
-            calls: vec!["slow".into(), "echo x.py".into()]
-        }]
-    );
+    let calls: Vec<&RunEvent> = events.iter().filter(|e| matches!(e, RunEvent::ToolCalls { .. })).collect();
+    assert_eq!(calls, vec![&RunEvent::ToolCalls { turn: 1, calls: vec!["slow".into(), "echo x.py".into()] }]);
+    let results: Vec<(&str, &str)> = events
+        .iter()
+        .filter_map(|e| match e {
+            RunEvent::ToolResult { id, name, .. } => Some((id.as_str(), name.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 2);
+    assert!(results.contains(&("toolu_b", "slow")) && results.contains(&("toolu_a", "echo")));
 }
 
 #[tokio::test]
@@ -205,64 +161,35 @@ async fn tool_errors_are_fed_back_not_fatal() {
     let seen = model.seen.lock().unwrap();
     assert_eq!(
         seen[1][2].content,
-        vec![Block::ToolResult {
-            tool_use_id: "t1".into(),
-            content: "no tool nope".into(),
-            is_error: true
-        }]
+        vec![Block::ToolResult { tool_use_id: "t1".into(), content: "no tool nope".into(), is_error: true }]
     );
 }
 
 #[tokio::test]
 async fn max_turns_stops_a_model_that_never_ends() {
-    let replies = (0..10)
-        .map(|i| {
-            reply(
-                vec![call(&format!("t{i}"), "echo", json!({}))],
-                StopReason::ToolUse,
-            )
-        })
-        .collect();
+    let replies =
+        (0..10).map(|i| reply(vec![call(&format!("t{i}"), "echo", json!({}))], StopReason::ToolUse)).collect();
     let model = Scripted::new(replies);
-    let (out, _) = go(
-        &model,
-        &tools(),
-        Limits {
-            max_turns: 3,
-            ..LIMITS
-        },
-    )
-    .await;
+    let (out, _) = go(&model, &tools(), Limits { max_turns: 3, ..LIMITS }).await;
     assert_eq!(out.stop, Stop::MaxTurns);
     assert_eq!(out.turns, 3);
-    assert_eq!(model.seen.lock().unwrap().len(), 3);
-    // The last turn's calls were answered too: no dangling tool_use.
-    assert!(matches!(
-        out.messages.last().unwrap().content[0],
-        Block::ToolResult { .. }
-    ));
+    // Three turns, then the closing summary request without tools.
+    assert_eq!(*model.shapes.lock().unwrap(), vec![(1000, true), (1000, true), (1000, true), (1024, false)]);
+    let seen = model.seen.lock().unwrap();
+    let last_user = seen[3].last().unwrap();
+    // The last turn's calls were answered, then the summary question follows the results.
+    assert!(matches!(last_user.content[0], Block::ToolResult { .. }));
+    assert!(
+        matches!(&last_user.content[1], Block::Text { text } if text.contains("the run reached maxTurns (3)") && text.contains("Do not call any tools"))
+    );
 }
 
 #[tokio::test]
 async fn token_budget_stops_the_run() {
-    let replies = (0..10)
-        .map(|i| {
-            reply(
-                vec![call(&format!("t{i}"), "echo", json!({}))],
-                StopReason::ToolUse,
-            )
-        })
-        .collect();
+    let replies =
+        (0..10).map(|i| reply(vec![call(&format!("t{i}"), "echo", json!({}))], StopReason::ToolUse)).collect();
     let model = Scripted::new(replies);
-    let (out, _) = go(
-        &model,
-        &tools(),
-        Limits {
-            max_tokens: 250,
-            ..LIMITS
-        },
-    )
-    .await;
+    let (out, _) = go(&model, &tools(), Limits { max_tokens: 250, ..LIMITS }).await;
     assert_eq!(out.stop, Stop::TokenBudget);
     assert_eq!(out.turns, 3);
 }
@@ -294,14 +221,7 @@ async fn pause_turn_continues_without_a_user_message() {
 async fn other_stop_reasons_end_the_run() {
     for (reason, want) in [
         (StopReason::MaxTokens, Stop::MaxTokens),
-        (
-            StopReason::Refusal {
-                explanation: Some("no".into()),
-            },
-            Stop::Refusal {
-                explanation: Some("no".into()),
-            },
-        ),
+        (StopReason::Refusal { explanation: Some("no".into()) }, Stop::Refusal { explanation: Some("no".into()) }),
         (StopReason::Other("new".into()), Stop::Unknown("new".into())),
         (StopReason::StopSequence, Stop::StopSequence),
     ] {
@@ -312,24 +232,11 @@ async fn other_stop_reasons_end_the_run() {
 
 #[tokio::test]
 async fn model_errors_and_fatal_tools_end_the_run() {
-    let err = ModelError {
-        kind: ModelErrorKind::Auth,
-        status: Some(401),
-        message: "bad key".into(),
-    };
+    let err = ModelError::new(ModelErrorKind::Auth, Some(401), "bad key");
     let model = Scripted::new(vec![Err(err.clone())]);
-    assert_eq!(
-        go(&model, &tools(), LIMITS).await.0.stop,
-        Stop::ModelError(err)
-    );
-    let model = Scripted::new(vec![reply(
-        vec![call("t", "fatal", json!({}))],
-        StopReason::ToolUse,
-    )]);
-    assert_eq!(
-        go(&model, &tools(), LIMITS).await.0.stop,
-        Stop::ToolFatal("disk on fire".into())
-    );
+    assert_eq!(go(&model, &tools(), LIMITS).await.0.stop, Stop::ModelError(err));
+    let model = Scripted::new(vec![reply(vec![call("t", "fatal", json!({}))], StopReason::ToolUse)]);
+    assert_eq!(go(&model, &tools(), LIMITS).await.0.stop, Stop::ToolFatal("disk on fire".into()));
 }
 
 #[tokio::test]
@@ -342,24 +249,87 @@ async fn cancel_interrupts_a_pending_request() {
         c2.cancel();
     });
     let t = tools();
-    let out = tokio::time::timeout(
-        Duration::from_secs(5),
-        run("s", "p".into(), &model, &t, &LIMITS, &cancel, &|_| {}),
-    )
-    .await
-    .expect("cancel must end the run");
+    let out = tokio::time::timeout(Duration::from_secs(5), run("s", "p".into(), &model, &t, &LIMITS, &cancel, &|_| {}))
+        .await
+        .expect("cancel must end the run");
     assert_eq!(out.stop, Stop::Cancelled);
 }
 
 #[test]
 fn calls_are_described_by_their_main_argument() {
-    assert_eq!(
-        describe_call("read_file", &json!({"path": "calc.py"})),
-        "read_file calc.py"
-    );
-    assert_eq!(
-        describe_call("grep", &json!({"pattern": "def"})),
-        "grep def"
-    );
+    assert_eq!(describe_call("read_file", &json!({"path": "calc.py"})), "read_file calc.py");
+    assert_eq!(describe_call("grep", &json!({"pattern": "def"})), "grep def");
     assert_eq!(describe_call("list_files", &json!({})), "list_files");
+}
+
+#[tokio::test]
+async fn a_limit_ends_with_the_models_summary() {
+    let model = Scripted::new(vec![
+        reply(vec![call("t0", "echo", json!({"n": 0}))], StopReason::ToolUse),
+        reply(vec![text("I read the file; the fix is still to do.")], StopReason::EndTurn),
+    ]);
+    let (out, _) = go(&model, &tools(), Limits { max_turns: 1, ..LIMITS }).await;
+    assert_eq!(out.stop, Stop::MaxTurns);
+    assert_eq!(out.summary, "I read the file; the fix is still to do.");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_wall_clock_limit_stops_a_hanging_model() {
+    let model = Scripted::new(vec![]);
+    let (out, _) = go(&model, &tools(), Limits { timeout: Duration::from_secs(5), ..LIMITS }).await;
+    assert_eq!(out.stop, Stop::Timeout);
+}
+
+#[tokio::test]
+async fn the_same_failing_call_three_times_stalls_the_run() {
+    let replies =
+        (0..10).map(|i| reply(vec![call(&format!("t{i}"), "nope", json!({"x": 1}))], StopReason::ToolUse)).collect();
+    let model = Scripted::new(replies);
+    let (out, _) = go(&model, &tools(), LIMITS).await;
+    assert_eq!(out.stop, Stop::Stalled("`nope` failed 3 times in a row with the same input: no tool nope".into()));
+    assert_eq!(out.turns, 3);
+}
+
+#[tokio::test]
+async fn turns_without_new_information_stall_the_run() {
+    let replies = (0..10)
+        .map(|i| reply(vec![call(&format!("t{i}"), "echo", json!({"same": true}))], StopReason::ToolUse))
+        .collect();
+    let model = Scripted::new(replies);
+    let (out, _) = go(&model, &tools(), LIMITS).await;
+    assert_eq!(out.stop, Stop::Stalled("4 tool turns in a row brought nothing new".into()));
+    // The first turn was new; four repeats followed.
+    assert_eq!(out.turns, 5);
+}
+
+#[tokio::test]
+async fn a_tool_call_cut_at_max_tokens_is_retried_once_with_more_room() {
+    let cut = || {
+        reply(vec![text("Editing."), call("t1", "echo", Value::String("{\"path\": \"a".into()))], StopReason::MaxTokens)
+    };
+    let model = Scripted::new(vec![cut(), reply(vec![text("done")], StopReason::EndTurn)]);
+    let (out, _) = go(&model, &tools(), LIMITS).await;
+    assert_eq!(out.stop, Stop::EndTurn);
+    assert_eq!(*model.shapes.lock().unwrap(), vec![(1000, true), (2000, true)]);
+    // The cut-off turn was dropped, not echoed.
+    assert_eq!(model.seen.lock().unwrap()[1].len(), 1);
+    let model = Scripted::new(vec![cut(), cut()]);
+    let (out, _) = go(&model, &tools(), LIMITS).await;
+    assert_eq!(out.stop, Stop::MaxTokens);
+}
+
+#[tokio::test]
+async fn malformed_tool_input_is_a_tool_error_without_calling_the_tool() {
+    let model = Scripted::new(vec![
+        reply(vec![call("t1", "echo", Value::String("{oops".into()))], StopReason::ToolUse),
+        reply(vec![text("ok")], StopReason::EndTurn),
+    ]);
+    let t = tools();
+    let (out, _) = go(&model, &t, LIMITS).await;
+    assert_eq!(out.stop, Stop::EndTurn);
+    assert!(t.log.lock().unwrap().is_empty());
+    let seen = model.seen.lock().unwrap();
+    assert!(
+        matches!(&seen[1][2].content[0], Block::ToolResult { is_error: true, content, .. } if content.starts_with("the input of `echo` was not a JSON object: {oops"))
+    );
 }

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{RunEvent, Stop};
 use crate::config::{Config, Settings};
-use crate::fix::{self, Target};
+use crate::fix::{self, ProgressLines, Target};
 use crate::providers;
 use crate::workspace::{NoBuffers, Workspace, unified_diff};
 
@@ -50,24 +50,129 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(code)
 }
 
+/// Arguments of `agentfix replay`.
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// A transcript written by an earlier run (JSONL).
+    pub transcript: PathBuf,
+    /// Replay over this workspace instead of the recorded root.
+    #[arg(long)]
+    pub root: Option<PathBuf>,
+}
+
+/// Arguments of `agentfix check`.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// The workspace whose agentfix.toml applies (default: the current directory).
+    #[arg(long)]
+    pub root: Option<PathBuf>,
+    /// Do not contact the provider.
+    #[arg(long)]
+    pub offline: bool,
+}
+
+/// `agentfix schema`: the JSON Schema of the settings.
+pub fn schema() -> ExitCode {
+    println!("{}", serde_json::to_string_pretty(&Settings::json_schema()).unwrap_or_default());
+    ExitCode::SUCCESS
+}
+
+/// `agentfix replay`: exit 0 when the replay matches, 1 at a divergence.
+pub async fn replay(args: ReplayArgs) -> ExitCode {
+    match crate::replay::replay(&args.transcript, args.root.as_deref()).await {
+        Err(e) => fail(exit::USAGE, e),
+        Ok(r) => match r.divergence {
+            None => {
+                println!(
+                    "replay matches the transcript: {} turns, {} tool calls, {} changed files",
+                    r.turns, r.tool_calls, r.changed_files
+                );
+                ExitCode::SUCCESS
+            }
+            Some(d) => {
+                println!("replay diverges: {d}");
+                ExitCode::from(1)
+            }
+        },
+    }
+}
+
+/// `agentfix check`: the configuration in force (never the key itself),
+/// whether the provider answers; exit 1 on any problem.
+pub async fn check(args: CheckArgs) -> ExitCode {
+    let root = args.root.clone().map_or_else(std::env::current_dir, Ok).unwrap_or_default();
+    println!("agentfix {}", env!("CARGO_PKG_VERSION"));
+    let mut problems = 0;
+    match Settings::load_file(&root) {
+        Ok(Some(_)) => println!("{}: {}", crate::config::FILE_NAME, root.join(crate::config::FILE_NAME).display()),
+        Ok(None) => println!("{}: none in {}", crate::config::FILE_NAME, root.display()),
+        Err(e) => {
+            println!("{}: {e}", crate::config::FILE_NAME);
+            problems += 1;
+        }
+    }
+    let config = match Config::load(Some(&root), &Settings::default()) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("configuration: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let src = |name: &str| config.source(name).describe();
+    println!("provider: {} ({})", config.provider.name(), src("provider"));
+    println!("model: {} ({})", config.model, src("model"));
+    println!("baseUrl: {} ({})", config.base_url, src("baseUrl"));
+    let key_var = config.provider.key_var();
+    match (&config.api_key, config.provider.key_required()) {
+        (Some(_), _) => println!("api key: {key_var} is set"),
+        (None, false) => println!("api key: {key_var} is not set (optional for this provider)"),
+        (None, true) => {
+            println!("api key: {key_var} is NOT set");
+            problems += 1;
+        }
+    }
+    println!("maxTurns: {} ({})", config.max_turns, src("maxTurns"));
+    println!("maxTokens: {} ({})", config.max_tokens, src("maxTokens"));
+    println!("maxOutputTokens: {} ({})", config.max_output_tokens, src("maxOutputTokens"));
+    println!("timeoutSecs: {} ({})", config.timeout.as_secs(), src("timeoutSecs"));
+    println!("maxRetries: {} ({})", config.max_retries, src("maxRetries"));
+    println!("partialEdits: {:?} ({})", config.partial_edits, src("partialEdits"));
+    match &config.transcript_dir {
+        Some(d) => println!("transcripts: {}", d.display()),
+        None => println!("transcripts: off"),
+    }
+    if !args.offline && problems == 0 {
+        match providers::from_config(&config) {
+            Err(e) => {
+                println!("connection: {e}");
+                problems += 1;
+            }
+            Ok(model) => match tokio::time::timeout(providers::CHECK_TIMEOUT, model.check()).await {
+                Ok(Ok(what)) => println!("connection: ok ({what})"),
+                Ok(Err(e)) => {
+                    println!("connection: FAILED: {}", e.message);
+                    problems += 1;
+                }
+                Err(_) => {
+                    println!("connection: FAILED: no answer within {} s", providers::CHECK_TIMEOUT.as_secs());
+                    problems += 1;
+                }
+            },
+        }
+    }
+    if problems == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
 /// Runs `agentfix fix`.
 pub async fn fix(args: FixArgs) -> ExitCode {
-    let root = match args
-        .root
-        .clone()
-        .map_or_else(std::env::current_dir, Ok)
-        .and_then(std::fs::canonicalize)
-    {
+    let root = match args.root.clone().map_or_else(std::env::current_dir, Ok).and_then(std::fs::canonicalize) {
         Ok(r) => r,
         Err(e) => return fail(exit::USAGE, format!("cannot use the workspace root: {e}")),
     };
     let path = match std::fs::canonicalize(&args.path) {
         Ok(p) if p.is_file() => p,
         Ok(_) => {
-            return fail(
-                exit::USAGE,
-                format!("{} is not a file", args.path.display()),
-            );
+            return fail(exit::USAGE, format!("{} is not a file", args.path.display()));
         }
         Err(e) => return fail(exit::USAGE, format!("{}: {e}", args.path.display())),
     };
@@ -75,14 +180,10 @@ pub async fn fix(args: FixArgs) -> ExitCode {
     if !workspace.contains(&path) {
         return fail(
             exit::USAGE,
-            format!(
-                "{} is outside the workspace root {}; pass --root",
-                path.display(),
-                root.display()
-            ),
+            format!("{} is outside the workspace root {}; pass --root", path.display(), root.display()),
         );
     }
-    let config = match Config::from_process_env(&Settings::default()) {
+    let config = match Config::load(Some(&root), &Settings::default()) {
         Ok(c) => c,
         Err(e) => return fail(exit::USAGE, e),
     };
@@ -90,12 +191,8 @@ pub async fn fix(args: FixArgs) -> ExitCode {
         Ok(m) => m,
         Err(e) => return fail(exit::USAGE, e),
     };
-    let target = Target {
-        path,
-        lines: (args.line, args.line),
-        problems: Vec::new(),
-        instruction: args.instruction.clone(),
-    };
+    let target =
+        Target { path, lines: (args.line, args.line), problems: Vec::new(), instruction: args.instruction.clone() };
     let cancel = CancellationToken::new();
     let on_ctrl_c = cancel.clone();
     tokio::spawn(async move {
@@ -103,30 +200,20 @@ pub async fn fix(args: FixArgs) -> ExitCode {
             on_ctrl_c.cancel();
         }
     });
-    let events = |e: RunEvent| match e {
-        RunEvent::ToolCalls { turn, calls } => eprintln!("turn {turn}: {}", calls.join(", ")),
+    let lines = ProgressLines::default();
+    let events = |e: RunEvent| {
+        if let Some(line) = lines.line(&e)
+            && !line.streaming
+        {
+            eprintln!("{}", line.text);
+        }
     };
-    let result = fix::run(
-        &config,
-        &*model,
-        workspace,
-        Arc::new(NoBuffers),
-        &target,
-        &cancel,
-        &events,
-    )
-    .await;
+    let result = fix::run(&config, &*model, workspace, Arc::new(NoBuffers), &target, &cancel, &events).await;
     let outcome = &result.outcome;
     let mut stdout = std::io::stdout().lock();
     for change in &result.changes {
-        let _ = stdout.write_all(
-            unified_diff(
-                &change.display,
-                change.original.as_deref(),
-                &change.new_text,
-            )
-            .as_bytes(),
-        );
+        let _ =
+            stdout.write_all(unified_diff(&change.display, change.original.as_deref(), &change.new_text).as_bytes());
     }
     let _ = stdout.flush();
     eprintln!(
@@ -142,11 +229,20 @@ pub async fn fix(args: FixArgs) -> ExitCode {
     if let Stop::ModelError(_) = outcome.stop {
         return ExitCode::from(exit::MODEL);
     }
-    if result.changes.is_empty() {
-        return fail(exit::NO_EDIT, "no edit proposed");
+    if let Some(t) = &result.transcript {
+        eprintln!("agentfix: transcript: {}", t.display());
     }
     if outcome.stop == Stop::Cancelled {
         return fail(exit::NO_EDIT, "cancelled; nothing written");
+    }
+    if result.discarded > 0 {
+        return fail(
+            exit::NO_EDIT,
+            format!("the run stopped early; {} edited file(s) discarded (partialEdits = discard)", result.discarded),
+        );
+    }
+    if result.changes.is_empty() {
+        return fail(exit::NO_EDIT, "no edit proposed");
     }
     if args.apply {
         for change in &result.changes {
@@ -156,10 +252,7 @@ pub async fn fix(args: FixArgs) -> ExitCode {
                 .map_or(Ok(()), std::fs::create_dir_all)
                 .and_then(|_| std::fs::write(&change.path, &change.new_text));
             if let Err(e) = written {
-                return fail(
-                    exit::USAGE,
-                    format!("could not write {}: {e}", change.display),
-                );
+                return fail(exit::USAGE, format!("could not write {}: {e}", change.display));
             }
             eprintln!("agentfix: wrote {}", change.display);
         }

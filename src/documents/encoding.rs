@@ -48,12 +48,7 @@ fn line_content_end(rope: &Rope, line: usize) -> usize {
 
 /// Converts `(line, character)` to a char index in `rope`, clamping as the
 /// module documentation describes.
-pub fn position_to_char(
-    rope: &Rope,
-    line: u32,
-    character: u32,
-    encoding: PositionEncoding,
-) -> usize {
+pub fn position_to_char(rope: &Rope, line: u32, character: u32, encoding: PositionEncoding) -> usize {
     let line = line as usize;
     if line >= rope.len_lines() {
         return rope.len_chars();
@@ -98,11 +93,7 @@ pub fn byte_to_position(rope: &Rope, byte: usize, encoding: PositionEncoding) ->
 mod tests {
     use super::*;
 
-    const ENCODINGS: [PositionEncoding; 3] = [
-        PositionEncoding::Utf8,
-        PositionEncoding::Utf16,
-        PositionEncoding::Utf32,
-    ];
+    const ENCODINGS: [PositionEncoding; 3] = [PositionEncoding::Utf8, PositionEncoding::Utf16, PositionEncoding::Utf32];
 
     #[test]
     fn cjk_and_emoji_columns_per_encoding() {
@@ -110,30 +101,12 @@ mod tests {
         // 😀 = 4 bytes / 2 utf16 (surrogate pair) / 1 char.
         let rope = Rope::from_str("a漢😀b\n");
         let b_char = 3;
-        assert_eq!(
-            char_to_position(&rope, b_char, PositionEncoding::Utf8),
-            (0, 8)
-        );
-        assert_eq!(
-            char_to_position(&rope, b_char, PositionEncoding::Utf16),
-            (0, 4)
-        );
-        assert_eq!(
-            char_to_position(&rope, b_char, PositionEncoding::Utf32),
-            (0, 3)
-        );
-        assert_eq!(
-            position_to_char(&rope, 0, 8, PositionEncoding::Utf8),
-            b_char
-        );
-        assert_eq!(
-            position_to_char(&rope, 0, 4, PositionEncoding::Utf16),
-            b_char
-        );
-        assert_eq!(
-            position_to_char(&rope, 0, 3, PositionEncoding::Utf32),
-            b_char
-        );
+        assert_eq!(char_to_position(&rope, b_char, PositionEncoding::Utf8), (0, 8));
+        assert_eq!(char_to_position(&rope, b_char, PositionEncoding::Utf16), (0, 4));
+        assert_eq!(char_to_position(&rope, b_char, PositionEncoding::Utf32), (0, 3));
+        assert_eq!(position_to_char(&rope, 0, 8, PositionEncoding::Utf8), b_char);
+        assert_eq!(position_to_char(&rope, 0, 4, PositionEncoding::Utf16), b_char);
+        assert_eq!(position_to_char(&rope, 0, 3, PositionEncoding::Utf32), b_char);
     }
 
     #[test]
@@ -169,10 +142,7 @@ mod tests {
         let rope = Rope::from_str("one\ntwo");
         for enc in ENCODINGS {
             assert_eq!(position_to_char(&rope, 7, 0, enc), rope.len_chars());
-            assert_eq!(
-                position_to_char(&rope, u32::MAX, u32::MAX, enc),
-                rope.len_chars()
-            );
+            assert_eq!(position_to_char(&rope, u32::MAX, u32::MAX, enc), rope.len_chars());
             assert_eq!(char_to_position(&rope, 1000, enc), (1, 3));
         }
         let empty = Rope::new();

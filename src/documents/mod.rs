@@ -65,14 +65,7 @@ impl Documents {
     }
 
     /// `didOpen`: (re)places the document.
-    pub fn open(
-        &self,
-        uri: &str,
-        path: Option<PathBuf>,
-        language_id: &str,
-        version: i32,
-        text: &str,
-    ) {
+    pub fn open(&self, uri: &str, path: Option<PathBuf>, language_id: &str, version: i32, text: &str) {
         let doc = Document {
             uri: uri.to_string(),
             path,
@@ -92,16 +85,9 @@ impl Documents {
         encoding: PositionEncoding,
     ) -> Result<(), DocumentError> {
         let mut docs = self.write();
-        let doc = docs
-            .get_mut(uri)
-            .ok_or_else(|| DocumentError::NotOpen(uri.to_string()))?;
+        let doc = docs.get_mut(uri).ok_or_else(|| DocumentError::NotOpen(uri.to_string()))?;
         if version <= doc.version {
-            tracing::warn!(
-                uri,
-                old = doc.version,
-                new = version,
-                "document version did not increase"
-            );
+            tracing::warn!(uri, old = doc.version, new = version, "document version did not increase");
         }
         for change in changes {
             apply_change(&mut doc.rope, change, encoding);
@@ -112,10 +98,7 @@ impl Documents {
 
     /// `didClose`.
     pub fn close(&self, uri: &str) -> Result<(), DocumentError> {
-        self.write()
-            .remove(uri)
-            .map(|_| ())
-            .ok_or_else(|| DocumentError::NotOpen(uri.to_string()))
+        self.write().remove(uri).map(|_| ()).ok_or_else(|| DocumentError::NotOpen(uri.to_string()))
     }
 
     /// A snapshot of one document by URI.
@@ -125,10 +108,7 @@ impl Documents {
 
     /// A snapshot of the document open at `path`, if any.
     pub fn get_by_path(&self, path: &Path) -> Option<Document> {
-        self.read()
-            .values()
-            .find(|d| d.path.as_deref() == Some(path))
-            .cloned()
+        self.read().values().find(|d| d.path.as_deref() == Some(path)).cloned()
     }
 
     pub fn len(&self) -> usize {
@@ -157,17 +137,11 @@ fn apply_change(rope: &mut Rope, change: &Change, encoding: PositionEncoding) {
 
 impl BufferSource for Documents {
     fn buffer(&self, path: &Path) -> Option<BufferText> {
-        self.get_by_path(path).map(|d| BufferText {
-            text: d.rope.to_string(),
-            version: d.version,
-        })
+        self.get_by_path(path).map(|d| BufferText { text: d.rope.to_string(), version: d.version })
     }
 
     fn open_paths(&self) -> Vec<PathBuf> {
-        self.read()
-            .values()
-            .filter_map(|d| d.path.clone())
-            .collect()
+        self.read().values().filter_map(|d| d.path.clone()).collect()
     }
 }
 
@@ -176,38 +150,17 @@ mod tests {
     use super::*;
 
     fn change(range: ((u32, u32), (u32, u32)), text: &str) -> Change {
-        Change {
-            range: Some(range),
-            text: text.to_string(),
-        }
+        Change { range: Some(range), text: text.to_string() }
     }
 
     #[test]
     fn incremental_changes_with_cjk_emoji_and_crlf() {
         let docs = Documents::new();
-        docs.open(
-            "file:///a",
-            Some("/a".into()),
-            "python",
-            1,
-            "x = '漢😀'\r\ny = 2\r\n",
-        );
+        docs.open("file:///a", Some("/a".into()), "python", 1, "x = '漢😀'\r\ny = 2\r\n");
         // Replace "2" (utf16 col 4 on line 1) with "3".
-        docs.change(
-            "file:///a",
-            2,
-            &[change(((1, 4), (1, 5)), "3")],
-            PositionEncoding::Utf16,
-        )
-        .unwrap();
+        docs.change("file:///a", 2, &[change(((1, 4), (1, 5)), "3")], PositionEncoding::Utf16).unwrap();
         // Insert after the emoji: x = '漢😀' -> utf16: x,space,=,space,',漢(1),😀(2) => col 8.
-        docs.change(
-            "file:///a",
-            3,
-            &[change(((0, 8), (0, 8)), "!")],
-            PositionEncoding::Utf16,
-        )
-        .unwrap();
+        docs.change("file:///a", 3, &[change(((0, 8), (0, 8)), "!")], PositionEncoding::Utf16).unwrap();
         let d = docs.get("file:///a").unwrap();
         assert_eq!(d.rope.to_string(), "x = '漢😀!'\r\ny = 3\r\n");
         assert_eq!(d.version, 3);
@@ -218,8 +171,7 @@ mod tests {
         for (enc, col) in [(PositionEncoding::Utf8, 7), (PositionEncoding::Utf32, 2)] {
             let docs = Documents::new();
             docs.open("u", None, "t", 1, "😀漢z");
-            docs.change("u", 2, &[change(((0, col), (0, col + 1)), "Z")], enc)
-                .unwrap();
+            docs.change("u", 2, &[change(((0, col), (0, col + 1)), "Z")], enc).unwrap();
             assert_eq!(docs.get("u").unwrap().rope.to_string(), "😀漢Z");
         }
     }
@@ -234,10 +186,7 @@ mod tests {
             &[
                 change(((0, 0), (0, 1)), "X"),
                 change(((0, 1), (0, 1)), "Y"),
-                Change {
-                    range: None,
-                    text: "full".into(),
-                },
+                Change { range: None, text: "full".into() },
                 change(((0, 4), (0, 4)), "!"),
             ],
             PositionEncoding::Utf16,
@@ -250,42 +199,21 @@ mod tests {
     fn out_of_range_changes_clamp_instead_of_panicking() {
         let docs = Documents::new();
         docs.open("u", None, "t", 1, "ab\ncd");
-        docs.change(
-            "u",
-            2,
-            &[change(((9, 9), (12, 0)), "!")],
-            PositionEncoding::Utf16,
-        )
-        .unwrap();
-        docs.change(
-            "u",
-            3,
-            &[change(((0, 50), (0, 1)), "-")],
-            PositionEncoding::Utf16,
-        )
-        .unwrap();
+        docs.change("u", 2, &[change(((9, 9), (12, 0)), "!")], PositionEncoding::Utf16).unwrap();
+        docs.change("u", 3, &[change(((0, 50), (0, 1)), "-")], PositionEncoding::Utf16).unwrap();
         assert_eq!(docs.get("u").unwrap().rope.to_string(), "a-\ncd!");
     }
 
     #[test]
     fn change_to_unknown_document_is_an_error() {
         let docs = Documents::new();
-        assert_eq!(
-            docs.change("nope", 1, &[], PositionEncoding::Utf16),
-            Err(DocumentError::NotOpen("nope".into()))
-        );
+        assert_eq!(docs.change("nope", 1, &[], PositionEncoding::Utf16), Err(DocumentError::NotOpen("nope".into())));
     }
 
     #[test]
     fn buffers_are_found_by_path() {
         let docs = Documents::new();
-        docs.open(
-            "file:///w/a.py",
-            Some("/w/a.py".into()),
-            "python",
-            7,
-            "unsaved",
-        );
+        docs.open("file:///w/a.py", Some("/w/a.py".into()), "python", 7, "unsaved");
         let b = docs.buffer(Path::new("/w/a.py")).unwrap();
         assert_eq!((b.text.as_str(), b.version), ("unsaved", 7));
         assert!(docs.buffer(Path::new("/w/b.py")).is_none());

@@ -7,10 +7,9 @@ use std::path::PathBuf;
 
 use ropey::Rope;
 use tower_lsp_server::ls_types::{
-    ClientCapabilities, CreateFile, CreateFileOptions, Diagnostic, DiagnosticSeverity,
-    DocumentChangeOperation, DocumentChanges, NumberOrString, OneOf,
-    OptionalVersionedTextDocumentIdentifier, Position, PositionEncodingKind, Range, ResourceOp,
-    ResourceOperationKind, TextDocumentContentChangeEvent, TextDocumentEdit, TextEdit, Uri,
+    ClientCapabilities, CreateFile, CreateFileOptions, Diagnostic, DiagnosticSeverity, DocumentChangeOperation,
+    DocumentChanges, NumberOrString, OneOf, OptionalVersionedTextDocumentIdentifier, Position, PositionEncodingKind,
+    Range, ResourceOp, ResourceOperationKind, TextDocumentContentChangeEvent, TextDocumentEdit, TextEdit, Uri,
     WorkspaceEdit,
 };
 
@@ -21,10 +20,7 @@ use crate::workspace::{FileChange, hunks};
 /// Picks the position encoding from what the client offers: UTF-8, then
 /// UTF-32 (both cheaper to convert), else the mandatory UTF-16.
 pub fn negotiate_encoding(caps: &ClientCapabilities) -> PositionEncoding {
-    let offered = caps
-        .general
-        .as_ref()
-        .and_then(|g| g.position_encodings.as_ref());
+    let offered = caps.general.as_ref().and_then(|g| g.position_encodings.as_ref());
     let offers = |k: &PositionEncodingKind| offered.is_some_and(|o| o.contains(k));
     if offers(&PositionEncodingKind::UTF8) {
         PositionEncoding::Utf8
@@ -48,15 +44,7 @@ pub fn uri_to_path(uri: &Uri) -> Option<PathBuf> {
 }
 
 pub fn change_from_proto(c: TextDocumentContentChangeEvent) -> Change {
-    Change {
-        range: c.range.map(|r| {
-            (
-                (r.start.line, r.start.character),
-                (r.end.line, r.end.character),
-            )
-        }),
-        text: c.text,
-    }
+    Change { range: c.range.map(|r| ((r.start.line, r.start.character), (r.end.line, r.end.character))), text: c.text }
 }
 
 /// Whether two ranges share at least one position (ends inclusive, so a
@@ -108,19 +96,13 @@ pub struct EditSupport {
 
 impl EditSupport {
     pub fn of(caps: &ClientCapabilities) -> Self {
-        let we = caps
-            .workspace
-            .as_ref()
-            .and_then(|w| w.workspace_edit.as_ref());
+        let we = caps.workspace.as_ref().and_then(|w| w.workspace_edit.as_ref());
         let document_changes = we.and_then(|w| w.document_changes).unwrap_or(false);
         let create_files = document_changes
             && we
                 .and_then(|w| w.resource_operations.as_ref())
                 .is_some_and(|ops| ops.contains(&ResourceOperationKind::Create));
-        Self {
-            document_changes,
-            create_files,
-        }
+        Self { document_changes, create_files }
     }
 }
 
@@ -142,20 +124,12 @@ pub fn workspace_edit(
         let edits = match &change.original {
             Some(original) => text_edits(original, &change.new_text, encoding),
             None if support.create_files => {
-                ops.push(DocumentChangeOperation::Op(ResourceOp::Create(
-                    CreateFile {
-                        uri: uri.clone(),
-                        options: Some(CreateFileOptions {
-                            overwrite: Some(false),
-                            ignore_if_exists: Some(false),
-                        }),
-                        annotation_id: None,
-                    },
-                )));
-                vec![TextEdit {
-                    range: Range::default(),
-                    new_text: change.new_text.clone(),
-                }]
+                ops.push(DocumentChangeOperation::Op(ResourceOp::Create(CreateFile {
+                    uri: uri.clone(),
+                    options: Some(CreateFileOptions { overwrite: Some(false), ignore_if_exists: Some(false) }),
+                    annotation_id: None,
+                })));
+                vec![TextEdit { range: Range::default(), new_text: change.new_text.clone() }]
             }
             None => {
                 skipped.push(change.display.clone());
@@ -164,10 +138,7 @@ pub fn workspace_edit(
         };
         if support.document_changes {
             ops.push(DocumentChangeOperation::Edit(TextDocumentEdit {
-                text_document: OptionalVersionedTextDocumentIdentifier {
-                    uri,
-                    version: change.version,
-                },
+                text_document: OptionalVersionedTextDocumentIdentifier { uri, version: change.version },
                 edits: edits.into_iter().map(OneOf::Left).collect(),
             }));
         } else {
@@ -175,15 +146,9 @@ pub fn workspace_edit(
         }
     }
     let edit = if support.document_changes {
-        WorkspaceEdit {
-            document_changes: Some(DocumentChanges::Operations(ops)),
-            ..Default::default()
-        }
+        WorkspaceEdit { document_changes: Some(DocumentChanges::Operations(ops)), ..Default::default() }
     } else {
-        WorkspaceEdit {
-            changes: Some(plain),
-            ..Default::default()
-        }
+        WorkspaceEdit { changes: Some(plain), ..Default::default() }
     };
     (edit, skipped)
 }
@@ -197,13 +162,7 @@ pub fn text_edits(original: &str, new: &str, encoding: PositionEncoding) -> Vec<
     };
     hunks(original, new)
         .into_iter()
-        .map(|h| TextEdit {
-            range: Range {
-                start: pos(h.old_start),
-                end: pos(h.old_end),
-            },
-            new_text: h.new_text,
-        })
+        .map(|h| TextEdit { range: Range { start: pos(h.old_start), end: pos(h.old_end) }, new_text: h.new_text })
         .collect()
 }
 
@@ -214,35 +173,20 @@ mod tests {
 
     fn caps_with(encodings: Vec<PositionEncodingKind>) -> ClientCapabilities {
         ClientCapabilities {
-            general: Some(GeneralClientCapabilities {
-                position_encodings: Some(encodings),
-                ..Default::default()
-            }),
+            general: Some(GeneralClientCapabilities { position_encodings: Some(encodings), ..Default::default() }),
             ..Default::default()
         }
     }
 
     #[test]
     fn encoding_negotiation_prefers_utf8_and_defaults_to_utf16() {
+        assert_eq!(negotiate_encoding(&ClientCapabilities::default()), PositionEncoding::Utf16);
+        assert_eq!(negotiate_encoding(&caps_with(vec![PositionEncodingKind::UTF16])), PositionEncoding::Utf16);
         assert_eq!(
-            negotiate_encoding(&ClientCapabilities::default()),
-            PositionEncoding::Utf16
-        );
-        assert_eq!(
-            negotiate_encoding(&caps_with(vec![PositionEncodingKind::UTF16])),
-            PositionEncoding::Utf16
-        );
-        assert_eq!(
-            negotiate_encoding(&caps_with(vec![
-                PositionEncodingKind::UTF16,
-                PositionEncodingKind::UTF8
-            ])),
+            negotiate_encoding(&caps_with(vec![PositionEncodingKind::UTF16, PositionEncodingKind::UTF8])),
             PositionEncoding::Utf8
         );
-        assert_eq!(
-            negotiate_encoding(&caps_with(vec![PositionEncodingKind::UTF32])),
-            PositionEncoding::Utf32
-        );
+        assert_eq!(negotiate_encoding(&caps_with(vec![PositionEncodingKind::UTF32])), PositionEncoding::Utf32);
     }
 
     #[test]
@@ -251,54 +195,21 @@ mod tests {
         let new = "a = '😀'\r\nb = 2\r\n";
         let e16 = text_edits(old, new, PositionEncoding::Utf16);
         assert_eq!(e16.len(), 1);
-        assert_eq!(
-            e16[0].range.start,
-            Position {
-                line: 1,
-                character: 0
-            }
-        );
-        assert_eq!(
-            e16[0].range.end,
-            Position {
-                line: 2,
-                character: 0
-            }
-        );
+        assert_eq!(e16[0].range.start, Position { line: 1, character: 0 });
+        assert_eq!(e16[0].range.end, Position { line: 2, character: 0 });
         assert_eq!(e16[0].new_text, "b = 2\r\n");
         // A change on the emoji line: utf16 counts the emoji as 2 units.
         let e = text_edits("x😀\n", "x😀y\n", PositionEncoding::Utf16);
-        assert_eq!(
-            e[0].range.end,
-            Position {
-                line: 1,
-                character: 0
-            }
-        );
+        assert_eq!(e[0].range.end, Position { line: 1, character: 0 });
         let e = text_edits("x😀", "x😀y", PositionEncoding::Utf16);
-        assert_eq!(
-            e[0].range.end,
-            Position {
-                line: 0,
-                character: 3
-            }
-        );
+        assert_eq!(e[0].range.end, Position { line: 0, character: 3 });
         let e = text_edits("x😀", "x😀y", PositionEncoding::Utf8);
-        assert_eq!(
-            e[0].range.end,
-            Position {
-                line: 0,
-                character: 5
-            }
-        );
+        assert_eq!(e[0].range.end, Position { line: 0, character: 5 });
     }
 
     #[test]
     fn ranges_overlap_inclusively_and_map_to_lines() {
-        let r = |a: u32, b: u32, c: u32, d: u32| Range {
-            start: Position::new(a, b),
-            end: Position::new(c, d),
-        };
+        let r = |a: u32, b: u32, c: u32, d: u32| Range { start: Position::new(a, b), end: Position::new(c, d) };
         assert!(overlaps(&r(2, 4, 2, 9), &r(2, 9, 2, 9)));
         assert!(overlaps(&r(2, 4, 2, 9), &r(2, 4, 2, 4)));
         assert!(!overlaps(&r(2, 4, 2, 9), &r(2, 10, 2, 10)));
@@ -319,26 +230,17 @@ mod tests {
         let (edit, skipped) = workspace_edit(
             std::slice::from_ref(&change),
             PositionEncoding::Utf16,
-            EditSupport {
-                document_changes: true,
-                create_files: true,
-            },
+            EditSupport { document_changes: true, create_files: true },
         );
         assert!(skipped.is_empty());
         let v = serde_json::to_value(&edit).unwrap();
         assert_eq!(v["documentChanges"][0]["kind"], "create");
-        assert_eq!(
-            v["documentChanges"][1]["textDocument"]["version"],
-            serde_json::Value::Null
-        );
+        assert_eq!(v["documentChanges"][1]["textDocument"]["version"], serde_json::Value::Null);
         assert_eq!(v["documentChanges"][1]["edits"][0]["newText"], "x\n");
         let (_, skipped) = workspace_edit(
             &[change],
             PositionEncoding::Utf16,
-            EditSupport {
-                document_changes: false,
-                create_files: false,
-            },
+            EditSupport { document_changes: false, create_files: false },
         );
         assert_eq!(skipped, ["new.py"]);
     }

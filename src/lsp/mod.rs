@@ -51,8 +51,18 @@ struct SessionState {
     encoding: PositionEncoding,
     caps: ClientCapabilities,
     roots: Vec<PathBuf>,
-    /// `initializationOptions`, then `didChangeConfiguration` on top.
-    settings: Settings,
+    /// `initializationOptions`.
+    init_settings: Settings,
+    /// The `agentfix` section from `workspace/configuration`, or the
+    /// `settings` of `workspace/didChangeConfiguration`; wins over the above.
+    pulled_settings: Settings,
+}
+
+impl SessionState {
+    /// The editor's settings layer of the configuration.
+    fn editor_settings(&self) -> Settings {
+        self.init_settings.merged(&self.pulled_settings)
+    }
 }
 
 impl Session {
@@ -74,34 +84,20 @@ impl Session {
     }
 
     fn encoding(&self) -> PositionEncoding {
-        self.state
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .encoding
+        self.state.read().unwrap_or_else(|e| e.into_inner()).encoding
     }
 
     fn register_run(&self, token: &str, cancel: CancellationToken) {
-        self.runs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(token.to_string(), cancel);
+        self.runs.lock().unwrap_or_else(|e| e.into_inner()).insert(token.to_string(), cancel);
     }
 
     fn unregister_run(&self, token: &str) {
-        self.runs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(token);
+        self.runs.lock().unwrap_or_else(|e| e.into_inner()).remove(token);
     }
 
     /// Cancels the run reporting progress on `token`; false if none.
     fn cancel_run(&self, token: &str) -> bool {
-        match self
-            .runs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(token)
-        {
+        match self.runs.lock().unwrap_or_else(|e| e.into_inner()).get(token) {
             Some(c) => {
                 c.cancel();
                 true
@@ -124,21 +120,14 @@ impl Session {
 /// Serves LSP on stdin/stdout until the client says `exit` or closes stdin.
 pub async fn serve_stdio() {
     let session = Arc::new(Session::new());
-    let (service, socket) =
-        LspService::build(|client| server::Backend::new(client, session.clone()))
-            .custom_method(
-                "window/workDoneProgress/cancel",
-                server::Backend::work_done_progress_cancel,
-            )
-            .finish();
+    let (service, socket) = LspService::build(|client| server::Backend::new(client, session.clone()))
+        .custom_method("window/workDoneProgress/cancel", server::Backend::work_done_progress_cancel)
+        .finish();
     let service = ordered::Ordered::new(service, session.clone());
     // Malformed input must not stop the transport: stdin goes through the
     // sanitizer, which hands the server only well-formed messages.
     let (to_server, from_sanitizer) = tokio::io::duplex(1 << 16);
     tokio::spawn(transport::sanitize(tokio::io::stdin(), to_server));
-    Server::new(from_sanitizer, tokio::io::stdout(), socket)
-        .concurrency_level(CONCURRENCY)
-        .serve(service)
-        .await;
+    Server::new(from_sanitizer, tokio::io::stdout(), socket).concurrency_level(CONCURRENCY).serve(service).await;
     session.cancel_all_runs();
 }

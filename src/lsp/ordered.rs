@@ -16,9 +16,7 @@ use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use tower::Service;
 use tower_lsp_server::jsonrpc::{Error, ErrorCode, Request, Response};
-use tower_lsp_server::ls_types::{
-    DidChangeTextDocumentParams, DidCloseTextDocumentParams, DidOpenTextDocumentParams,
-};
+use tower_lsp_server::ls_types::{DidChangeTextDocumentParams, DidCloseTextDocumentParams, DidOpenTextDocumentParams};
 
 use super::Session;
 use super::{convert, transport};
@@ -41,26 +39,17 @@ impl<S> Ordered<S> {
                 if let Some(p) = params::<DidOpenTextDocumentParams>(req) {
                     let d = p.text_document;
                     let path = convert::uri_to_path(&d.uri);
-                    session
-                        .docs
-                        .open(d.uri.as_str(), path, &d.language_id, d.version, &d.text);
+                    session.docs.open(d.uri.as_str(), path, &d.language_id, d.version, &d.text);
                 }
                 true
             }
             "textDocument/didChange" => {
                 if let Some(p) = params::<DidChangeTextDocumentParams>(req) {
-                    let changes: Vec<_> = p
-                        .content_changes
-                        .into_iter()
-                        .map(convert::change_from_proto)
-                        .collect();
+                    let changes: Vec<_> = p.content_changes.into_iter().map(convert::change_from_proto).collect();
                     let uri = p.text_document.uri;
-                    if let Err(e) = session.docs.change(
-                        uri.as_str(),
-                        p.text_document.version,
-                        &changes,
-                        session.encoding(),
-                    ) {
+                    if let Err(e) =
+                        session.docs.change(uri.as_str(), p.text_document.version, &changes, session.encoding())
+                    {
                         tracing::warn!("didChange ignored: {e}");
                     }
                 }
@@ -84,10 +73,7 @@ fn params<T: DeserializeOwned>(req: &Request) -> Option<T> {
     match serde_json::from_value(value) {
         Ok(p) => Some(p),
         Err(e) => {
-            tracing::warn!(
-                method = req.method(),
-                "ignoring notification with invalid params: {e}"
-            );
+            tracing::warn!(method = req.method(), "ignoring notification with invalid params: {e}");
             None
         }
     }
@@ -123,8 +109,7 @@ where
         if method == transport::INVALID_MESSAGE {
             return futures::future::ready(Ok(invalid_message_response(req.params()))).boxed();
         }
-        let applied =
-            std::panic::catch_unwind(AssertUnwindSafe(|| self.apply_document_notification(&req)));
+        let applied = std::panic::catch_unwind(AssertUnwindSafe(|| self.apply_document_notification(&req)));
         match applied {
             Ok(true) => return futures::future::ready(Ok(None)).boxed(),
             Ok(false) => {}
@@ -176,16 +161,6 @@ fn invalid_message_response(params: Option<&serde_json::Value>) -> Option<Respon
         Some(-32600) => ErrorCode::InvalidRequest,
         _ => ErrorCode::ParseError,
     };
-    let message = p["message"]
-        .as_str()
-        .unwrap_or("malformed message")
-        .to_string();
-    Some(Response::from_error(
-        id,
-        Error {
-            code,
-            message: message.into(),
-            data: None,
-        },
-    ))
+    let message = p["message"].as_str().unwrap_or("malformed message").to_string();
+    Some(Response::from_error(id, Error { code, message: message.into(), data: None }))
 }

@@ -8,8 +8,8 @@ use std::time::Duration;
 use tower_lsp_server::Client;
 use tower_lsp_server::ls_types::notification::Progress;
 use tower_lsp_server::ls_types::{
-    NumberOrString, ProgressParams, ProgressParamsValue, WorkDoneProgress, WorkDoneProgressBegin,
-    WorkDoneProgressEnd, WorkDoneProgressReport,
+    NumberOrString, ProgressParams, ProgressParamsValue, WorkDoneProgress, WorkDoneProgressBegin, WorkDoneProgressEnd,
+    WorkDoneProgressReport,
 };
 
 /// How long to wait for the client to accept a progress token.
@@ -28,12 +28,7 @@ impl RunProgress {
     pub async fn create(client: &Client, supported: bool, name: String) -> Self {
         let token = NumberOrString::String(name);
         let accepted = supported
-            && match tokio::time::timeout(
-                CREATE_TIMEOUT,
-                client.create_work_done_progress(token.clone()),
-            )
-            .await
-            {
+            && match tokio::time::timeout(CREATE_TIMEOUT, client.create_work_done_progress(token.clone())).await {
                 Ok(Ok(())) => true,
                 Ok(Err(e)) => {
                     tracing::debug!("client refused the progress token: {e}");
@@ -44,10 +39,7 @@ impl RunProgress {
                     false
                 }
             };
-        Self {
-            client: client.clone(),
-            token: accepted.then_some(token),
-        }
+        Self { client: client.clone(), token: accepted.then_some(token) }
     }
 
     async fn send(&self, value: WorkDoneProgress) {
@@ -81,9 +73,6 @@ impl RunProgress {
     }
 
     pub async fn end(&self, message: String) {
-        self.send(WorkDoneProgress::End(WorkDoneProgressEnd {
-            message: Some(message),
-        }))
-        .await;
+        self.send(WorkDoneProgress::End(WorkDoneProgressEnd { message: Some(message) })).await;
     }
 }

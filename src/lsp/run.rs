@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -20,9 +20,12 @@ use super::progress::RunProgress;
 use super::{Session, convert};
 use crate::agent::{RunEvent, Stop};
 use crate::config::Config;
-use crate::fix::{self, Target};
+use crate::fix::{self, ProgressLine, ProgressLines, Target};
 use crate::providers;
 use crate::workspace::Workspace;
+
+/// At most one streamed-text progress report per this interval.
+const STREAM_THROTTLE: Duration = Duration::from_millis(250);
 
 /// How long the user may take to review the proposal in the editor.
 const APPLY_EDIT_TIMEOUT: Duration = Duration::from_secs(600);
@@ -42,22 +45,16 @@ struct FixArgs {
 }
 
 fn request_failed(message: String) -> Error {
-    Error {
-        code: ErrorCode::ServerError(-32803),
-        message: message.into(),
-        data: None,
-    }
+    Error { code: ErrorCode::ServerError(-32803), message: message.into(), data: None }
 }
 
 /// Handles `workspace/executeCommand` for `agentfix.fix`.
-pub async fn execute_fix(
-    client: Client,
-    session: Arc<Session>,
-    arguments: Vec<Value>,
-) -> Result<Value> {
+pub async fn execute_fix(client: Client, session: Arc<Session>, arguments: Vec<Value>) -> Result<Value> {
     let args: FixArgs = match arguments.as_slice() {
         [one] => serde_json::from_value(one.clone()).map_err(|e| {
-            Error::invalid_params(format!("agentfix.fix expects one argument {{uri, version, range, diagnostics, instruction?}}: {e}"))
+            Error::invalid_params(format!(
+                "agentfix.fix expects one argument {{uri, version, range, diagnostics, instruction?}}: {e}"
+            ))
         })?,
         _ => {
             return Err(Error::invalid_params(format!(
@@ -67,20 +64,16 @@ pub async fn execute_fix(
         }
     };
     let path = convert::uri_to_path(&args.uri).ok_or_else(|| {
-        Error::invalid_params(format!(
-            "agentfix.fix works on file: URIs, not `{}`",
-            args.uri.as_str()
-        ))
+        Error::invalid_params(format!("agentfix.fix works on file: URIs, not `{}`", args.uri.as_str()))
     })?;
     let state = session.state();
-    let setup = Config::from_process_env(&state.settings)
+    let roots = roots_for(&state.roots, &path);
+    let setup = Config::load(roots.first().map(PathBuf::as_path), &state.editor_settings())
         .and_then(|config| providers::from_config(&config).map(|model| (config, model)));
     let (config, model) = match setup {
         Ok(x) => x,
         Err(e) => {
-            client
-                .show_message(MessageType::ERROR, format!("Agent fix: {e}"))
-                .await;
+            client.show_message(MessageType::ERROR, format!("Agent fix: {e}")).await;
             return Err(request_failed(e.to_string()));
         }
     };
@@ -94,15 +87,11 @@ pub async fn execute_fix(
             "the buffer changed since the code action; working on the current text"
         );
     }
-    let workspace = Arc::new(Workspace::new(roots_for(&state.roots, &path)));
+    let workspace = Arc::new(Workspace::new(roots));
     let target = Target {
         path,
         lines: convert::range_lines(&args.range),
-        problems: args
-            .diagnostics
-            .iter()
-            .map(convert::problem_from_proto)
-            .collect(),
+        problems: args.diagnostics.iter().map(convert::problem_from_proto).collect(),
         instruction: args.instruction.clone(),
     };
     let fallback_title = args.diagnostics.first().map(|d| d.message.clone());
@@ -112,18 +101,8 @@ pub async fn execute_fix(
     let _guard = cancel.clone().drop_guard();
     let run_id = session.next_run_id();
     let token_name = format!("agentfix/fix/{run_id}");
-    let supports_progress = state
-        .caps
-        .window
-        .as_ref()
-        .and_then(|w| w.work_done_progress)
-        .unwrap_or(false);
-    let supports_apply = state
-        .caps
-        .workspace
-        .as_ref()
-        .and_then(|w| w.apply_edit)
-        .unwrap_or(false);
+    let supports_progress = state.caps.window.as_ref().and_then(|w| w.work_done_progress).unwrap_or(false);
+    let supports_apply = state.caps.workspace.as_ref().and_then(|w| w.apply_edit).unwrap_or(false);
     let edit_support = convert::EditSupport::of(&state.caps);
     let encoding = state.encoding;
 
@@ -133,28 +112,31 @@ pub async fn execute_fix(
         let cancel = cancel.clone();
         async move {
             session.register_run(&token_name, cancel.clone());
-            let progress =
-                RunProgress::create(&client, supports_progress, token_name.clone()).await;
+            let progress = RunProgress::create(&client, supports_progress, token_name.clone()).await;
             progress.begin("Agent fix", "asking the model").await;
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressLine>();
             let forward = {
                 let progress = progress.clone();
                 tokio::spawn(async move {
-                    while let Some(m) = rx.recv().await {
-                        progress.report(m).await;
+                    // Streamed text is throttled; tool calls and retries always go out.
+                    let mut last_sent: Option<Instant> = None;
+                    while let Some(line) = rx.recv().await {
+                        if line.streaming && last_sent.is_some_and(|t| t.elapsed() < STREAM_THROTTLE) {
+                            continue;
+                        }
+                        last_sent = Some(Instant::now());
+                        progress.report(line.text).await;
                     }
                 })
             };
-            let events = move |e: RunEvent| match e {
-                RunEvent::ToolCalls { turn, calls } => {
-                    let _ = tx.send(format!("turn {turn}: {}", calls.join(", ")));
+            let lines = ProgressLines::default();
+            let events = move |e: RunEvent| {
+                if let Some(line) = lines.line(&e) {
+                    let _ = tx.send(line);
                 }
             };
             let buffers: Arc<dyn crate::workspace::BufferSource> = session.docs.clone();
-            let result = fix::run(
-                &config, &*model, workspace, buffers, &target, &cancel, &events,
-            )
-            .await;
+            let result = fix::run(&config, &*model, workspace, buffers, &target, &cancel, &events).await;
             drop(events);
             let _ = forward.await;
             session.unregister_run(&token_name);
@@ -164,6 +146,11 @@ pub async fn execute_fix(
             let mut message;
             if outcome.stop == Stop::Cancelled {
                 message = "Agent fix cancelled; nothing was changed.".to_string();
+            } else if result.discarded > 0 {
+                message = format!(
+                    "Agent fix stopped early ({reason}); its edits to {} file(s) were discarded (partialEdits = discard).",
+                    result.discarded
+                );
             } else if result.changes.is_empty() {
                 message = match &outcome.stop {
                     Stop::ModelError(e) => format!("Agent fix failed: {}", e.message),
@@ -175,49 +162,28 @@ pub async fn execute_fix(
             } else if !supports_apply {
                 message = "Agent fix has a proposal, but this editor does not support workspace/applyEdit.".to_string();
             } else {
-                let (edit, skipped) =
-                    convert::workspace_edit(&result.changes, encoding, edit_support);
+                let (edit, skipped) = convert::workspace_edit(&result.changes, encoding, edit_support);
                 let files = result.changes.len() - skipped.len();
-                let title = first_line(&outcome.summary)
-                    .or(fallback_title)
-                    .unwrap_or_else(|| "proposal".into());
-                let early = if outcome.stop.is_natural() {
-                    String::new()
-                } else {
-                    format!(" (stopped early: {reason})")
-                };
-                let label = format!(
-                    "Agent fix: {title}{early} ({files} file{})",
-                    if files == 1 { "" } else { "s" }
-                );
+                let title = first_line(&outcome.summary).or(fallback_title).unwrap_or_else(|| "proposal".into());
+                let early =
+                    if outcome.stop.is_natural() { String::new() } else { format!(" (stopped early: {reason})") };
+                let label = format!("Agent fix: {title}{early} ({files} file{})", if files == 1 { "" } else { "s" });
                 message = label.clone();
                 if !skipped.is_empty() {
-                    message.push_str(&format!(
-                        "; left out (the editor cannot create files): {}",
-                        skipped.join(", ")
-                    ));
+                    message.push_str(&format!("; left out (the editor cannot create files): {}", skipped.join(", ")));
                 }
-                let request = client.send_request::<ApplyWorkspaceEdit>(ApplyWorkspaceEditParams {
-                    label: Some(label),
-                    edit,
-                });
+                let request =
+                    client.send_request::<ApplyWorkspaceEdit>(ApplyWorkspaceEditParams { label: Some(label), edit });
                 match tokio::time::timeout(APPLY_EDIT_TIMEOUT, request).await {
                     Ok(Ok(r)) if r.applied => applied = true,
                     Ok(Ok(r)) => {
                         message = format!(
                             "The editor did not apply the agent's proposal{}.",
-                            r.failure_reason
-                                .map(|f| format!(": {f}"))
-                                .unwrap_or_default()
+                            r.failure_reason.map(|f| format!(": {f}")).unwrap_or_default()
                         )
                     }
-                    Ok(Err(e)) => {
-                        message = format!("The editor refused the agent's proposal: {}", e.message)
-                    }
-                    Err(_) => {
-                        message =
-                            "The editor did not answer workspace/applyEdit in time.".to_string()
-                    }
+                    Ok(Err(e)) => message = format!("The editor refused the agent's proposal: {}", e.message),
+                    Err(_) => message = "The editor did not answer workspace/applyEdit in time.".to_string(),
                 }
             }
             progress.end(message.clone()).await;
@@ -238,6 +204,7 @@ pub async fn execute_fix(
                 "inputTokens": outcome.usage.input_tokens,
                 "outputTokens": outcome.usage.output_tokens,
                 "message": message,
+                "transcript": result.transcript,
             })
         }
     };
@@ -257,11 +224,7 @@ pub async fn execute_fix(
             };
             tracing::error!("{msg}");
             client.show_message(MessageType::ERROR, &msg).await;
-            Err(Error {
-                code: ErrorCode::InternalError,
-                message: msg.into(),
-                data: None,
-            })
+            Err(Error { code: ErrorCode::InternalError, message: msg.into(), data: None })
         }
     }
 }
@@ -281,8 +244,6 @@ fn roots_for(roots: &[PathBuf], path: &std::path::Path) -> Vec<PathBuf> {
     if roots.iter().any(|r| path.starts_with(r)) {
         roots.to_vec()
     } else {
-        path.parent()
-            .map(|p| vec![p.to_path_buf()])
-            .unwrap_or_default()
+        path.parent().map(|p| vec![p.to_path_buf()]).unwrap_or_default()
     }
 }

@@ -6,17 +6,19 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tower_lsp_server::jsonrpc::{Error, Result};
 use tower_lsp_server::ls_types::{
-    CodeAction, CodeActionKind, CodeActionOptions, CodeActionOrCommand, CodeActionParams,
-    CodeActionProviderCapability, CodeActionResponse, Command, DidChangeConfigurationParams,
-    ExecuteCommandOptions, ExecuteCommandParams, InitializeParams, InitializeResult,
-    InitializedParams, MessageType, NumberOrString, ServerCapabilities, ServerInfo,
-    TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions,
+    CodeAction, CodeActionKind, CodeActionOptions, CodeActionOrCommand, CodeActionParams, CodeActionProviderCapability,
+    CodeActionResponse, Command, ConfigurationItem, DidChangeConfigurationParams, ExecuteCommandOptions,
+    ExecuteCommandParams, InitializeParams, InitializeResult, InitializedParams, MessageType, NumberOrString,
+    ServerCapabilities, ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions,
     WorkDoneProgressCancelParams,
 };
 use tower_lsp_server::{Client, LanguageServer};
 
 use super::{FIX_COMMAND, Session, convert, run};
 use crate::config::Settings;
+
+/// How long to wait for `workspace/configuration`.
+const CONFIGURATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Code action titles are cut to this many chars of the diagnostic message.
 const TITLE_CHARS: usize = 80;
@@ -29,6 +31,30 @@ pub struct Backend {
 impl Backend {
     pub fn new(client: Client, session: Arc<Session>) -> Self {
         Self { client, session }
+    }
+
+    fn supports_configuration(&self) -> bool {
+        self.session.state().caps.workspace.as_ref().and_then(|w| w.configuration).unwrap_or(false)
+    }
+
+    /// Pulls the `agentfix` section with `workspace/configuration`, when the
+    /// client supports it; never waits more than a few seconds.
+    async fn pull_configuration(&self) {
+        if !self.supports_configuration() {
+            return;
+        }
+        let item = ConfigurationItem { scope_uri: None, section: Some("agentfix".into()) };
+        match tokio::time::timeout(CONFIGURATION_TIMEOUT, self.client.configuration(vec![item])).await {
+            Ok(Ok(values)) => match Settings::from_json(values.first().unwrap_or(&Value::Null)) {
+                Ok(s) => {
+                    tracing::info!(?s, "workspace/configuration");
+                    self.session.update(|st| st.pulled_settings = s);
+                }
+                Err(e) => self.client.show_message(MessageType::ERROR, format!("agentfix: {e}")).await,
+            },
+            Ok(Err(e)) => tracing::warn!("workspace/configuration failed: {e}"),
+            Err(_) => tracing::warn!("the client did not answer workspace/configuration in time"),
+        }
     }
 
     /// `window/workDoneProgress/cancel`: the user pressed Cancel on a run's progress.
@@ -57,33 +83,22 @@ fn action_title(message: &str) -> String {
 /// specification says: `refactor` admits `refactor.rewrite`).
 fn kind_allowed(only: Option<&Vec<CodeActionKind>>, kind: &CodeActionKind) -> bool {
     only.is_none_or(|only| {
-        only.iter().any(|o| {
-            kind.as_str() == o.as_str() || kind.as_str().starts_with(&format!("{}.", o.as_str()))
-        })
+        only.iter().any(|o| kind.as_str() == o.as_str() || kind.as_str().starts_with(&format!("{}.", o.as_str())))
     })
 }
 
 impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
         let encoding = convert::negotiate_encoding(&params.capabilities);
-        let mut roots: Vec<_> = params
-            .workspace_folders
-            .iter()
-            .flatten()
-            .filter_map(|f| convert::uri_to_path(&f.uri))
-            .collect();
+        let mut roots: Vec<_> =
+            params.workspace_folders.iter().flatten().filter_map(|f| convert::uri_to_path(&f.uri)).collect();
         #[allow(deprecated)]
         if roots.is_empty()
             && let Some(root) = params.root_uri.as_ref().and_then(convert::uri_to_path)
         {
             roots.push(root);
         }
-        let settings = match params
-            .initialization_options
-            .as_ref()
-            .map(Settings::from_json)
-            .transpose()
-        {
+        let settings = match params.initialization_options.as_ref().map(Settings::from_json).transpose() {
             Ok(s) => s.unwrap_or_default(),
             Err(e) => return Err(Error::invalid_params(e.to_string())),
         };
@@ -92,43 +107,34 @@ impl LanguageServer for Backend {
             s.encoding = encoding;
             s.caps = params.capabilities;
             s.roots = roots;
-            s.settings = settings;
+            s.init_settings = settings;
         });
         Ok(InitializeResult {
             capabilities: ServerCapabilities {
                 position_encoding: Some(convert::encoding_kind(encoding)),
-                text_document_sync: Some(TextDocumentSyncCapability::Options(
-                    TextDocumentSyncOptions {
-                        open_close: Some(true),
-                        change: Some(TextDocumentSyncKind::INCREMENTAL),
-                        ..Default::default()
-                    },
-                )),
-                code_action_provider: Some(CodeActionProviderCapability::Options(
-                    CodeActionOptions {
-                        code_action_kinds: Some(vec![
-                            CodeActionKind::QUICKFIX,
-                            CodeActionKind::REFACTOR_REWRITE,
-                        ]),
-                        ..Default::default()
-                    },
-                )),
+                text_document_sync: Some(TextDocumentSyncCapability::Options(TextDocumentSyncOptions {
+                    open_close: Some(true),
+                    change: Some(TextDocumentSyncKind::INCREMENTAL),
+                    ..Default::default()
+                })),
+                code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {
+                    code_action_kinds: Some(vec![CodeActionKind::QUICKFIX, CodeActionKind::REFACTOR_REWRITE]),
+                    ..Default::default()
+                })),
                 execute_command_provider: Some(ExecuteCommandOptions {
                     commands: vec![FIX_COMMAND.to_string()],
                     ..Default::default()
                 }),
                 ..Default::default()
             },
-            server_info: Some(ServerInfo {
-                name: "agentfix".into(),
-                version: Some(env!("CARGO_PKG_VERSION").into()),
-            }),
+            server_info: Some(ServerInfo { name: "agentfix".into(), version: Some(env!("CARGO_PKG_VERSION").into()) }),
             offset_encoding: None,
         })
     }
 
     async fn initialized(&self, _: InitializedParams) {
         tracing::info!("initialized");
+        self.pull_configuration().await;
     }
 
     async fn shutdown(&self) -> Result<()> {
@@ -137,15 +143,14 @@ impl LanguageServer for Backend {
     }
 
     async fn did_change_configuration(&self, params: DidChangeConfigurationParams) {
+        if self.supports_configuration() {
+            // The notification's payload is unreliable across clients: pull.
+            self.pull_configuration().await;
+            return;
+        }
         match Settings::from_json(&params.settings) {
-            Ok(new) => self
-                .session
-                .update(|s| s.settings = s.settings.merged(&new)),
-            Err(e) => {
-                self.client
-                    .show_message(MessageType::ERROR, format!("agentfix: {e}"))
-                    .await
-            }
+            Ok(new) => self.session.update(|s| s.pulled_settings = new),
+            Err(e) => self.client.show_message(MessageType::ERROR, format!("agentfix: {e}")).await,
         }
     }
 
@@ -162,12 +167,7 @@ impl LanguageServer for Backend {
             vec![arg]
         };
         if kind_allowed(only, &CodeActionKind::QUICKFIX) {
-            for d in params
-                .context
-                .diagnostics
-                .iter()
-                .filter(|d| convert::overlaps(&d.range, &params.range))
-            {
+            for d in params.context.diagnostics.iter().filter(|d| convert::overlaps(&d.range, &params.range)) {
                 let title = action_title(&d.message);
                 actions.push(CodeActionOrCommand::CodeAction(CodeAction {
                     title: title.clone(),
@@ -182,9 +182,7 @@ impl LanguageServer for Backend {
                 }));
             }
         }
-        if params.range.start != params.range.end
-            && kind_allowed(only, &CodeActionKind::REFACTOR_REWRITE)
-        {
+        if params.range.start != params.range.end && kind_allowed(only, &CodeActionKind::REFACTOR_REWRITE) {
             let inside: Vec<_> = params
                 .context
                 .diagnostics
@@ -210,16 +208,12 @@ impl LanguageServer for Backend {
     async fn execute_command(&self, params: ExecuteCommandParams) -> Result<Option<Value>> {
         match params.command.as_str() {
             FIX_COMMAND => {
-                run::execute_fix(self.client.clone(), self.session.clone(), params.arguments)
-                    .await
-                    .map(Some)
+                run::execute_fix(self.client.clone(), self.session.clone(), params.arguments).await.map(Some)
             }
             "agentfix.debug.panic" if std::env::var_os("AGENTFIX_DEBUG_COMMANDS").is_some() => {
                 panic!("debug panic requested")
             }
-            other => Err(Error::invalid_params(format!(
-                "unknown command `{other}`; agentfix offers `{FIX_COMMAND}`"
-            ))),
+            other => Err(Error::invalid_params(format!("unknown command `{other}`; agentfix offers `{FIX_COMMAND}`"))),
         }
     }
 }
@@ -230,10 +224,7 @@ mod tests {
 
     #[test]
     fn titles_take_the_first_line_cut_at_80_chars() {
-        assert_eq!(
-            action_title("Undefined name `x`\nmore detail"),
-            "Agent fix: Undefined name `x`"
-        );
+        assert_eq!(action_title("Undefined name `x`\nmore detail"), "Agent fix: Undefined name `x`");
         let long = "é".repeat(100);
         let t = action_title(&long);
         assert_eq!(t.chars().count(), "Agent fix: ".len() + 80 + 1);

@@ -10,9 +10,7 @@
 //! `-32600` invalid request). The server reports the problem and lives on.
 
 use serde_json::{Value, json};
-use tokio::io::{
-    AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader,
-};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 /// The internal notification standing in for a malformed message.
 pub const INVALID_MESSAGE: &str = "$/agentfix/invalidMessage";
@@ -64,10 +62,7 @@ async fn read_frame<R: AsyncBufRead + Unpin>(reader: &mut R) -> std::io::Result<
     let mut saw_header = false;
     loop {
         let mut line = Vec::new();
-        let n = (&mut *reader)
-            .take(MAX_HEADER_LINE as u64)
-            .read_until(b'\n', &mut line)
-            .await?;
+        let n = (&mut *reader).take(MAX_HEADER_LINE as u64).read_until(b'\n', &mut line).await?;
         if n == 0 {
             return Ok(if saw_header {
                 Some(Frame::Broken("input ended inside message headers".into()))
@@ -79,9 +74,7 @@ async fn read_frame<R: AsyncBufRead + Unpin>(reader: &mut R) -> std::io::Result<
             // Skip the rest of an over-long line.
             let mut rest = Vec::new();
             reader.read_until(b'\n', &mut rest).await?;
-            return Ok(Some(Frame::Broken(
-                "a message header line is too long".into(),
-            )));
+            return Ok(Some(Frame::Broken("a message header line is too long".into())));
         }
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end_matches(['\r', '\n']);
@@ -95,35 +88,27 @@ async fn read_frame<R: AsyncBufRead + Unpin>(reader: &mut R) -> std::io::Result<
         if let Some((name, value)) = text.split_once(':')
             && name.trim().eq_ignore_ascii_case("content-length")
         {
-            content_length = Some(
-                value
-                    .trim()
-                    .parse::<usize>()
-                    .map_err(|_| format!("invalid Content-Length `{}`", value.trim())),
-            );
+            content_length =
+                Some(value.trim().parse::<usize>().map_err(|_| format!("invalid Content-Length `{}`", value.trim())));
         }
     }
     let len = match content_length {
         None => {
-            return Ok(Some(Frame::Broken(
-                "a message has no Content-Length header".into(),
-            )));
+            return Ok(Some(Frame::Broken("a message has no Content-Length header".into())));
         }
         Some(Err(e)) => return Ok(Some(Frame::Broken(e))),
         Some(Ok(len)) => len,
     };
     if len > MAX_BODY {
         tokio::io::copy(&mut (&mut *reader).take(len as u64), &mut tokio::io::sink()).await?;
-        return Ok(Some(Frame::Broken(format!(
-            "a message of {len} bytes is larger than {MAX_BODY} bytes"
-        ))));
+        return Ok(Some(Frame::Broken(format!("a message of {len} bytes is larger than {MAX_BODY} bytes"))));
     }
     let mut body = vec![0; len];
     match reader.read_exact(&mut body).await {
         Ok(_) => Ok(Some(Frame::Body(body))),
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(Some(Frame::Broken(
-            "input ended inside a message body".into(),
-        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            Ok(Some(Frame::Broken("input ended inside a message body".into())))
+        }
         Err(e) => Err(e),
     }
 }
@@ -135,38 +120,25 @@ fn checked(body: &[u8]) -> Vec<u8> {
         Err(e) => return invalid(-32700, &format!("parse error: {e}"), None),
     };
     let Some(obj) = value.as_object() else {
-        return invalid(
-            -32600,
-            "invalid request: a JSON-RPC message must be an object",
-            None,
-        );
+        return invalid(-32600, "invalid request: a JSON-RPC message must be an object", None);
     };
-    let id = obj
-        .get("id")
-        .filter(|id| id.is_string() || id.is_number())
-        .cloned();
+    let id = obj.get("id").filter(|id| id.is_string() || id.is_number()).cloned();
     let has_method = obj.get("method").is_some_and(Value::is_string);
-    let is_response =
-        obj.contains_key("id") && (obj.contains_key("result") || obj.contains_key("error"));
-    let params_ok = obj
-        .get("params")
-        .is_none_or(|p| p.is_object() || p.is_array() || p.is_null());
+    let is_response = obj.contains_key("id") && (obj.contains_key("result") || obj.contains_key("error"));
+    let params_ok = obj.get("params").is_none_or(|p| p.is_object() || p.is_array() || p.is_null());
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return invalid(-32600, "invalid request: `jsonrpc` must be \"2.0\"", id);
     }
     if !(has_method || is_response) || !params_ok {
-        return invalid(
-            -32600,
-            "invalid request: not a JSON-RPC request, notification or response",
-            id,
-        );
+        return invalid(-32600, "invalid request: not a JSON-RPC request, notification or response", id);
     }
     body.to_vec()
 }
 
 fn invalid(code: i64, message: &str, id: Option<Value>) -> Vec<u8> {
     tracing::warn!("malformed message from the client: {message}");
-    let msg = json!({"jsonrpc": "2.0", "method": INVALID_MESSAGE, "params": {"code": code, "message": message, "id": id}});
+    let msg =
+        json!({"jsonrpc": "2.0", "method": INVALID_MESSAGE, "params": {"code": code, "message": message, "id": id}});
     msg.to_string().into_bytes()
 }
 
@@ -228,10 +200,7 @@ mod tests {
     async fn truncated_input_is_reported_then_ends() {
         let msgs = run(b"Content-Length: 50\r\n\r\n{\"jsonrpc\"").await;
         assert_eq!(msgs.len(), 1);
-        assert_eq!(
-            msgs[0]["params"]["message"],
-            "input ended inside a message body"
-        );
+        assert_eq!(msgs[0]["params"]["message"], "input ended inside a message body");
         assert!(run(b"").await.is_empty());
     }
 }

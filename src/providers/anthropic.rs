@@ -1,128 +1,303 @@
-//! The Anthropic Messages API (`POST {base}/v1/messages`), non-streaming.
+//! The Anthropic Messages API (`POST {base}/v1/messages`), streaming.
 //!
-//! Assistant content is kept verbatim (`Message::raw`) and echoed back as it
-//! came, so thinking signatures and unknown block types survive the loop.
+//! The SSE stream is parsed by eventsource-stream; blocks are accumulated by
+//! index (text, `input_json_delta` parsed at `content_block_stop`, thinking
+//! and signatures), usage from `message_delta` overwrites, `ping` and unknown
+//! events are ignored, and an `error` event discards the partial turn and
+//! goes through the retry policy. The assembled message is the JSON the
+//! non-streaming API would have returned, decoded by [`decode_response`].
+//! Assistant content is kept verbatim (`Message::raw`) and echoed back.
 
-use std::time::Duration;
+use std::collections::{BTreeMap, HashMap};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::ModelClient;
-use crate::config::Secret;
+use super::http::{self, Endpoint};
+use super::retry::with_retries;
 use crate::model::{
-    Block, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse, Role, StopReason,
-    Usage,
+    Block, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse, Role, StopReason, StreamUpdate, Usage,
 };
 
 pub const API_VERSION: &str = "2023-06-01";
+const NAME: &str = "Anthropic";
 
 pub struct Anthropic {
     http: reqwest::Client,
     url: String,
-    key: Secret,
-    model: String,
+    endpoint: Endpoint,
 }
 
 impl Anthropic {
-    pub fn new(base_url: &str, key: Secret, model: &str) -> Self {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(Duration::from_secs(600))
-            .user_agent(concat!("agentfix/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .unwrap_or_default();
+    pub fn new(endpoint: Endpoint) -> Self {
         Self {
-            http,
-            url: format!("{}/v1/messages", base_url.trim_end_matches('/')),
-            key,
-            model: model.to_string(),
+            http: http::client(&endpoint),
+            url: format!("{}/v1/messages", endpoint.base_url.trim_end_matches('/')),
+            endpoint,
         }
+    }
+
+    async fn attempt(
+        &self,
+        body: &Value,
+        updates: &(dyn Fn(StreamUpdate) + Send + Sync),
+    ) -> Result<ModelResponse, ModelError> {
+        let mut request = self.http.post(&self.url).header("anthropic-version", API_VERSION).json(body);
+        if let Some(key) = &self.endpoint.api_key {
+            request = request.header("x-api-key", key.expose());
+        }
+        let idle = self.endpoint.idle_timeout;
+        let response = match tokio::time::timeout(idle, request.send()).await {
+            Err(_) => {
+                return Err(ModelError::new(
+                    ModelErrorKind::Network,
+                    None,
+                    format!("the {NAME} API did not answer within {} s", idle.as_secs_f32()),
+                ));
+            }
+            Ok(r) => r.map_err(|e| http::network_error(NAME, &e))?,
+        };
+        let status = response.status().as_u16();
+        if !(200..300).contains(&status) {
+            let (should, after) = http::retry_hints(response.headers());
+            let text = tokio::time::timeout(idle, response.text()).await.ok().and_then(Result::ok).unwrap_or_default();
+            let mut e = http_error(status, &text, &self.endpoint.key_source);
+            e.retryable = should.unwrap_or(http::status_retryable(status));
+            e.retry_after = after;
+            return Err(e);
+        }
+        let mut events = http::sse(response);
+        let mut acc = Accumulator::default();
+        while let Some(ev) = http::next_event(&mut events, idle, NAME).await? {
+            if acc.apply(&ev.event, &ev.data, updates)? {
+                return acc.finish();
+            }
+        }
+        Err(ModelError::new(ModelErrorKind::Network, None, format!("the {NAME} stream ended before message_stop")))
     }
 }
 
 #[async_trait]
 impl ModelClient for Anthropic {
-    async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
-        let body = encode_request(&self.model, &request);
-        let response = self
-            .http
-            .post(&self.url)
-            .header("x-api-key", self.key.expose())
-            .header("anthropic-version", API_VERSION)
-            .json(&body)
-            .send()
-            .await
-            .map_err(network_error)?;
-        let status = response.status().as_u16();
-        let text = response.text().await.map_err(network_error)?;
-        if !(200..300).contains(&status) {
-            return Err(http_error(status, &text));
+    async fn complete(
+        &self,
+        request: ModelRequest<'_>,
+        updates: &(dyn Fn(StreamUpdate) + Send + Sync),
+    ) -> Result<ModelResponse, ModelError> {
+        let mut body = encode_request(&self.endpoint.model, &request);
+        body["stream"] = Value::Bool(true);
+        with_retries(self.endpoint.max_retries, updates, |_| self.attempt(&body, updates)).await
+    }
+
+    async fn check(&self) -> Result<String, ModelError> {
+        let url = format!("{}/v1/models/{}", self.endpoint.base_url.trim_end_matches('/'), self.endpoint.model);
+        let mut request = self.http.get(&url).header("anthropic-version", API_VERSION);
+        if let Some(key) = &self.endpoint.api_key {
+            request = request.header("x-api-key", key.expose());
         }
-        let value: Value = serde_json::from_str(&text).map_err(|e| ModelError {
-            kind: ModelErrorKind::Decode,
-            status: Some(status),
-            message: format!("the model API answered with invalid JSON: {e}"),
-        })?;
-        decode_response(value)
+        let response = request.send().await.map_err(|e| http::network_error(NAME, &e))?;
+        let status = response.status().as_u16();
+        if (200..300).contains(&status) {
+            Ok(format!("HTTP {status} from GET {url}"))
+        } else {
+            let text = response.text().await.unwrap_or_default();
+            Err(http_error(status, &text, &self.endpoint.key_source))
+        }
     }
 }
 
-fn network_error(e: reqwest::Error) -> ModelError {
-    // reqwest's Display never includes headers, so the key cannot leak here.
-    let what = if e.is_timeout() {
-        "timed out"
-    } else if e.is_connect() {
-        "could not connect"
-    } else {
-        "failed"
+/// Assembles a streamed message.
+#[derive(Default)]
+struct Accumulator {
+    message: Value,
+    blocks: BTreeMap<u64, Value>,
+    /// `partial_json` per tool block index.
+    json: HashMap<u64, String>,
+    /// Tool blocks whose input was not valid JSON: the raw text.
+    invalid: HashMap<u64, String>,
+}
+
+impl Accumulator {
+    /// Applies one event; true at `message_stop`.
+    fn apply(
+        &mut self,
+        event: &str,
+        data: &str,
+        updates: &(dyn Fn(StreamUpdate) + Send + Sync),
+    ) -> Result<bool, ModelError> {
+        if event == "ping" || data.is_empty() {
+            return Ok(false);
+        }
+        let v: Value = match serde_json::from_str(data) {
+            Ok(v) => v,
+            Err(e) => {
+                return Err(ModelError::new(
+                    ModelErrorKind::Network,
+                    Some(200),
+                    format!("bad {NAME} stream event `{event}`: {e}"),
+                ));
+            }
+        };
+        let index = v["index"].as_u64().unwrap_or(0);
+        match v["type"].as_str().unwrap_or(event) {
+            "message_start" => self.message = v["message"].clone(),
+            "content_block_start" => {
+                let block = v["content_block"].clone();
+                if block["type"] == "tool_use" {
+                    updates(StreamUpdate::ToolStart(block["name"].as_str().unwrap_or_default().to_string()));
+                    self.json.insert(index, String::new());
+                }
+                self.blocks.insert(index, block);
+            }
+            "content_block_delta" => {
+                let delta = &v["delta"];
+                let block = self.blocks.entry(index).or_insert_with(|| json!({"type": "text", "text": ""}));
+                let append = |block: &mut Value, key: &str, piece: &str| {
+                    let mut s = block[key].as_str().unwrap_or_default().to_string();
+                    s.push_str(piece);
+                    block[key] = Value::String(s);
+                };
+                match delta["type"].as_str() {
+                    Some("text_delta") => {
+                        let t = delta["text"].as_str().unwrap_or_default();
+                        append(block, "text", t);
+                        updates(StreamUpdate::Text(t.to_string()));
+                    }
+                    Some("input_json_delta") => {
+                        self.json.entry(index).or_default().push_str(delta["partial_json"].as_str().unwrap_or_default())
+                    }
+                    Some("thinking_delta") => append(block, "thinking", delta["thinking"].as_str().unwrap_or_default()),
+                    Some("signature_delta") => {
+                        append(block, "signature", delta["signature"].as_str().unwrap_or_default())
+                    }
+                    Some("citations_delta") => {
+                        if !block["citations"].is_array() {
+                            block["citations"] = json!([]);
+                        }
+                        if let Some(c) = block["citations"].as_array_mut() {
+                            c.push(delta["citation"].clone());
+                        }
+                    }
+                    other => tracing::debug!(?other, "ignoring unknown delta type"),
+                }
+            }
+            "content_block_stop" => {
+                if let Some(raw) = self.json.remove(&index)
+                    && let Some(block) = self.blocks.get_mut(&index)
+                {
+                    block["input"] = if raw.trim().is_empty() {
+                        json!({})
+                    } else {
+                        match serde_json::from_str::<Value>(&raw) {
+                            Ok(v) if v.is_object() => v,
+                            _ => {
+                                self.invalid.insert(index, raw);
+                                json!({})
+                            }
+                        }
+                    };
+                }
+            }
+            "message_delta" => {
+                for key in ["stop_reason", "stop_sequence", "stop_details"] {
+                    if let Some(x) = v["delta"].get(key) {
+                        self.message[key] = x.clone();
+                    }
+                }
+                if let Some(usage) = v["usage"].as_object() {
+                    if !self.message["usage"].is_object() {
+                        self.message["usage"] = json!({});
+                    }
+                    for (k, x) in usage {
+                        if !x.is_null() {
+                            self.message["usage"][k] = x.clone();
+                        }
+                    }
+                }
+            }
+            "message_stop" => return Ok(true),
+            "error" => return Err(error_from_body(&v, None, "")),
+            other => tracing::debug!(event = other, "ignoring unknown stream event"),
+        }
+        Ok(false)
+    }
+
+    fn finish(mut self) -> Result<ModelResponse, ModelError> {
+        // A tool block left open (stream cut at max_tokens) keeps its raw text.
+        for (index, raw) in std::mem::take(&mut self.json) {
+            if let Some(block) = self.blocks.get_mut(&index) {
+                block["input"] = json!({});
+            }
+            self.invalid.insert(index, raw);
+        }
+        let order: Vec<u64> = self.blocks.keys().copied().collect();
+        self.message["content"] = Value::Array(self.blocks.into_values().collect());
+        let mut response = decode_response(self.message)?;
+        for (pos, index) in order.iter().enumerate() {
+            if let Some(raw) = self.invalid.get(index)
+                && let Some(Block::ToolUse { input, .. }) = response.message.content.get_mut(pos)
+            {
+                *input = Value::String(raw.clone());
+            }
+        }
+        Ok(response)
+    }
+}
+
+/// Maps an Anthropic error body (`{"type":"error","error":{type,message}}`)
+/// to a [`ModelError`] that says what to do.
+fn error_from_body(v: &Value, status: Option<u16>, key_source: &str) -> ModelError {
+    let kind_name = v["error"]["type"].as_str().unwrap_or("");
+    let api_message = v["error"]["message"].as_str().unwrap_or("").to_string();
+    let key = if key_source.is_empty() { "the API key".to_string() } else { format!("the key from {key_source}") };
+    let (kind, hint, retryable) = match (kind_name, status) {
+        ("authentication_error", _) | (_, Some(401)) => {
+            (ModelErrorKind::Auth, format!("{key} was rejected; check it"), false)
+        }
+        ("permission_error", _) | (_, Some(403)) => {
+            (ModelErrorKind::Auth, format!("{key} may not use this model or feature"), false)
+        }
+        ("billing_error", _) | (_, Some(402)) => {
+            (ModelErrorKind::Auth, "the account has a billing problem".into(), false)
+        }
+        ("rate_limit_error", _) | (_, Some(429)) => {
+            (ModelErrorKind::RateLimited, "rate limited; try again later".into(), true)
+        }
+        ("overloaded_error", _) | (_, Some(529)) => {
+            (ModelErrorKind::Server, "the API is overloaded; try again later".into(), true)
+        }
+        ("not_found_error", _) | (_, Some(404)) => {
+            (ModelErrorKind::InvalidRequest, "not found (check the model id and baseUrl)".into(), false)
+        }
+        ("request_too_large", _) | (_, Some(413)) => {
+            (ModelErrorKind::InvalidRequest, "the request is too large".into(), false)
+        }
+        ("invalid_request_error", _) | (_, Some(400 | 422)) => {
+            (ModelErrorKind::InvalidRequest, "the API refused the request".into(), false)
+        }
+        ("api_error" | "timeout_error", _) | (_, Some(500..)) => {
+            (ModelErrorKind::Server, "the API failed".into(), true)
+        }
+        _ => (ModelErrorKind::Server, format!("error `{kind_name}`"), true),
     };
-    ModelError {
-        kind: ModelErrorKind::Network,
-        status: None,
-        message: format!("request to the Anthropic API {what}: {}", error_chain(&e)),
-    }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        src = inner.source();
-    }
-    s
-}
-
-/// Maps an HTTP error to a message that says what to do.
-fn http_error(status: u16, body: &str) -> ModelError {
-    let parsed: Option<Value> = serde_json::from_str(body).ok();
-    let api_message = parsed
-        .as_ref()
-        .and_then(|v| v["error"]["message"].as_str())
-        .map(str::to_string)
-        .unwrap_or_else(|| body.chars().take(500).collect());
-    let (kind, hint) = match status {
-        401 => (
-            ModelErrorKind::Auth,
-            "the API key was rejected; check ANTHROPIC_API_KEY",
-        ),
-        403 => (
-            ModelErrorKind::Auth,
-            "the API key is not allowed to use this model or feature",
-        ),
-        429 => (ModelErrorKind::RateLimited, "rate limited; try again later"),
-        400 | 404 | 413 | 422 => (
-            ModelErrorKind::InvalidRequest,
-            "the API refused the request",
-        ),
-        _ => (ModelErrorKind::Server, "the API failed"),
+    let prefix = match status {
+        Some(s) => format!("{NAME} API {s}"),
+        None => format!("{NAME} API stream error"),
     };
-    ModelError {
-        kind,
-        status: Some(status),
-        message: format!("Anthropic API {status}: {hint}: {api_message}"),
+    let mut e = ModelError::new(kind, status, format!("{prefix}: {hint}: {api_message}"));
+    e.retryable = retryable;
+    e
+}
+
+/// Maps an HTTP error response.
+fn http_error(status: u16, body: &str, key_source: &str) -> ModelError {
+    match serde_json::from_str::<Value>(body) {
+        Ok(v) if v["error"].is_object() => error_from_body(&v, Some(status), key_source),
+        _ => {
+            let snippet: String = body.chars().take(300).collect();
+            error_from_body(&json!({"error": {"type": "", "message": snippet}}), Some(status), key_source)
+        }
     }
 }
 
@@ -142,6 +317,9 @@ pub fn encode_request(model: &str, req: &ModelRequest<'_>) -> Value {
     });
     if !tools.is_empty() {
         body["tools"] = Value::Array(tools);
+        if !req.allow_tools {
+            body["tool_choice"] = json!({"type": "none"});
+        }
     }
     body
 }
@@ -164,13 +342,8 @@ fn encode_block(b: &Block) -> Value {
         Block::ToolUse { id, name, input } => {
             json!({"type": "tool_use", "id": id, "name": name, "input": input})
         }
-        Block::ToolResult {
-            tool_use_id,
-            content,
-            is_error,
-        } => {
-            let mut v =
-                json!({"type": "tool_result", "tool_use_id": tool_use_id, "content": content});
+        Block::ToolResult { tool_use_id, content, is_error } => {
+            let mut v = json!({"type": "tool_result", "tool_use_id": tool_use_id, "content": content});
             if *is_error {
                 v["is_error"] = Value::Bool(true);
             }
@@ -182,33 +355,24 @@ fn encode_block(b: &Block) -> Value {
 
 /// Parses a Messages API response.
 pub fn decode_response(v: Value) -> Result<ModelResponse, ModelError> {
-    let decode_err = |what: &str| ModelError {
-        kind: ModelErrorKind::Decode,
-        status: Some(200),
-        message: format!("unexpected response from the Anthropic API: {what}"),
+    let decode_err = |what: &str| {
+        ModelError::new(
+            ModelErrorKind::Decode,
+            Some(200),
+            format!("unexpected response from the Anthropic API: {what}"),
+        )
     };
-    let raw = v
-        .get("content")
-        .filter(|c| c.is_array())
-        .cloned()
-        .ok_or_else(|| decode_err("no content array"))?;
-    let content: Vec<Block> = raw
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(decode_block)
-        .collect();
+    let raw = v.get("content").filter(|c| c.is_array()).cloned().ok_or_else(|| decode_err("no content array"))?;
+    let content: Vec<Block> = raw.as_array().into_iter().flatten().map(decode_block).collect();
     let stop_reason = match v["stop_reason"].as_str() {
         Some("end_turn") => StopReason::EndTurn,
         Some("tool_use") => StopReason::ToolUse,
         Some("max_tokens") => StopReason::MaxTokens,
         Some("stop_sequence") => StopReason::StopSequence,
         Some("pause_turn") => StopReason::PauseTurn,
-        Some("refusal") => StopReason::Refusal {
-            explanation: v["stop_details"]["explanation"]
-                .as_str()
-                .map(str::to_string),
-        },
+        Some("refusal") => {
+            StopReason::Refusal { explanation: v["stop_details"]["explanation"].as_str().map(str::to_string) }
+        }
         Some("model_context_window_exceeded") => StopReason::ContextWindowExceeded,
         Some(other) => {
             tracing::warn!(stop_reason = other, "unknown stop_reason");
@@ -219,27 +383,15 @@ pub fn decode_response(v: Value) -> Result<ModelResponse, ModelError> {
     let u = &v["usage"];
     let n = |k: &str| u[k].as_u64().unwrap_or(0);
     let usage = Usage {
-        input_tokens: n("input_tokens")
-            + n("cache_creation_input_tokens")
-            + n("cache_read_input_tokens"),
+        input_tokens: n("input_tokens") + n("cache_creation_input_tokens") + n("cache_read_input_tokens"),
         output_tokens: n("output_tokens"),
     };
-    Ok(ModelResponse {
-        message: Message {
-            role: Role::Assistant,
-            content,
-            raw: Some(raw),
-        },
-        stop_reason,
-        usage,
-    })
+    Ok(ModelResponse { message: Message { role: Role::Assistant, content, raw: Some(raw) }, stop_reason, usage })
 }
 
 fn decode_block(b: &Value) -> Block {
     match b["type"].as_str() {
-        Some("text") => Block::Text {
-            text: b["text"].as_str().unwrap_or_default().to_string(),
-        },
+        Some("text") => Block::Text { text: b["text"].as_str().unwrap_or_default().to_string() },
         Some("tool_use") => Block::ToolUse {
             id: b["id"].as_str().unwrap_or_default().to_string(),
             name: b["name"].as_str().unwrap_or_default().to_string(),
@@ -272,13 +424,7 @@ mod tests {
         });
         let resp = decode_response(raw.clone()).unwrap();
         assert_eq!(resp.stop_reason, StopReason::ToolUse);
-        assert_eq!(
-            resp.usage,
-            Usage {
-                input_tokens: 13,
-                output_tokens: 5
-            }
-        );
+        assert_eq!(resp.usage, Usage { input_tokens: 13, output_tokens: 5 });
         assert_eq!(resp.message.tool_calls().count(), 1);
         assert!(matches!(&resp.message.content[0], Block::Other(v) if v["signature"] == "sig=="));
         let msgs = vec![Message::user_text("hi"), resp.message];
@@ -287,18 +433,11 @@ mod tests {
             description: "d".into(),
             input_schema: json!({"type": "object"}),
         }];
-        let req = ModelRequest {
-            system: "sys",
-            messages: &msgs,
-            tools: &tools,
-            max_output_tokens: 100,
-        };
+        let req =
+            ModelRequest { system: "sys", messages: &msgs, tools: &tools, max_output_tokens: 100, allow_tools: true };
         let body = encode_request("m", &req);
         assert_eq!(body["messages"][1]["content"], raw["content"]);
-        assert_eq!(
-            body["messages"][0]["content"],
-            json!([{"type": "text", "text": "hi"}])
-        );
+        assert_eq!(body["messages"][0]["content"], json!([{"type": "text", "text": "hi"}]));
         assert_eq!(body["tools"][0]["input_schema"], json!({"type": "object"}));
         assert_eq!(body["max_tokens"], 100);
     }
@@ -309,25 +448,16 @@ mod tests {
             ("end_turn", StopReason::EndTurn),
             ("max_tokens", StopReason::MaxTokens),
             ("pause_turn", StopReason::PauseTurn),
-            (
-                "model_context_window_exceeded",
-                StopReason::ContextWindowExceeded,
-            ),
+            ("model_context_window_exceeded", StopReason::ContextWindowExceeded),
             ("compaction", StopReason::Other("compaction".into())),
         ] {
-            let r =
-                decode_response(json!({"content": [], "stop_reason": wire, "usage": {}})).unwrap();
+            let r = decode_response(json!({"content": [], "stop_reason": wire, "usage": {}})).unwrap();
             assert_eq!(r.stop_reason, want);
         }
         let r = decode_response(json!({"content": [], "stop_reason": "refusal",
             "stop_details": {"type": "refusal", "category": "cyber", "explanation": "no"}}))
         .unwrap();
-        assert_eq!(
-            r.stop_reason,
-            StopReason::Refusal {
-                explanation: Some("no".into())
-            }
-        );
+        assert_eq!(r.stop_reason, StopReason::Refusal { explanation: Some("no".into()) });
         assert!(decode_response(json!({"type": "message"})).is_err());
     }
 
@@ -336,16 +466,8 @@ mod tests {
         let m = Message {
             role: Role::User,
             content: vec![
-                Block::ToolResult {
-                    tool_use_id: "a".into(),
-                    content: "ok".into(),
-                    is_error: false,
-                },
-                Block::ToolResult {
-                    tool_use_id: "b".into(),
-                    content: "bad".into(),
-                    is_error: true,
-                },
+                Block::ToolResult { tool_use_id: "a".into(), content: "ok".into(), is_error: false },
+                Block::ToolResult { tool_use_id: "b".into(), content: "bad".into(), is_error: true },
             ],
             raw: None,
         };
@@ -362,13 +484,80 @@ mod tests {
         let e = http_error(
             401,
             r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
+            "ANTHROPIC_API_KEY",
         );
         assert_eq!(e.kind, ModelErrorKind::Auth);
+        assert!(!e.retryable);
         assert_eq!(
             e.message,
-            "Anthropic API 401: the API key was rejected; check ANTHROPIC_API_KEY: invalid x-api-key"
+            "Anthropic API 401: the key from ANTHROPIC_API_KEY was rejected; check it: invalid x-api-key"
         );
-        assert_eq!(http_error(529, "overloaded").kind, ModelErrorKind::Server);
-        assert_eq!(http_error(400, "{}").kind, ModelErrorKind::InvalidRequest);
+        let e = http_error(529, "overloaded", "");
+        assert_eq!((e.kind, e.retryable), (ModelErrorKind::Server, true));
+        assert_eq!(http_error(400, "{}", "").kind, ModelErrorKind::InvalidRequest);
+    }
+
+    fn feed(events: &[(&str, Value)]) -> Result<ModelResponse, ModelError> {
+        let mut acc = Accumulator::default();
+        for (name, data) in events {
+            if acc.apply(name, &data.to_string(), &|_| {})? {
+                return acc.finish();
+            }
+        }
+        acc.finish()
+    }
+
+    #[test]
+    fn streamed_blocks_are_assembled_by_index() {
+        let r = feed(&[
+            ("message_start", json!({"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [], "stop_reason": null, "usage": {"input_tokens": 42, "output_tokens": 1}}})),
+            ("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}})),
+            ("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hm"}})),
+            ("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "SIG"}})),
+            ("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
+            ("content_block_start", json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {}}})),
+            ("ping", json!({"type": "ping"})),
+            ("content_block_delta", json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": ""}})),
+            ("content_block_delta", json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"path\": \"a\\"}})),
+            ("content_block_delta", json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "u00e9.py\"}"}})),
+            ("brand_new_event", json!({"type": "brand_new_event"})),
+            ("content_block_stop", json!({"type": "content_block_stop", "index": 1})),
+            ("content_block_start", json!({"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "id": "toolu_2", "name": "list_files", "input": {}}})),
+            ("content_block_delta", json!({"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": ""}})),
+            ("content_block_stop", json!({"type": "content_block_stop", "index": 2})),
+            ("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 31}})),
+            ("message_stop", json!({"type": "message_stop"})),
+        ])
+        .unwrap();
+        assert_eq!(r.stop_reason, StopReason::ToolUse);
+        assert_eq!(r.usage, Usage { input_tokens: 42, output_tokens: 31 });
+        let calls: Vec<_> = r.message.tool_calls().map(|(i, n, v)| (i.to_string(), n.to_string(), v.clone())).collect();
+        assert_eq!(calls[0], ("toolu_1".into(), "read_file".into(), json!({"path": "aé.py"})));
+        assert_eq!(calls[1].2, json!({}));
+        let raw = r.message.raw.unwrap();
+        assert_eq!(raw[0], json!({"type": "thinking", "thinking": "hm", "signature": "SIG"}));
+    }
+
+    #[test]
+    fn an_unfinished_tool_input_is_kept_raw_and_an_error_event_fails() {
+        let r = feed(&[
+            ("message_start", json!({"type": "message_start", "message": {"content": [], "usage": {"input_tokens": 1}}})),
+            ("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t", "name": "edit_file", "input": {}}})),
+            ("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"path\": \"a"}})),
+            ("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 5}})),
+        ])
+        .unwrap();
+        assert_eq!(r.stop_reason, StopReason::MaxTokens);
+        assert!(
+            matches!(&r.message.content[0], Block::ToolUse { input: Value::String(s), .. } if s == "{\"path\": \"a")
+        );
+        assert_eq!(r.message.raw.unwrap()[0]["input"], json!({}));
+        let e = feed(&[
+            ("message_start", json!({"type": "message_start", "message": {"content": []}})),
+            ("error", json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})),
+        ])
+        .unwrap_err();
+        assert!(e.retryable);
+        assert_eq!(e.message, "Anthropic API stream error: the API is overloaded; try again later: Overloaded");
     }
 }

@@ -1,37 +1,67 @@
 //! Model providers behind one trait. A provider turns the neutral
-//! [`ModelRequest`](crate::model::ModelRequest) into its wire format, sends it
-//! over HTTP and turns the answer (or the failure) back into neutral types.
-//! Providers know nothing of tools, documents or LSP.
+//! [`ModelRequest`](crate::model::ModelRequest) into its wire format, streams
+//! the answer over HTTP (retrying what the SDKs retry), and returns the
+//! assembled response in neutral types. Providers are configuration data
+//! (an [`Endpoint`]) plus a wire format; they know nothing of tools,
+//! documents or LSP.
 
 mod anthropic;
+pub mod http;
+mod openai;
+pub mod retry;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
 pub use anthropic::Anthropic;
+pub use http::Endpoint;
+pub use openai::OpenAi;
 
-use crate::config::{Config, ProviderKind};
-use crate::model::{ModelError, ModelRequest, ModelResponse};
+use crate::config::{Config, ConfigError, ProviderKind};
+use crate::model::{ModelError, ModelRequest, ModelResponse, StreamUpdate};
 
 /// A model that answers one request at a time. Dropping the future aborts
 /// the HTTP request (that is how the loop cancels).
 #[async_trait]
 pub trait ModelClient: Send + Sync {
-    async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError>;
+    /// Sends `request` and returns the whole response; `updates` hears the
+    /// text and tool calls as they stream, and retries.
+    async fn complete(
+        &self,
+        request: ModelRequest<'_>,
+        updates: &(dyn Fn(StreamUpdate) + Send + Sync),
+    ) -> Result<ModelResponse, ModelError>;
+
+    /// A cheap request that proves the endpoint, the key and the model
+    /// work (no tokens spent); returns what answered.
+    async fn check(&self) -> Result<String, ModelError>;
+}
+
+/// The endpoint a configuration describes.
+pub fn endpoint(config: &Config) -> Result<Endpoint, ConfigError> {
+    Ok(Endpoint {
+        base_url: config.base_url.clone(),
+        api_key: config.require_api_key()?,
+        key_source: config.provider.key_var().to_string(),
+        model: config.model.clone(),
+        max_retries: config.max_retries,
+        connect_timeout: config.connect_timeout,
+        idle_timeout: config.idle_timeout,
+    })
 }
 
 /// The configured provider. Fails when the configuration cannot work (no
 /// key): the caller shows the error, and no request is sent.
-pub fn from_config(config: &Config) -> Result<Arc<dyn ModelClient>, crate::config::ConfigError> {
-    match config.provider {
-        ProviderKind::Anthropic => {
-            let key = config.require_api_key()?;
-            Ok(Arc::new(Anthropic::new(
-                &config.base_url,
-                key,
-                &config.model,
-            )))
-        }
-    }
+pub fn from_config(config: &Config) -> Result<Arc<dyn ModelClient>, ConfigError> {
+    let endpoint = endpoint(config)?;
+    Ok(match config.provider {
+        ProviderKind::Anthropic => Arc::new(Anthropic::new(endpoint)),
+        ProviderKind::Openai => Arc::new(OpenAi::new(endpoint, openai::Flavor::OpenAi)),
+        ProviderKind::OpenaiCompatible => Arc::new(OpenAi::new(endpoint, openai::Flavor::Compatible)),
+    })
 }
+
+/// A short timeout for the connection check of `agentfix check`.
+pub const CHECK_TIMEOUT: Duration = Duration::from_secs(20);

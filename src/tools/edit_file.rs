@@ -38,9 +38,7 @@ impl Tool for EditFile {
             ));
         }
         if input.old_text == input.new_text {
-            return Err(ToolError::Respond(
-                "old_text and new_text are identical; nothing to change".into(),
-            ));
+            return Err(ToolError::Respond("old_text and new_text are identical; nothing to change".into()));
         }
         let mut summary = String::new();
         let result = ctx.overlay.update(&path, |text| {
@@ -141,12 +139,7 @@ fn not_found(shown: &str, text: &str, old: &str) -> String {
         .enumerate()
         .take(20_000)
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            (
-                similar::TextDiff::from_chars(first.trim(), l.trim()).ratio(),
-                i,
-            )
-        })
+        .map(|(i, l)| (similar::TextDiff::from_chars(first.trim(), l.trim()).ratio(), i))
         .filter(|(r, _)| *r >= 0.5)
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -168,50 +161,30 @@ mod tests {
     use crate::tools::test_support::context;
 
     fn input(path: &str, old: &str, new: &str) -> EditFileInput {
-        EditFileInput {
-            path: path.into(),
-            old_text: old.into(),
-            new_text: new.into(),
-        }
+        EditFileInput { path: path.into(), old_text: old.into(), new_text: new.into() }
     }
 
     #[tokio::test]
     async fn unique_match_is_replaced_in_the_overlay_only() {
         let (_d, ctx) = context(&[("calc.py", "def div(a, b):\n    return a / b\n")], &[]);
         let out = EditFile
-            .run(
-                input(
-                    "calc.py",
-                    "    return a / b\n",
-                    "    if b == 0:\n        return 0\n    return a / b\n",
-                ),
-                &ctx,
-            )
+            .run(input("calc.py", "    return a / b\n", "    if b == 0:\n        return 0\n    return a / b\n"), &ctx)
             .await
             .unwrap();
-        assert!(
-            out.starts_with("Edited calc.py. Lines 1-4 now read:\n"),
-            "{out}"
-        );
+        assert!(out.starts_with("Edited calc.py. Lines 1-4 now read:\n"), "{out}");
         assert!(out.contains("     2\t    if b == 0:\n"));
         let path = ctx.overlay.resolve("calc.py").unwrap();
         assert_eq!(
             ctx.overlay.read(&path).unwrap(),
             "def div(a, b):\n    if b == 0:\n        return 0\n    return a / b\n"
         );
-        assert_eq!(
-            std::fs::read_to_string(&path).unwrap(),
-            "def div(a, b):\n    return a / b\n"
-        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "def div(a, b):\n    return a / b\n");
     }
 
     #[tokio::test]
     async fn several_matches_name_their_lines() {
         let (_d, ctx) = context(&[("a.py", "x = 1\ny = 2\nx = 1\n")], &[]);
-        let e = EditFile
-            .run(input("a.py", "x = 1", "x = 3"), &ctx)
-            .await
-            .unwrap_err();
+        let e = EditFile.run(input("a.py", "x = 1", "x = 3"), &ctx).await.unwrap_err();
         assert_eq!(
             e.to_string(),
             "old_text occurs 2 times in a.py (at lines 1, 3); include more surrounding lines so that it occurs exactly once"
@@ -221,40 +194,21 @@ mod tests {
     #[tokio::test]
     async fn no_match_shows_whitespace_hint_or_closest_lines() {
         let (_d, ctx) = context(&[("a.py", "def f():\n    return compute(x)\n")], &[]);
-        let e = EditFile
-            .run(input("a.py", "def f():\n  return compute(x)", "z"), &ctx)
-            .await
-            .unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("The text at line 1 matches except for whitespace"),
-            "{e}"
-        );
-        let e = EditFile
-            .run(input("a.py", "return compute(y)", "z"), &ctx)
-            .await
-            .unwrap_err();
+        let e = EditFile.run(input("a.py", "def f():\n  return compute(x)", "z"), &ctx).await.unwrap_err();
+        assert!(e.to_string().contains("The text at line 1 matches except for whitespace"), "{e}");
+        let e = EditFile.run(input("a.py", "return compute(y)", "z"), &ctx).await.unwrap_err();
         assert_eq!(
             e.to_string(),
             "old_text was not found in a.py. Closest lines to the start of old_text:\n     2\t    return compute(x)\n"
         );
-        let e = EditFile
-            .run(input("a.py", "qqqqqqqq", "z"), &ctx)
-            .await
-            .unwrap_err();
+        let e = EditFile.run(input("a.py", "qqqqqqqq", "z"), &ctx).await.unwrap_err();
         assert!(e.to_string().contains("No similar line exists"));
     }
 
     #[tokio::test]
     async fn crlf_files_accept_lf_old_text() {
         let (_d, ctx) = context(&[], &[("w.py", "a = 1\r\nb = '漢😀'\r\n", 5)]);
-        EditFile
-            .run(
-                input("w.py", "a = 1\nb = '漢😀'", "a = 2\nb = '漢😀'"),
-                &ctx,
-            )
-            .await
-            .unwrap();
+        EditFile.run(input("w.py", "a = 1\nb = '漢😀'", "a = 2\nb = '漢😀'"), &ctx).await.unwrap();
         let path = ctx.overlay.resolve("w.py").unwrap();
         assert_eq!(ctx.overlay.read(&path).unwrap(), "a = 2\r\nb = '漢😀'\r\n");
     }
@@ -262,28 +216,10 @@ mod tests {
     #[tokio::test]
     async fn empty_or_identical_text_and_missing_file_are_errors() {
         let (_d, ctx) = context(&[("a.py", "x\n")], &[]);
-        assert!(
-            EditFile
-                .run(input("a.py", "", "y"), &ctx)
-                .await
-                .unwrap_err()
-                .to_string()
-                .contains("use write_file")
-        );
-        assert!(
-            EditFile
-                .run(input("a.py", "x", "x"), &ctx)
-                .await
-                .unwrap_err()
-                .to_string()
-                .contains("identical")
-        );
+        assert!(EditFile.run(input("a.py", "", "y"), &ctx).await.unwrap_err().to_string().contains("use write_file"));
+        assert!(EditFile.run(input("a.py", "x", "x"), &ctx).await.unwrap_err().to_string().contains("identical"));
         assert_eq!(
-            EditFile
-                .run(input("b.py", "x", "y"), &ctx)
-                .await
-                .unwrap_err()
-                .to_string(),
+            EditFile.run(input("b.py", "x", "y"), &ctx).await.unwrap_err().to_string(),
             "file `b.py` does not exist"
         );
     }

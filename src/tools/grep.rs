@@ -43,12 +43,7 @@ impl Tool for Grep {
         let ws = ctx.overlay.workspace();
         let matcher = RegexMatcherBuilder::new()
             .build(&input.pattern)
-            .map_err(|e| {
-                ToolError::Respond(format!(
-                    "invalid regular expression `{}`: {e}",
-                    input.pattern
-                ))
-            })?;
+            .map_err(|e| ToolError::Respond(format!("invalid regular expression `{}`: {e}", input.pattern)))?;
         let include = match input.include.as_deref().filter(|p| !p.is_empty()) {
             None => None,
             Some(p) => Some(
@@ -75,20 +70,14 @@ impl Tool for Grep {
             .into_iter()
             .chain(ctx.overlay.touched().into_iter().map(|(p, _)| p))
             .collect();
-        let mut searcher = SearcherBuilder::new()
-            .binary_detection(BinaryDetection::quit(0))
-            .line_number(true)
-            .build();
+        let mut searcher = SearcherBuilder::new().binary_detection(BinaryDetection::quit(0)).line_number(true).build();
         let mut out = String::new();
         let mut count = 0;
         let mut more = false;
         for file in files {
             let rel = ws.display(&file);
             if let Some(g) = &include {
-                let name = file
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
+                let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
                 if !g.is_match(&name) && !g.is_match(&rel) {
                     continue;
                 }
@@ -99,10 +88,7 @@ impl Tool for Grep {
                     return Ok(false);
                 }
                 count += 1;
-                out.push_str(&format!(
-                    "{rel}:{line_no}: {}\n",
-                    clip(line.trim_end_matches(['\n', '\r']), 300)
-                ));
+                out.push_str(&format!("{rel}:{line_no}: {}\n", clip(line.trim_end_matches(['\n', '\r']), 300)));
                 Ok(true)
             });
             // A file that cannot be read (binary, permissions) is skipped.
@@ -122,9 +108,7 @@ impl Tool for Grep {
             return Ok(format!("No matches for `{}`.", input.pattern));
         }
         if more {
-            out.push_str(&format!(
-                "[stopped after {MAX_MATCHES} matches; narrow the pattern, path or include]\n"
-            ));
+            out.push_str(&format!("[stopped after {MAX_MATCHES} matches; narrow the pattern, path or include]\n"));
         }
         Ok(out)
     }
@@ -136,11 +120,7 @@ mod tests {
     use crate::tools::test_support::context;
 
     fn input(pattern: &str, path: Option<&str>, include: Option<&str>) -> GrepInput {
-        GrepInput {
-            pattern: pattern.into(),
-            path: path.map(Into::into),
-            include: include.map(Into::into),
-        }
+        GrepInput { pattern: pattern.into(), path: path.map(Into::into), include: include.map(Into::into) }
     }
 
     #[tokio::test]
@@ -158,20 +138,14 @@ mod tests {
         ctx.overlay.write(&b, "x = 1\ny = old()\n".into()).unwrap();
         let out = Grep.run(input("old", None, None), &ctx).await.unwrap();
         assert_eq!(out, "b.py:2: y = old()\n");
-        let out = Grep
-            .run(input(r"def \w+", None, Some("*.py")), &ctx)
-            .await
-            .unwrap();
+        let out = Grep.run(input(r"def \w+", None, Some("*.py")), &ctx).await.unwrap();
         assert_eq!(out, "a.py:1: def renamed():\n");
     }
 
     #[tokio::test]
     async fn single_file_path_and_no_match() {
         let (_d, ctx) = context(&[("a.txt", "漢字 hit\nmiss\n"), ("b.txt", "hit\n")], &[]);
-        let out = Grep
-            .run(input("hit", Some("a.txt"), None), &ctx)
-            .await
-            .unwrap();
+        let out = Grep.run(input("hit", Some("a.txt"), None), &ctx).await.unwrap();
         assert_eq!(out, "a.txt:1: 漢字 hit\n");
         let out = Grep.run(input("zzz", None, None), &ctx).await.unwrap();
         assert_eq!(out, "No matches for `zzz`.");
@@ -181,19 +155,10 @@ mod tests {
     async fn bad_regex_is_a_tool_error_and_matches_are_capped() {
         let text: String = (0..300).map(|i| format!("hit {i}\n")).collect();
         let (_d, ctx) = context(&[("many.txt", &text)], &[]);
-        let e = Grep
-            .run(input("(unclosed", None, None), &ctx)
-            .await
-            .unwrap_err();
-        assert!(
-            e.to_string()
-                .starts_with("invalid regular expression `(unclosed`"),
-            "{e}"
-        );
+        let e = Grep.run(input("(unclosed", None, None), &ctx).await.unwrap_err();
+        assert!(e.to_string().starts_with("invalid regular expression `(unclosed`"), "{e}");
         let out = Grep.run(input("hit", None, None), &ctx).await.unwrap();
         assert_eq!(out.lines().count(), MAX_MATCHES + 1);
-        assert!(
-            out.ends_with("[stopped after 200 matches; narrow the pattern, path or include]\n")
-        );
+        assert!(out.ends_with("[stopped after 200 matches; narrow the pattern, path or include]\n"));
     }
 }

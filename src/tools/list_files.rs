@@ -37,10 +37,7 @@ impl Tool for ListFiles {
             _ => ws.primary_root().to_path_buf(),
         };
         if dir.is_file() {
-            return Err(ToolError::Respond(format!(
-                "`{}` is a file; use read_file to read it",
-                ws.display(&dir)
-            )));
+            return Err(ToolError::Respond(format!("`{}` is a file; use read_file to read it", ws.display(&dir))));
         }
         let glob = match input.pattern.as_deref().filter(|p| !p.is_empty()) {
             None => None,
@@ -58,14 +55,9 @@ impl Tool for ListFiles {
         let mut more = false;
         for f in files {
             let rel = ws.display(&f);
-            let name_or_rel = f
-                .strip_prefix(&dir)
-                .map(|r| r.to_string_lossy().into_owned())
-                .unwrap_or_else(|_| rel.clone());
-            if glob
-                .as_ref()
-                .is_some_and(|g| !g.is_match(&name_or_rel) && !g.is_match(&rel))
-            {
+            let name_or_rel =
+                f.strip_prefix(&dir).map(|r| r.to_string_lossy().into_owned()).unwrap_or_else(|_| rel.clone());
+            if glob.as_ref().is_some_and(|g| !g.is_match(&name_or_rel) && !g.is_match(&rel)) {
                 continue;
             }
             if shown.len() == MAX_FILES {
@@ -78,19 +70,13 @@ impl Tool for ListFiles {
             return Ok(format!(
                 "No files found under `{}`{}.",
                 ws.display(&dir),
-                input
-                    .pattern
-                    .map(|p| format!(" matching `{p}`"))
-                    .unwrap_or_default()
+                input.pattern.map(|p| format!(" matching `{p}`")).unwrap_or_default()
             ));
         }
         let mut out = shown.join("\n");
         out.push('\n');
         if more || walk_truncated {
-            out.push_str(&format!(
-                "[listing stopped after {} files; narrow it with path or pattern]\n",
-                shown.len()
-            ));
+            out.push_str(&format!("[listing stopped after {} files; narrow it with path or pattern]\n", shown.len()));
         }
         Ok(out)
     }
@@ -102,10 +88,7 @@ mod tests {
     use crate::tools::test_support::context;
 
     fn input(path: Option<&str>, pattern: Option<&str>) -> ListFilesInput {
-        ListFilesInput {
-            path: path.map(Into::into),
-            pattern: pattern.map(Into::into),
-        }
+        ListFilesInput { path: path.map(Into::into), pattern: pattern.map(Into::into) }
     }
 
     #[tokio::test]
@@ -124,19 +107,10 @@ mod tests {
         let created = ctx.overlay.resolve("src/created.py").unwrap();
         ctx.overlay.write(&created, "new".into()).unwrap();
         let out = ListFiles.run(input(None, None), &ctx).await.unwrap();
-        assert_eq!(
-            out,
-            "src/a.py\nsrc/b.rs\nsrc/created.py\nsrc/unsaved_new.py\n"
-        );
-        let out = ListFiles
-            .run(input(Some("src"), Some("*.py")), &ctx)
-            .await
-            .unwrap();
+        assert_eq!(out, "src/a.py\nsrc/b.rs\nsrc/created.py\nsrc/unsaved_new.py\n");
+        let out = ListFiles.run(input(Some("src"), Some("*.py")), &ctx).await.unwrap();
         assert_eq!(out, "src/a.py\nsrc/created.py\nsrc/unsaved_new.py\n");
-        let out = ListFiles
-            .run(input(None, Some("src/*.rs")), &ctx)
-            .await
-            .unwrap();
+        let out = ListFiles.run(input(None, Some("src/*.rs")), &ctx).await.unwrap();
         assert_eq!(out, "src/b.rs\n");
     }
 
@@ -144,20 +118,11 @@ mod tests {
     async fn errors_and_empty_results_are_clear() {
         let (_d, ctx) = context(&[("a.txt", "")], &[]);
         assert!(ListFiles.run(input(Some(".."), None), &ctx).await.is_err());
-        let e = ListFiles
-            .run(input(None, Some("[")), &ctx)
-            .await
-            .unwrap_err();
+        let e = ListFiles.run(input(None, Some("[")), &ctx).await.unwrap_err();
         assert!(e.to_string().contains("invalid glob"));
-        let out = ListFiles
-            .run(input(None, Some("*.zig")), &ctx)
-            .await
-            .unwrap();
+        let out = ListFiles.run(input(None, Some("*.zig")), &ctx).await.unwrap();
         assert_eq!(out, "No files found under `.` matching `*.zig`.");
-        let e = ListFiles
-            .run(input(Some("a.txt"), None), &ctx)
-            .await
-            .unwrap_err();
+        let e = ListFiles.run(input(Some("a.txt"), None), &ctx).await.unwrap_err();
         assert!(e.to_string().contains("is a file"));
     }
 
@@ -168,8 +133,6 @@ mod tests {
         let (_d, ctx) = context(&files, &[]);
         let out = ListFiles.run(input(None, None), &ctx).await.unwrap();
         assert_eq!(out.lines().count(), MAX_FILES + 1);
-        assert!(
-            out.ends_with("[listing stopped after 1000 files; narrow it with path or pattern]\n")
-        );
+        assert!(out.ends_with("[listing stopped after 1000 files; narrow it with path or pattern]\n"));
     }
 }

@@ -142,13 +142,8 @@ pub struct Toolbox {
 impl Toolbox {
     /// Every built-in tool.
     pub fn standard(ctx: ToolContext) -> Self {
-        let tools: Vec<Box<dyn DynTool>> = vec![
-            Box::new(ReadFile),
-            Box::new(ListFiles),
-            Box::new(Grep),
-            Box::new(EditFile),
-            Box::new(WriteFile),
-        ];
+        let tools: Vec<Box<dyn DynTool>> =
+            vec![Box::new(ReadFile), Box::new(ListFiles), Box::new(Grep), Box::new(EditFile), Box::new(WriteFile)];
         let specs = tools.iter().map(|t| t.spec()).collect();
         Self { tools, specs, ctx }
     }
@@ -165,38 +160,18 @@ impl ToolSet for Toolbox {
     }
 
     async fn call(&self, name: &str, input: &Value) -> ToolOutput {
-        let Some(tool) = self
-            .specs
-            .iter()
-            .position(|s| s.name == name)
-            .map(|i| &self.tools[i])
-        else {
+        let Some(tool) = self.specs.iter().position(|s| s.name == name).map(|i| &self.tools[i]) else {
             let names: Vec<&str> = self.specs.iter().map(|s| s.name.as_str()).collect();
             return ToolOutput {
-                content: format!(
-                    "unknown tool `{name}`; the available tools are: {}",
-                    names.join(", ")
-                ),
+                content: format!("unknown tool `{name}`; the available tools are: {}", names.join(", ")),
                 is_error: true,
                 fatal: false,
             };
         };
         match tool.call(input, &self.ctx).await {
-            Ok(content) => ToolOutput {
-                content,
-                is_error: false,
-                fatal: false,
-            },
-            Err(ToolError::Respond(content)) => ToolOutput {
-                content,
-                is_error: true,
-                fatal: false,
-            },
-            Err(ToolError::Fatal(content)) => ToolOutput {
-                content,
-                is_error: true,
-                fatal: true,
-            },
+            Ok(content) => ToolOutput { content, is_error: false, fatal: false },
+            Err(ToolError::Respond(content)) => ToolOutput { content, is_error: true, fatal: false },
+            Err(ToolError::Fatal(content)) => ToolOutput { content, is_error: true, fatal: true },
         }
     }
 }
@@ -229,13 +204,7 @@ pub(crate) mod test_support {
 
     impl BufferSource for Buffers {
         fn buffer(&self, path: &Path) -> Option<BufferText> {
-            self.0
-                .iter()
-                .find(|(p, _, _)| p == path)
-                .map(|(_, t, v)| BufferText {
-                    text: t.clone(),
-                    version: *v,
-                })
+            self.0.iter().find(|(p, _, _)| p == path).map(|(_, t, v)| BufferText { text: t.clone(), version: *v })
         }
         fn open_paths(&self) -> Vec<PathBuf> {
             self.0.iter().map(|(p, _, _)| p.clone()).collect()
@@ -243,10 +212,7 @@ pub(crate) mod test_support {
     }
 
     /// A temp workspace with `files` on disk and `buffers` open.
-    pub fn context(
-        files: &[(&str, &str)],
-        buffers: &[(&str, &str, i32)],
-    ) -> (tempfile::TempDir, ToolContext) {
+    pub fn context(files: &[(&str, &str)], buffers: &[(&str, &str, i32)]) -> (tempfile::TempDir, ToolContext) {
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();
         for (p, text) in files {
@@ -254,19 +220,9 @@ pub(crate) mod test_support {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, text).unwrap();
         }
-        let bufs = Buffers(
-            buffers
-                .iter()
-                .map(|(p, t, v)| (root.join(p), t.to_string(), *v))
-                .collect(),
-        );
+        let bufs = Buffers(buffers.iter().map(|(p, t, v)| (root.join(p), t.to_string(), *v)).collect());
         let ws = Arc::new(Workspace::new(vec![root]));
-        (
-            dir,
-            ToolContext {
-                overlay: Arc::new(Overlay::new(ws, Arc::new(bufs))),
-            },
-        )
+        (dir, ToolContext { overlay: Arc::new(Overlay::new(ws, Arc::new(bufs))) })
     }
 }
 
@@ -281,19 +237,11 @@ mod tests {
         let tb = Toolbox::standard(ctx);
         let out = tb.call("delete_everything", &json!({})).await;
         assert!(out.is_error && !out.fatal);
-        assert!(
-            out.content.contains("unknown tool `delete_everything`"),
-            "{}",
-            out.content
-        );
+        assert!(out.content.contains("unknown tool `delete_everything`"), "{}", out.content);
         assert!(out.content.contains("read_file"));
         let out = tb.call("edit_file", &json!({"path": "a.txt"})).await;
         assert!(out.is_error);
-        assert!(
-            out.content.contains("missing field `old_text`"),
-            "{}",
-            out.content
-        );
+        assert!(out.content.contains("missing field `old_text`"), "{}", out.content);
         let out = tb.call("read_file", &json!({"path": 5})).await;
         assert!(out.is_error && out.content.contains("invalid input for `read_file`"));
     }
@@ -303,18 +251,11 @@ mod tests {
         let (_d, ctx) = test_support::context(&[], &[]);
         let specs = Toolbox::standard(ctx).specs();
         let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(
-            names,
-            ["read_file", "list_files", "grep", "edit_file", "write_file"]
-        );
+        assert_eq!(names, ["read_file", "list_files", "grep", "edit_file", "write_file"]);
         for s in &specs {
             assert_eq!(s.input_schema["type"], "object", "{}", s.name);
             assert!(!s.description.is_empty());
-            assert!(
-                !s.input_schema.to_string().contains("\"format\""),
-                "{}",
-                s.input_schema
-            );
+            assert!(!s.input_schema.to_string().contains("\"format\""), "{}", s.input_schema);
             for (_, prop) in s.input_schema["properties"].as_object().unwrap() {
                 assert!(prop["description"].is_string(), "{}: {prop}", s.name);
             }
@@ -326,11 +267,7 @@ mod tests {
 /// ripgrep does (`.gitignore`, `.ignore`, hidden files skipped), plus open
 /// buffers and files the run created under `dir`, minus nothing else.
 /// Stops after `limit` files; the flag says whether it stopped early.
-pub(crate) fn files_under(
-    ctx: &ToolContext,
-    dir: &std::path::Path,
-    limit: usize,
-) -> (Vec<std::path::PathBuf>, bool) {
+pub(crate) fn files_under(ctx: &ToolContext, dir: &std::path::Path, limit: usize) -> (Vec<std::path::PathBuf>, bool) {
     use std::collections::BTreeSet;
     let ws = ctx.overlay.workspace();
     let mut files = BTreeSet::new();
@@ -356,13 +293,12 @@ pub(crate) fn files_under(
             }
         }
     }
-    let extra = ctx.overlay.buffers().open_paths().into_iter().chain(
-        ctx.overlay
-            .touched()
-            .into_iter()
-            .filter(|(_, t)| t.is_some())
-            .map(|(p, _)| p),
-    );
+    let extra = ctx
+        .overlay
+        .buffers()
+        .open_paths()
+        .into_iter()
+        .chain(ctx.overlay.touched().into_iter().filter(|(_, t)| t.is_some()).map(|(p, _)| p));
     for p in extra {
         if p.starts_with(dir) && ws.contains(&p) && !files.contains(&p) {
             if files.len() >= limit {

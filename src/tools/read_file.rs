@@ -85,19 +85,12 @@ mod tests {
     use crate::tools::test_support::context;
 
     fn input(path: &str, s: Option<u64>, e: Option<u64>) -> ReadFileInput {
-        ReadFileInput {
-            path: path.into(),
-            start_line: s,
-            end_line: e,
-        }
+        ReadFileInput { path: path.into(), start_line: s, end_line: e }
     }
 
     #[tokio::test]
     async fn reads_unsaved_buffer_with_line_numbers() {
-        let (_d, ctx) = context(
-            &[("a.py", "on disk\n")],
-            &[("a.py", "x = 1\ny = 漢😀\r\n", 3)],
-        );
+        let (_d, ctx) = context(&[("a.py", "on disk\n")], &[("a.py", "x = 1\ny = 漢😀\r\n", 3)]);
         let out = ReadFile.run(input("a.py", None, None), &ctx).await.unwrap();
         assert_eq!(out, "     1\tx = 1\n     2\ty = 漢😀\n");
     }
@@ -106,25 +99,19 @@ mod tests {
     async fn ranges_and_paging() {
         let text: String = (1..=2500).map(|i| format!("line {i}\n")).collect();
         let (_d, ctx) = context(&[("big.txt", &text)], &[]);
-        let out = ReadFile
-            .run(input("big.txt", None, None), &ctx)
-            .await
-            .unwrap();
+        let out = ReadFile.run(input("big.txt", None, None), &ctx).await.unwrap();
         assert!(out.contains("  2000\tline 2000\n"));
         assert!(!out.contains("line 2001\n"));
-        assert!(out.ends_with("[big.txt: showing lines 1-2000 of 2500; call read_file with start_line=2001 to read further]\n"), "{}", &out[out.len() - 200..]);
-        let out = ReadFile
-            .run(input("big.txt", Some(2499), Some(9999)), &ctx)
-            .await
-            .unwrap();
-        assert_eq!(
-            out,
-            "  2499\tline 2499\n  2500\tline 2500\n[big.txt: lines 2499-2500 of 2500]\n"
+        assert!(
+            out.ends_with(
+                "[big.txt: showing lines 1-2000 of 2500; call read_file with start_line=2001 to read further]\n"
+            ),
+            "{}",
+            &out[out.len() - 200..]
         );
-        let out = ReadFile
-            .run(input("big.txt", Some(3000), None), &ctx)
-            .await
-            .unwrap();
+        let out = ReadFile.run(input("big.txt", Some(2499), Some(9999)), &ctx).await.unwrap();
+        assert_eq!(out, "  2499\tline 2499\n  2500\tline 2500\n[big.txt: lines 2499-2500 of 2500]\n");
+        let out = ReadFile.run(input("big.txt", Some(3000), None), &ctx).await.unwrap();
         assert!(out.contains("only 2500 lines"));
     }
 
@@ -132,10 +119,7 @@ mod tests {
     async fn byte_cap_applies_to_long_lines() {
         let text: String = (0..500).map(|_| "x".repeat(1000) + "\n").collect();
         let (_d, ctx) = context(&[("wide.txt", &text)], &[]);
-        let out = ReadFile
-            .run(input("wide.txt", None, None), &ctx)
-            .await
-            .unwrap();
+        let out = ReadFile.run(input("wide.txt", None, None), &ctx).await.unwrap();
         assert!(out.len() <= MAX_BYTES + 200);
         assert!(out.contains("call read_file with start_line="));
     }
@@ -143,21 +127,9 @@ mod tests {
     #[tokio::test]
     async fn missing_file_and_escape_are_errors() {
         let (_d, ctx) = context(&[], &[]);
-        let e = ReadFile
-            .run(input("nope.py", None, None), &ctx)
-            .await
-            .unwrap_err();
-        assert_eq!(
-            e,
-            ToolError::Respond("file `nope.py` does not exist".into())
-        );
-        let e = ReadFile
-            .run(input("../../etc/passwd", None, None), &ctx)
-            .await
-            .unwrap_err();
-        assert_eq!(
-            e,
-            ToolError::Respond("path `../../etc/passwd` is outside the workspace".into())
-        );
+        let e = ReadFile.run(input("nope.py", None, None), &ctx).await.unwrap_err();
+        assert_eq!(e, ToolError::Respond("file `nope.py` does not exist".into()));
+        let e = ReadFile.run(input("../../etc/passwd", None, None), &ctx).await.unwrap_err();
+        assert_eq!(e, ToolError::Respond("path `../../etc/passwd` is outside the workspace".into()));
     }
 }

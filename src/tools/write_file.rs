@@ -46,61 +46,25 @@ mod tests {
     #[tokio::test]
     async fn creates_and_replaces_without_touching_disk() {
         let (_d, ctx) = context(&[("old.txt", "old\n")], &[]);
-        let out = WriteFile
-            .run(
-                WriteFileInput {
-                    path: "pkg/new.py".into(),
-                    content: "a\nb\n".into(),
-                },
-                &ctx,
-            )
-            .await
-            .unwrap();
+        let out =
+            WriteFile.run(WriteFileInput { path: "pkg/new.py".into(), content: "a\nb\n".into() }, &ctx).await.unwrap();
         assert_eq!(out, "Created pkg/new.py (2 lines).");
-        let out = WriteFile
-            .run(
-                WriteFileInput {
-                    path: "old.txt".into(),
-                    content: "new\n".into(),
-                },
-                &ctx,
-            )
-            .await
-            .unwrap();
+        let out =
+            WriteFile.run(WriteFileInput { path: "old.txt".into(), content: "new\n".into() }, &ctx).await.unwrap();
         assert_eq!(out, "Replaced the text of old.txt (1 lines).");
         let root = ctx.overlay.workspace().primary_root().to_path_buf();
         assert!(!root.join("pkg").exists());
-        assert_eq!(
-            std::fs::read_to_string(root.join("old.txt")).unwrap(),
-            "old\n"
-        );
+        assert_eq!(std::fs::read_to_string(root.join("old.txt")).unwrap(), "old\n");
         assert_eq!(ctx.overlay.changes().len(), 2);
     }
 
     #[tokio::test]
     async fn refuses_paths_outside_and_directories() {
         let (_d, ctx) = context(&[("dir/x.txt", "")], &[]);
-        let e = WriteFile
-            .run(
-                WriteFileInput {
-                    path: "/tmp/evil".into(),
-                    content: String::new(),
-                },
-                &ctx,
-            )
-            .await
-            .unwrap_err();
+        let e =
+            WriteFile.run(WriteFileInput { path: "/tmp/evil".into(), content: String::new() }, &ctx).await.unwrap_err();
         assert_eq!(e.to_string(), "path `/tmp/evil` is outside the workspace");
-        let e = WriteFile
-            .run(
-                WriteFileInput {
-                    path: "dir".into(),
-                    content: String::new(),
-                },
-                &ctx,
-            )
-            .await
-            .unwrap_err();
+        let e = WriteFile.run(WriteFileInput { path: "dir".into(), content: String::new() }, &ctx).await.unwrap_err();
         assert_eq!(e.to_string(), "`dir` is a directory, not a file");
     }
 }

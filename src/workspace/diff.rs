@@ -40,11 +40,7 @@ pub fn hunks(old: &str, new: &str) -> Vec<Hunk> {
                 prev.old_end = end;
                 prev.new_text.push_str(&text);
             }
-            _ => out.push(Hunk {
-                old_start: start,
-                old_end: end,
-                new_text: text,
-            }),
+            _ => out.push(Hunk { old_start: start, old_end: end, new_text: text }),
         }
         last_old_end_line = old_range.end;
     }
@@ -55,15 +51,8 @@ pub fn hunks(old: &str, new: &str) -> Vec<Hunk> {
 /// is `None` for a new file (`--- /dev/null`).
 pub fn unified_diff(path: &str, old: Option<&str>, new: &str) -> String {
     let diff = TextDiff::from_lines(old.unwrap_or(""), new);
-    let old_label = if old.is_some() {
-        format!("a/{path}")
-    } else {
-        "/dev/null".to_string()
-    };
-    diff.unified_diff()
-        .context_radius(3)
-        .header(&old_label, &format!("b/{path}"))
-        .to_string()
+    let old_label = if old.is_some() { format!("a/{path}") } else { "/dev/null".to_string() };
+    diff.unified_diff().context_radius(3).header(&old_label, &format!("b/{path}")).to_string()
 }
 
 /// Applies sorted, non-overlapping hunks to `old`.
@@ -106,28 +95,15 @@ mod tests {
     #[test]
     fn one_changed_line_is_one_hunk_of_whole_lines() {
         let hs = hunks("a\nb\nc\n", "a\nB\nc\n");
-        assert_eq!(
-            hs,
-            vec![Hunk {
-                old_start: 2,
-                old_end: 4,
-                new_text: "B\n".into()
-            }]
-        );
+        assert_eq!(hs, vec![Hunk { old_start: 2, old_end: 4, new_text: "B\n".into() }]);
     }
 
     #[test]
     fn unified_diff_has_git_headers() {
         let d = unified_diff("src/x.py", Some("a\nb\n"), "a\nc\n");
-        assert!(
-            d.starts_with("--- a/src/x.py\n+++ b/src/x.py\n@@ -1,2 +1,2 @@\n"),
-            "{d}"
-        );
+        assert!(d.starts_with("--- a/src/x.py\n+++ b/src/x.py\n@@ -1,2 +1,2 @@\n"), "{d}");
         assert!(d.contains("-b\n+c\n"));
         let d = unified_diff("new.py", None, "x\n");
-        assert!(
-            d.starts_with("--- /dev/null\n+++ b/new.py\n@@ -0,0 +1 @@\n+x\n"),
-            "{d}"
-        );
+        assert!(d.starts_with("--- /dev/null\n+++ b/new.py\n@@ -0,0 +1 @@\n+x\n"), "{d}");
     }
 }

@@ -11,7 +11,7 @@ mod paths;
 use std::path::{Path, PathBuf};
 
 pub use diff::{Hunk, apply_hunks, hunks, unified_diff};
-pub use overlay::{FileChange, Overlay, OverlayError};
+pub use overlay::{FileBase, FileChange, Overlay, OverlayError};
 pub use paths::{PathError, Workspace};
 
 /// The text of an open editor buffer and its version.
@@ -28,6 +28,11 @@ pub trait BufferSource: Send + Sync {
     fn buffer(&self, path: &Path) -> Option<BufferText>;
     /// Every open buffer's path.
     fn open_paths(&self) -> Vec<PathBuf>;
+    /// A stand-in for the disk's text of `path` (`Some(None)`: the file is
+    /// missing). Only replay uses it; the default reads the real disk.
+    fn disk_text(&self, _path: &Path) -> Option<Option<String>> {
+        None
+    }
 }
 
 /// No editor: every file comes from the disk.

@@ -68,6 +68,16 @@ pub struct FileChange {
     pub new_text: String,
 }
 
+/// The base a run read for one file (for transcripts and replay).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileBase {
+    pub path: PathBuf,
+    /// `buffer`, `disk` or `missing`.
+    pub source: &'static str,
+    pub version: Option<i32>,
+    pub text: Option<String>,
+}
+
 /// The overlay of one run.
 pub struct Overlay {
     workspace: Arc<Workspace>,
@@ -77,11 +87,7 @@ pub struct Overlay {
 
 impl Overlay {
     pub fn new(workspace: Arc<Workspace>, buffers: Arc<dyn BufferSource>) -> Self {
-        Self {
-            workspace,
-            buffers,
-            files: Mutex::new(BTreeMap::new()),
-        }
+        Self { workspace, buffers, files: Mutex::new(BTreeMap::new()) }
     }
 
     pub fn workspace(&self) -> &Workspace {
@@ -104,10 +110,10 @@ impl Overlay {
     fn load(&self, path: &Path) -> Result<Base, OverlayError> {
         let shown = self.workspace.display(path);
         if let Some(buf) = self.buffers.buffer(path) {
-            return Ok(Base::Buffer {
-                text: buf.text,
-                version: buf.version,
-            });
+            return Ok(Base::Buffer { text: buf.text, version: buf.version });
+        }
+        if let Some(pinned) = self.buffers.disk_text(path) {
+            return Ok(pinned.map_or(Base::Missing, |text| Base::Disk { text }));
         }
         match std::fs::metadata(path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Base::Missing),
@@ -116,8 +122,7 @@ impl Overlay {
             Ok(m) if m.len() > MAX_FILE_BYTES => return Err(OverlayError::TooLarge(shown)),
             Ok(_) => {}
         }
-        let bytes =
-            std::fs::read(path).map_err(|e| OverlayError::Io(shown.clone(), e.to_string()))?;
+        let bytes = std::fs::read(path).map_err(|e| OverlayError::Io(shown.clone(), e.to_string()))?;
         let text = String::from_utf8(bytes).map_err(|_| OverlayError::NotText(shown))?;
         Ok(Base::Disk { text })
     }
@@ -141,9 +146,7 @@ impl Overlay {
     /// The run's current text of `path` (absolute, already resolved).
     pub fn read(&self, path: &Path) -> Result<String, OverlayError> {
         let shown = self.workspace.display(path);
-        self.with_entry(path, |e| {
-            e.current.clone().ok_or(OverlayError::NotFound(shown))
-        })
+        self.with_entry(path, |e| e.current.clone().ok_or(OverlayError::NotFound(shown)))
     }
 
     /// Whether `path` exists in the run's view.
@@ -176,18 +179,28 @@ impl Overlay {
 
     /// Whether the run changed anything.
     pub fn is_dirty(&self) -> bool {
-        self.lock()
-            .values()
-            .any(|e| e.current.as_deref() != e.base.text())
+        self.lock().values().any(|e| e.current.as_deref() != e.base.text())
     }
 
     /// The text of every file the run has seen and whose current text
     /// differs from the buffer or disk: used by `grep` and `list_files` so
     /// that the run sees its own edits.
     pub fn touched(&self) -> Vec<(PathBuf, Option<String>)> {
+        self.lock().iter().map(|(p, e)| (p.clone(), e.current.clone())).collect()
+    }
+
+    /// Every file the run read or wrote, with the base it started from.
+    pub fn bases(&self) -> Vec<FileBase> {
         self.lock()
             .iter()
-            .map(|(p, e)| (p.clone(), e.current.clone()))
+            .map(|(path, e)| {
+                let (source, version, text) = match &e.base {
+                    Base::Buffer { text, version } => ("buffer", Some(*version), Some(text.clone())),
+                    Base::Disk { text } => ("disk", None, Some(text.clone())),
+                    Base::Missing => ("missing", None, None),
+                };
+                FileBase { path: path.clone(), source, version, text }
+            })
             .collect()
     }
 
@@ -225,10 +238,7 @@ mod tests {
     struct OneBuffer(PathBuf, String, i32);
     impl BufferSource for OneBuffer {
         fn buffer(&self, path: &Path) -> Option<BufferText> {
-            (path == self.0).then(|| BufferText {
-                text: self.1.clone(),
-                version: self.2,
-            })
+            (path == self.0).then(|| BufferText { text: self.1.clone(), version: self.2 })
         }
         fn open_paths(&self) -> Vec<PathBuf> {
             vec![self.0.clone()]
@@ -265,10 +275,7 @@ mod tests {
     fn new_files_have_no_original_and_unchanged_files_no_change() {
         let (_d, ov, _open, closed) = setup();
         let new = ov.resolve("pkg/new.py").unwrap();
-        assert_eq!(
-            ov.read(&new),
-            Err(OverlayError::NotFound("pkg/new.py".into()))
-        );
+        assert_eq!(ov.read(&new), Err(OverlayError::NotFound("pkg/new.py".into())));
         assert!(!ov.write(&new, "hello\n".into()).unwrap());
         ov.write(&closed, "closed\n".into()).unwrap();
         let changes = ov.changes();
@@ -284,9 +291,7 @@ mod tests {
         let r: Result<(), &str> = ov.update(&open, |_| Err("nope")).unwrap();
         assert_eq!(r, Err("nope"));
         assert!(!ov.is_dirty());
-        ov.update::<()>(&open, |t| Ok(t.replace("buffer", "edited")))
-            .unwrap()
-            .unwrap();
+        ov.update::<()>(&open, |t| Ok(t.replace("buffer", "edited"))).unwrap().unwrap();
         assert_eq!(ov.read(&open).unwrap(), "edited text\n");
         assert!(ov.is_dirty());
     }
@@ -297,13 +302,7 @@ mod tests {
         let root = open.parent().unwrap().to_path_buf();
         std::fs::create_dir(root.join("dir")).unwrap();
         std::fs::write(root.join("bin"), [0xff, 0xfe, 0x00]).unwrap();
-        assert!(matches!(
-            ov.read(&root.join("dir")),
-            Err(OverlayError::IsDirectory(_))
-        ));
-        assert!(matches!(
-            ov.read(&root.join("bin")),
-            Err(OverlayError::NotText(_))
-        ));
+        assert!(matches!(ov.read(&root.join("dir")), Err(OverlayError::IsDirectory(_))));
+        assert!(matches!(ov.read(&root.join("bin")), Err(OverlayError::NotText(_))));
     }
 }

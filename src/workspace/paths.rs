@@ -23,10 +23,7 @@ impl Workspace {
     /// Roots are canonicalised when they exist, so symlinked roots compare
     /// equal to their targets.
     pub fn new(roots: Vec<PathBuf>) -> Self {
-        let roots = roots
-            .into_iter()
-            .map(|r| std::fs::canonicalize(&r).unwrap_or_else(|_| normalize(&r)))
-            .collect();
+        let roots = roots.into_iter().map(|r| std::fs::canonicalize(&r).unwrap_or_else(|_| normalize(&r))).collect();
         Self { roots }
     }
 
@@ -35,10 +32,7 @@ impl Workspace {
     }
 
     pub fn primary_root(&self) -> &Path {
-        self.roots
-            .first()
-            .map(PathBuf::as_path)
-            .unwrap_or(Path::new("/"))
+        self.roots.first().map(PathBuf::as_path).unwrap_or(Path::new("/"))
     }
 
     /// Resolves a path given by the model (relative to the primary root, or
@@ -49,11 +43,7 @@ impl Workspace {
             return Err(PathError::Empty);
         }
         let given = Path::new(trimmed);
-        let joined = if given.is_absolute() {
-            given.to_path_buf()
-        } else {
-            self.primary_root().join(given)
-        };
+        let joined = if given.is_absolute() { given.to_path_buf() } else { self.primary_root().join(given) };
         let lexical = normalize(&joined);
         let outside = || PathError::Outside(path.to_string());
         if !self.contains(&lexical) {
@@ -66,11 +56,7 @@ impl Workspace {
             if let Ok(real) = std::fs::canonicalize(existing) {
                 let rest = lexical.strip_prefix(existing).unwrap_or(Path::new(""));
                 let real_full = real.join(rest);
-                return if self.contains(&real_full) {
-                    Ok(lexical)
-                } else {
-                    Err(outside())
-                };
+                return if self.contains(&real_full) { Ok(lexical) } else { Err(outside()) };
             }
             match existing.parent() {
                 Some(p) => existing = p,
@@ -129,33 +115,17 @@ mod tests {
         let (_d, ws) = ws();
         let root = ws.primary_root().to_path_buf();
         assert_eq!(ws.resolve("src/a.py").unwrap(), root.join("src/a.py"));
-        assert_eq!(
-            ws.resolve("./src/../src/a.py").unwrap(),
-            root.join("src/a.py")
-        );
-        assert_eq!(
-            ws.resolve(root.join("src/new.py").to_str().unwrap())
-                .unwrap(),
-            root.join("src/new.py")
-        );
+        assert_eq!(ws.resolve("./src/../src/a.py").unwrap(), root.join("src/a.py"));
+        assert_eq!(ws.resolve(root.join("src/new.py").to_str().unwrap()).unwrap(), root.join("src/new.py"));
         assert_eq!(ws.display(&root.join("src/a.py")), "src/a.py");
     }
 
     #[test]
     fn escapes_are_refused() {
         let (_d, ws) = ws();
-        assert!(matches!(
-            ws.resolve("../outside.txt"),
-            Err(PathError::Outside(_))
-        ));
-        assert!(matches!(
-            ws.resolve("src/../../x"),
-            Err(PathError::Outside(_))
-        ));
-        assert!(matches!(
-            ws.resolve("/etc/passwd"),
-            Err(PathError::Outside(_))
-        ));
+        assert!(matches!(ws.resolve("../outside.txt"), Err(PathError::Outside(_))));
+        assert!(matches!(ws.resolve("src/../../x"), Err(PathError::Outside(_))));
+        assert!(matches!(ws.resolve("/etc/passwd"), Err(PathError::Outside(_))));
         assert_eq!(ws.resolve("  "), Err(PathError::Empty));
     }
 
@@ -166,14 +136,8 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         std::fs::write(outside.path().join("secret"), "s").unwrap();
         std::os::unix::fs::symlink(outside.path(), d.path().join("link")).unwrap();
-        assert!(matches!(
-            ws.resolve("link/secret"),
-            Err(PathError::Outside(_))
-        ));
-        assert!(matches!(
-            ws.resolve("link/new-file"),
-            Err(PathError::Outside(_))
-        ));
+        assert!(matches!(ws.resolve("link/secret"), Err(PathError::Outside(_))));
+        assert!(matches!(ws.resolve("link/new-file"), Err(PathError::Outside(_))));
         std::os::unix::fs::symlink(d.path().join("src"), d.path().join("inner")).unwrap();
         assert!(ws.resolve("inner/a.py").is_ok());
     }

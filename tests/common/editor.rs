@@ -26,14 +26,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 const SCRUBBED_PREFIXES: &[&str] = &["ANTHROPIC_", "OPENAI_", "AGENTFIX_"];
 
 /// Proxy variables removed so the server's HTTP client talks to 127.0.0.1 directly.
-const PROXY_VARS: &[&str] = &[
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-];
+const PROXY_VARS: &[&str] = &["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"];
 
 enum Incoming {
     Message(Value),
@@ -75,16 +68,10 @@ impl Editor {
     /// `NO_PROXY=127.0.0.1,localhost` are set, then `env` is applied (so it can override them).
     pub fn spawn(bin: &str, args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Editor {
         let mut command = Command::new(bin);
-        command
-            .args(args)
-            .current_dir(cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        command.args(args).current_dir(cwd).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         for (key, _) in std::env::vars_os() {
             if let Some(name) = key.to_str()
-                && (SCRUBBED_PREFIXES.iter().any(|p| name.starts_with(p))
-                    || PROXY_VARS.contains(&name))
+                && (SCRUBBED_PREFIXES.iter().any(|p| name.starts_with(p)) || PROXY_VARS.contains(&name))
             {
                 command.env_remove(&key);
             }
@@ -96,9 +83,7 @@ impl Editor {
         for (key, value) in env {
             command.env(key, value);
         }
-        let mut child = command
-            .spawn()
-            .unwrap_or_else(|e| panic!("failed to spawn {bin} {args:?}: {e}"));
+        let mut child = command.spawn().unwrap_or_else(|e| panic!("failed to spawn {bin} {args:?}: {e}"));
 
         let stdout = child.stdout.take().expect("piped stdout");
         let (tx, rx) = mpsc::channel();
@@ -116,9 +101,7 @@ impl Editor {
                 let mut reader = BufReader::new(stderr_pipe);
                 let mut line = Vec::new();
                 while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {
-                    sink.lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push_str(&String::from_utf8_lossy(&line));
+                    sink.lock().unwrap_or_else(|e| e.into_inner()).push_str(&String::from_utf8_lossy(&line));
                     line.clear();
                 }
             })
@@ -234,12 +217,8 @@ impl Editor {
     pub fn wait_response(&mut self, id: i64, timeout: Duration) -> Value {
         match self.pump_until(timeout, |e| e.responses.contains_key(&id)) {
             Outcome::Done => self.responses.remove(&id).expect("response present"),
-            Outcome::TimedOut => {
-                self.fail(&format!("no response to request {id} within {timeout:?}"))
-            }
-            Outcome::Closed => self.fail(&format!(
-                "server closed stdout before answering request {id}"
-            )),
+            Outcome::TimedOut => self.fail(&format!("no response to request {id} within {timeout:?}")),
+            Outcome::Closed => self.fail(&format!("server closed stdout before answering request {id}")),
         }
     }
 
@@ -263,16 +242,9 @@ impl Editor {
     /// Sends `initialize` (processId, rootUri, rootPath, workspaceFolders, the given capabilities
     /// and initializationOptions), then `initialized`; returns the `result` (panics on an error
     /// response).
-    pub fn initialize(
-        &mut self,
-        root: &Path,
-        capabilities: Value,
-        initialization_options: Value,
-    ) -> Value {
+    pub fn initialize(&mut self, root: &Path, capabilities: Value, initialization_options: Value) -> Value {
         let uri = file_uri(root);
-        let name = root
-            .file_name()
-            .map_or_else(|| uri.clone(), |n| n.to_string_lossy().into_owned());
+        let name = root.file_name().map_or_else(|| uri.clone(), |n| n.to_string_lossy().into_owned());
         self.workspace_folders = json!([{"uri": uri, "name": name}]);
         let response = self.request(
             "initialize",
@@ -321,13 +293,7 @@ impl Editor {
 
     /// `textDocument/didChange` with one ranged change; `range` is
     /// `((start_line, start_character), (end_line, end_character))` in UTF-16 units.
-    pub fn change_incremental(
-        &mut self,
-        path: &Path,
-        version: i32,
-        range: ((u32, u32), (u32, u32)),
-        text: &str,
-    ) {
+    pub fn change_incremental(&mut self, path: &Path, version: i32, range: ((u32, u32), (u32, u32)), text: &str) {
         let ((start_line, start_character), (end_line, end_character)) = range;
         self.notify(
             "textDocument/didChange",
@@ -346,10 +312,7 @@ impl Editor {
 
     /// `textDocument/didClose`.
     pub fn close(&mut self, path: &Path) {
-        self.notify(
-            "textDocument/didClose",
-            json!({"textDocument": {"uri": file_uri(path)}}),
-        );
+        self.notify("textDocument/didClose", json!({"textDocument": {"uri": file_uri(path)}}));
     }
 
     /// Every server→client request and notification so far, in order (responses excluded).
@@ -379,12 +342,7 @@ impl Editor {
     /// Returns the params of the first notification with this method, matching `pred`, that no
     /// earlier call returned, whether it already arrived or arrives within `timeout`; panics
     /// otherwise.
-    pub fn wait_for_notification(
-        &mut self,
-        method: &str,
-        pred: impl Fn(&Value) -> bool,
-        timeout: Duration,
-    ) -> Value {
+    pub fn wait_for_notification(&mut self, method: &str, pred: impl Fn(&Value) -> bool, timeout: Duration) -> Value {
         let mut found = None;
         let outcome = self.pump_until(timeout, |e| {
             found = e.messages.iter().enumerate().position(|(i, m)| {
@@ -398,17 +356,12 @@ impl Editor {
         match (outcome, found) {
             (Outcome::Done, Some(index)) => {
                 self.consumed.insert(index);
-                self.messages[index]
-                    .get("params")
-                    .cloned()
-                    .unwrap_or(Value::Null)
+                self.messages[index].get("params").cloned().unwrap_or(Value::Null)
             }
-            (Outcome::Closed, _) => self.fail(&format!(
-                "server closed stdout while waiting for a matching {method} notification"
-            )),
-            _ => self.fail(&format!(
-                "no matching {method} notification within {timeout:?}"
-            )),
+            (Outcome::Closed, _) => {
+                self.fail(&format!("server closed stdout while waiting for a matching {method} notification"))
+            }
+            _ => self.fail(&format!("no matching {method} notification within {timeout:?}")),
         }
     }
 
@@ -419,10 +372,7 @@ impl Editor {
 
     /// Everything the server wrote to stderr so far.
     pub fn stderr(&self) -> String {
-        self.stderr
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.stderr.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Closes the server's stdin (EOF without `exit`).
@@ -470,10 +420,8 @@ impl Editor {
 
     fn send(&mut self, message: &Value) -> io::Result<()> {
         let body = serde_json::to_vec(message).expect("serialize JSON");
-        let stdin = self
-            .stdin
-            .as_mut()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "stdin already closed"))?;
+        let stdin =
+            self.stdin.as_mut().ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "stdin already closed"))?;
         let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
         frame.extend_from_slice(&body);
         stdin.write_all(&frame)?;
@@ -515,10 +463,7 @@ impl Editor {
                 self.fail(&format!("server wrote malformed LSP output: {err}"));
             }
         };
-        let method = message
-            .get("method")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
+        let method = message.get("method").and_then(Value::as_str).map(str::to_owned);
         match (method, message.get("id").cloned()) {
             (Some(method), Some(id)) => {
                 let params = message.get("params").cloned().unwrap_or(Value::Null);
@@ -552,9 +497,9 @@ impl Editor {
                 Ok(Value::Array(vec![self.configuration.clone(); items]))
             }
             "workspace/workspaceFolders" => Ok(self.workspace_folders.clone()),
-            "client/registerCapability"
-            | "client/unregisterCapability"
-            | "window/showMessageRequest" => Ok(Value::Null),
+            "client/registerCapability" | "client/unregisterCapability" | "window/showMessageRequest" => {
+                Ok(Value::Null)
+            }
             _ => Err(json!({"code": -32601, "message": format!("Method not found: {method}")})),
         };
         let response = match result {
@@ -572,14 +517,7 @@ impl Editor {
             Ok(None) => "still running".to_string(),
             Err(err) => format!("unknown ({err})"),
         };
-        let recent: Vec<String> = self
-            .messages
-            .iter()
-            .rev()
-            .take(10)
-            .rev()
-            .map(Value::to_string)
-            .collect();
+        let recent: Vec<String> = self.messages.iter().rev().take(10).rev().map(Value::to_string).collect();
         panic!(
             "{what}\n--- server process: {status}\n--- last server→client messages:\n{}\n--- server stderr (tail):\n{}",
             tail(&recent.join("\n"), 8_000),
@@ -633,15 +571,9 @@ fn read_one(reader: &mut impl BufRead) -> Result<Option<Value>, String> {
     let mut saw_header = false;
     loop {
         let mut line = Vec::new();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| format!("read error: {e}"))?;
+        let n = reader.read_until(b'\n', &mut line).map_err(|e| format!("read error: {e}"))?;
         if n == 0 {
-            return if saw_header {
-                Err("EOF inside a header block".into())
-            } else {
-                Ok(None)
-            };
+            return if saw_header { Err("EOF inside a header block".into()) } else { Ok(None) };
         }
         let line = String::from_utf8_lossy(&line);
         let line = line.trim_end_matches(['\r', '\n']);
@@ -656,19 +588,12 @@ fn read_one(reader: &mut impl BufRead) -> Result<Option<Value>, String> {
             return Err(format!("not an LSP header line: {line:?}"));
         };
         if name.trim().eq_ignore_ascii_case("content-length") {
-            length = Some(
-                value
-                    .trim()
-                    .parse::<usize>()
-                    .map_err(|_| format!("bad Content-Length: {line:?}"))?,
-            );
+            length = Some(value.trim().parse::<usize>().map_err(|_| format!("bad Content-Length: {line:?}"))?);
         }
     }
     let length = length.ok_or("header block without Content-Length")?;
     let mut body = vec![0; length];
-    reader
-        .read_exact(&mut body)
-        .map_err(|e| format!("EOF inside a {length}-byte body: {e}"))?;
+    reader.read_exact(&mut body).map_err(|e| format!("EOF inside a {length}-byte body: {e}"))?;
     serde_json::from_slice(&body)
         .map(Some)
         .map_err(|e| format!("body is not JSON ({e}): {}", String::from_utf8_lossy(&body)))

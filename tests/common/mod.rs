@@ -1,6 +1,6 @@
-//! Shared integration-test harness: a loopback mock of the Anthropic Messages API
-//! ([`mock_model`]), a fake LSP client driving the real server binary over stdio ([`editor`]),
-//! and small helpers for URIs and LSP text edits.
+//! Shared integration-test harness: a loopback mock of the Anthropic Messages and OpenAI Chat
+//! Completions APIs ([`mock_model`]), a fake LSP client driving the real server binary over stdio
+//! ([`editor`]), and small helpers for URIs and LSP text edits.
 #![allow(dead_code)]
 
 pub mod editor;
@@ -23,9 +23,7 @@ pub fn file_uri(path: &Path) -> String {
     let absolute = if path.is_absolute() {
         path.to_path_buf()
     } else {
-        std::env::current_dir()
-            .expect("current directory")
-            .join(path)
+        std::env::current_dir().expect("current directory").join(path)
     };
     let raw: Vec<u8> = if cfg!(windows) {
         absolute.to_string_lossy().replace('\\', "/").into_bytes()
@@ -48,9 +46,7 @@ pub fn file_uri(path: &Path) -> String {
 
 /// Inverse of [`file_uri`] (for `file:///…` URIs on Unix): percent-decodes the path part.
 pub fn uri_to_path(uri: &str) -> PathBuf {
-    let rest = uri
-        .strip_prefix("file://")
-        .unwrap_or_else(|| panic!("not a file URI: {uri}"));
+    let rest = uri.strip_prefix("file://").unwrap_or_else(|| panic!("not a file URI: {uri}"));
     // Skip an authority (normally empty).
     let path = &rest[rest.find('/').unwrap_or(rest.len())..];
     let bytes = path.as_bytes();
@@ -60,9 +56,7 @@ pub fn uri_to_path(uri: &str) -> PathBuf {
         if bytes[i] == b'%'
             && let Some(hex) = bytes.get(i + 1..i + 3)
             && hex.iter().all(u8::is_ascii_hexdigit)
-            && let Some(byte) = std::str::from_utf8(hex)
-                .ok()
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            && let Some(byte) = std::str::from_utf8(hex).ok().and_then(|h| u8::from_str_radix(h, 16).ok())
         {
             out.push(byte);
             i += 3;
@@ -81,10 +75,7 @@ pub fn position_to_offset(text: &str, line: u32, character: u32) -> usize {
     let bytes = text.as_bytes();
     let mut start = 0;
     for _ in 0..line {
-        let Some(i) = bytes[start..]
-            .iter()
-            .position(|&b| b == b'\n' || b == b'\r')
-        else {
+        let Some(i) = bytes[start..].iter().position(|&b| b == b'\n' || b == b'\r') else {
             return text.len();
         };
         start += i + 1;
@@ -126,11 +117,7 @@ pub fn apply_text_edits(text: &str, edits: &[Value]) -> String {
     let mut out = String::with_capacity(text.len());
     let mut cursor = 0;
     for (start, end, i, new_text) in spans {
-        assert!(
-            start >= cursor,
-            "text edit {i} overlaps an earlier edit: {}",
-            edits[i]
-        );
+        assert!(start >= cursor, "text edit {i} overlaps an earlier edit: {}", edits[i]);
         out.push_str(&text[cursor..start]);
         out.push_str(new_text);
         cursor = end;
