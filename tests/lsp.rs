@@ -257,7 +257,13 @@ fn a_fix_reads_the_unsaved_buffer_and_ends_in_a_versioned_edit() {
     // The model's streamed text, the tool being prepared, then the calls.
     assert_eq!(
         reports,
-        ["turn 1: Let me", "turn 1: preparing read_file", "turn 1: read_file calc.py", "turn 2: preparing edit_file", "turn 2: edit_file calc.py"]
+        [
+            "turn 1: Let me",
+            "turn 1: preparing read_file",
+            "turn 1: read_file calc.py",
+            "turn 2: preparing edit_file",
+            "turn 2: edit_file calc.py"
+        ]
     );
     assert!(f.editor.messages().iter().any(|m| m["method"] == "window/workDoneProgress/create"));
 }
@@ -528,4 +534,62 @@ fn bad_input_gets_errors_and_panics_are_caught() {
     assert_eq!(r["result"][0]["title"], "Agent fix: selection");
     assert!(f.editor.stray_responses().iter().any(|r| r["error"]["code"] == -32700), "parse error answered");
     assert!(f.editor.shutdown().success());
+}
+
+#[test]
+fn configuration_is_pulled_from_the_editor_and_repulled_on_change() {
+    let mut f = start(Setup { files: &[("a.py", "x = 1\n")], init: json!({"maxTurns": 9}), ..Default::default() });
+    // The editor's workspace/configuration answer wins over initializationOptions.
+    f.editor.configuration = json!({"maxTurns": 1});
+    f.editor.notify("workspace/didChangeConfiguration", json!({"settings": null}));
+    f.editor.pump(Duration::from_millis(300));
+    f.mock.push(tool_reply(&[(
+        "toolu_1",
+        "edit_file",
+        json!({"path": "a.py", "old_text": "x = 1", "new_text": "x = 2"}),
+    )]));
+    f.mock.push(text_reply("Changed x; more was planned."));
+    let result = f.fix("a.py", diag(0, 0, 1, "x"));
+    assert_eq!(result["result"]["stopReason"], "max_turns", "{result}");
+    assert_eq!(result["result"]["turns"], 1);
+    // A run stopped by a limit offers its edits, labelled as such.
+    assert_eq!(result["result"]["applied"], true);
+    let label = f.editor.applied_edits()[0]["label"].as_str().unwrap().to_string();
+    assert_eq!(label, "Agent fix: Changed x; more was planned. (stopped early: the run reached maxTurns (1)) (1 file)");
+    assert!(
+        f.editor
+            .messages()
+            .iter()
+            .any(|m| m["method"] == "workspace/configuration" && m["params"]["items"][0]["section"] == "agentfix")
+    );
+    // A changed setting is pulled again.
+    f.editor.configuration = json!({"maxTurns": 2});
+    f.editor.notify("workspace/didChangeConfiguration", json!({"settings": {}}));
+    f.editor.pump(Duration::from_millis(300));
+    f.mock.push(tool_reply(&[("toolu_2", "read_file", json!({"path": "a.py"}))]));
+    f.mock.push(tool_reply(&[("toolu_3", "read_file", json!({"path": "a.py", "start_line": 1}))]));
+    f.mock.push(text_reply("Nothing else."));
+    let result = f.fix("a.py", diag(0, 0, 1, "x"));
+    assert_eq!(result["result"]["turns"], 2, "{result}");
+}
+
+#[test]
+fn cancel_aborts_a_streaming_request_quickly() {
+    let mut f = fixture(&[("a.py", "x\n")]);
+    f.mock.push(Reply::Hang);
+    let arg = f.fix_argument("a.py", diag(0, 0, 1, "x"));
+    let id = f.editor.send_request("workspace/executeCommand", json!({"command": "agentfix.fix", "arguments": [arg]}));
+    let deadline = Instant::now() + LONG;
+    while f.mock.requests().is_empty() {
+        assert!(Instant::now() < deadline, "the run never called the model");
+        f.editor.pump(Duration::from_millis(10));
+    }
+    let t = Instant::now();
+    f.editor.notify("$/cancelRequest", json!({"id": id}));
+    let resp = f.editor.wait_response(id, LONG);
+    assert_eq!(resp["error"]["code"], -32800);
+    let end = f.editor.wait_for_notification("$/progress", |p| p["value"]["kind"] == "end", LONG);
+    assert_eq!(end["value"]["message"], "Agent fix cancelled; nothing was changed.");
+    // Generous bound for a shared machine; the target (200 ms) is far below it.
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
 }

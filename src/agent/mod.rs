@@ -30,8 +30,9 @@ const SAME_FAILURE_LIMIT: u32 = 3;
 const NO_NEW_INFORMATION_TURNS: u32 = 4;
 /// `max_tokens` ceiling when a cut-off tool call is retried with more room.
 const MAX_OUTPUT_CEILING: u32 = 64_000;
-/// Time allowed for the closing summary request.
-const SUMMARY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Time allowed for the closing summary request: a quarter of the run's
+/// time limit, between these bounds.
+const SUMMARY_TIMEOUT: (Duration, Duration) = (Duration::from_secs(2), Duration::from_secs(30));
 
 /// The limits of one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -445,7 +446,7 @@ async fn closing_summary(
     let response = tokio::select! {
         biased;
         _ = cancel.cancelled() => return None,
-        _ = tokio::time::sleep(SUMMARY_TIMEOUT) => return None,
+        _ = tokio::time::sleep((limits.timeout / 4).clamp(SUMMARY_TIMEOUT.0, SUMMARY_TIMEOUT.1)) => return None,
         r = model.complete(request, &stream) => r.ok()?,
     };
     events(RunEvent::Response {

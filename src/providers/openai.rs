@@ -1,10 +1,26 @@
-//! OpenAI Chat Completions and compatible servers (placeholder until the
-//! streaming implementation lands).
+//! OpenAI Chat Completions (`POST {base}/chat/completions`), streaming, for
+//! the OpenAI API and compatible servers (Ollama, llama.cpp, vLLM, LM
+//! Studio).
+//!
+//! Tool-call fragments are merged by index (id and name set once, arguments
+//! appended), with the quirks of compatible servers normalised (section B5
+//! and C of the wire reference): arguments as an object, missing or empty
+//! ids synthesised, index 0 reused for parallel calls (a new id opens a new
+//! call), names repeated in every fragment, `finish_reason: "stop"` with
+//! tool calls. A server that ignores `stream` and answers with one JSON body
+//! is accepted too.
+
+use std::collections::HashSet;
 
 use async_trait::async_trait;
+use serde_json::{Value, json};
 
-use super::{Endpoint, ModelClient};
-use crate::model::{ModelError, ModelErrorKind, ModelRequest, ModelResponse, StreamUpdate};
+use super::ModelClient;
+use super::http::{self, Endpoint};
+use super::retry::with_retries;
+use crate::model::{
+    Block, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse, Role, StopReason, StreamUpdate, Usage,
+};
 
 /// Which server family: the real OpenAI API or a compatible server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,14 +29,92 @@ pub enum Flavor {
     Compatible,
 }
 
+impl Flavor {
+    fn name(self) -> &'static str {
+        match self {
+            Flavor::OpenAi => "OpenAI",
+            Flavor::Compatible => "OpenAI-compatible",
+        }
+    }
+}
+
 pub struct OpenAi {
+    http: reqwest::Client,
     endpoint: Endpoint,
     flavor: Flavor,
 }
 
 impl OpenAi {
     pub fn new(endpoint: Endpoint, flavor: Flavor) -> Self {
-        Self { endpoint, flavor }
+        Self { http: http::client(&endpoint), endpoint, flavor }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}/{path}", self.endpoint.base_url.trim_end_matches('/'))
+    }
+
+    fn authorize(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.endpoint.api_key {
+            Some(key) => request.bearer_auth(key.expose()),
+            None => request,
+        }
+    }
+
+    async fn attempt(
+        &self,
+        body: &Value,
+        updates: &(dyn Fn(StreamUpdate) + Send + Sync),
+    ) -> Result<ModelResponse, ModelError> {
+        let name = self.flavor.name();
+        let idle = self.endpoint.idle_timeout;
+        let request = self.authorize(self.http.post(self.url("chat/completions")).json(body));
+        let response = match tokio::time::timeout(idle, request.send()).await {
+            Err(_) => {
+                return Err(ModelError::new(
+                    ModelErrorKind::Network,
+                    None,
+                    format!("the {name} API did not answer within {} s", idle.as_secs_f32()),
+                ));
+            }
+            Ok(r) => r.map_err(|e| http::network_error(name, &e))?,
+        };
+        let status = response.status().as_u16();
+        if !(200..300).contains(&status) {
+            let (should, after) = http::retry_hints(response.headers());
+            let text = tokio::time::timeout(idle, response.text()).await.ok().and_then(Result::ok).unwrap_or_default();
+            let mut e = http_error(name, status, &text, &self.endpoint.key_source);
+            if e.retryable {
+                e.retryable = should.unwrap_or(true);
+            } else if should == Some(true) {
+                e.retryable = true;
+            }
+            e.retry_after = after;
+            return Err(e);
+        }
+        let is_json = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        if is_json {
+            let text = response.text().await.map_err(|e| http::network_error(name, &e))?;
+            let v: Value = serde_json::from_str(&text).map_err(|e| {
+                ModelError::new(
+                    ModelErrorKind::Decode,
+                    Some(status),
+                    format!("the {name} API answered with invalid JSON: {e}"),
+                )
+            })?;
+            return decode_completion(&v, name);
+        }
+        let mut events = http::sse(response);
+        let mut acc = Accumulator::default();
+        while let Some(ev) = http::next_event(&mut events, idle, name).await? {
+            if acc.apply(&ev.data, name, updates)? {
+                break;
+            }
+        }
+        acc.finish(name)
     }
 }
 
@@ -28,14 +122,522 @@ impl OpenAi {
 impl ModelClient for OpenAi {
     async fn complete(
         &self,
-        _request: ModelRequest<'_>,
-        _updates: &(dyn Fn(StreamUpdate) + Send + Sync),
+        request: ModelRequest<'_>,
+        updates: &(dyn Fn(StreamUpdate) + Send + Sync),
     ) -> Result<ModelResponse, ModelError> {
-        let _ = (&self.endpoint, self.flavor);
-        Err(ModelError::new(ModelErrorKind::InvalidRequest, None, "the openai provider is not available yet"))
+        let body = encode_request(&self.endpoint.model, &request, self.flavor);
+        with_retries(self.endpoint.max_retries, updates, |_| self.attempt(&body, updates)).await
     }
 
     async fn check(&self) -> Result<String, ModelError> {
-        Err(ModelError::new(ModelErrorKind::InvalidRequest, None, "the openai provider is not available yet"))
+        let name = self.flavor.name();
+        let url = self.url(&format!("models/{}", self.endpoint.model));
+        let response = self.authorize(self.http.get(&url)).send().await.map_err(|e| http::network_error(name, &e))?;
+        let status = response.status().as_u16();
+        if (200..300).contains(&status) {
+            Ok(format!("HTTP {status} from GET {url}"))
+        } else {
+            let text = response.text().await.unwrap_or_default();
+            Err(http_error(name, status, &text, &self.endpoint.key_source))
+        }
+    }
+}
+
+/// Maps an error response (`{"error":{message,type,code}}`).
+fn http_error(name: &str, status: u16, body: &str, key_source: &str) -> ModelError {
+    let v: Value = serde_json::from_str(body).unwrap_or_default();
+    let err = &v["error"];
+    let api_message = err["message"].as_str().map(str::to_string).unwrap_or_else(|| body.chars().take(300).collect());
+    let code = err["code"].as_str().or(err["type"].as_str()).unwrap_or("");
+    let key = if key_source.is_empty() { "the API key".to_string() } else { format!("the key from {key_source}") };
+    let (kind, hint, retryable) = match status {
+        401 => (ModelErrorKind::Auth, format!("{key} was rejected; check it"), false),
+        403 => (ModelErrorKind::Auth, format!("{key} may not use this model, or the region is not supported"), false),
+        429 if code == "insufficient_quota" || err["type"] == "insufficient_quota" => {
+            (ModelErrorKind::RateLimited, "the account is out of quota; check the plan and billing".to_string(), false)
+        }
+        429 => (ModelErrorKind::RateLimited, "rate limited; try again later".to_string(), true),
+        404 => (ModelErrorKind::InvalidRequest, "not found (check the model id and baseUrl)".to_string(), false),
+        400 | 413 | 422 => (ModelErrorKind::InvalidRequest, "the API refused the request".to_string(), false),
+        s if http::status_retryable(s) => (ModelErrorKind::Server, "the API failed".to_string(), true),
+        _ => (ModelErrorKind::InvalidRequest, "the API refused the request".to_string(), false),
+    };
+    let mut e = ModelError::new(kind, Some(status), format!("{name} API {status}: {hint}: {api_message}"));
+    e.retryable = retryable;
+    e
+}
+
+/// The request body.
+pub fn encode_request(model: &str, req: &ModelRequest<'_>, flavor: Flavor) -> Value {
+    let mut messages = vec![json!({"role": "system", "content": req.system})];
+    for m in req.messages {
+        encode_message(m, &mut messages);
+    }
+    let mut body = json!({
+        "model": model,
+        "messages": messages,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+    });
+    let limit_key = match flavor {
+        Flavor::OpenAi => "max_completion_tokens",
+        Flavor::Compatible => "max_tokens",
+    };
+    body[limit_key] = json!(req.max_output_tokens);
+    if !req.tools.is_empty() {
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.input_schema}}))
+            .collect();
+        body["tools"] = Value::Array(tools);
+        if !req.allow_tools {
+            body["tool_choice"] = json!("none");
+        }
+    }
+    body
+}
+
+fn encode_message(m: &Message, out: &mut Vec<Value>) {
+    match m.role {
+        Role::Assistant => {
+            let text = m.text();
+            let calls: Vec<Value> = m
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    Block::ToolUse { id, name, input } => {
+                        // Always a string on the wire; a raw (invalid) input is echoed as it came.
+                        let arguments = match input {
+                            Value::String(raw) => raw.clone(),
+                            other => other.to_string(),
+                        };
+                        Some(json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let mut msg = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { Value::String(text) }});
+            if !calls.is_empty() {
+                msg["tool_calls"] = Value::Array(calls);
+            }
+            out.push(msg);
+        }
+        Role::User => {
+            // Tool results first, each its own message, then any text.
+            for b in &m.content {
+                if let Block::ToolResult { tool_use_id, content, is_error } = b {
+                    let content = if *is_error { format!("Error: {content}") } else { content.clone() };
+                    out.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": content}));
+                }
+            }
+            let text: Vec<&str> = m
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    Block::Text { text } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            if !text.is_empty() {
+                out.push(json!({"role": "user", "content": text.join("\n")}));
+            }
+        }
+    }
+}
+
+/// One tool call being assembled.
+#[derive(Debug, Default, Clone)]
+struct Slot {
+    index: Option<u64>,
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+#[derive(Default)]
+struct Accumulator {
+    text: String,
+    refusal: String,
+    slots: Vec<Slot>,
+    finish: Option<String>,
+    usage: Option<Usage>,
+    done: bool,
+}
+
+impl Accumulator {
+    /// Applies one `data:` payload; true at `[DONE]`.
+    fn apply(
+        &mut self,
+        data: &str,
+        name: &str,
+        updates: &(dyn Fn(StreamUpdate) + Send + Sync),
+    ) -> Result<bool, ModelError> {
+        let data = data.trim();
+        if data.starts_with("[DONE]") {
+            self.done = true;
+            return Ok(true);
+        }
+        if data.is_empty() {
+            return Ok(false);
+        }
+        let v: Value = serde_json::from_str(data).map_err(|e| {
+            ModelError::new(ModelErrorKind::Network, Some(200), format!("bad {name} stream chunk: {e}"))
+        })?;
+        if v["error"].is_object() {
+            let msg = v["error"]["message"].as_str().unwrap_or("unknown error");
+            return Err(ModelError::new(ModelErrorKind::Server, Some(200), format!("{name} API stream error: {msg}")));
+        }
+        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+            self.usage = Some(Usage {
+                input_tokens: u["prompt_tokens"].as_u64().unwrap_or(0),
+                output_tokens: u["completion_tokens"].as_u64().unwrap_or(0),
+            });
+        }
+        for choice in v["choices"].as_array().into_iter().flatten() {
+            if choice["index"].as_u64().unwrap_or(0) != 0 {
+                continue;
+            }
+            let delta = &choice["delta"];
+            if let Some(t) = delta["content"].as_str()
+                && !t.is_empty()
+            {
+                self.text.push_str(t);
+                updates(StreamUpdate::Text(t.to_string()));
+            }
+            if let Some(r) = delta["refusal"].as_str() {
+                self.refusal.push_str(r);
+            }
+            for call in delta["tool_calls"].as_array().into_iter().flatten() {
+                self.merge(call, updates);
+            }
+            if delta["function_call"].is_object() {
+                // Legacy single function call: no id, no index.
+                let fc = &delta["function_call"];
+                self.merge(&json!({"index": u64::MAX, "function": fc}), updates);
+            }
+            if let Some(f) = choice["finish_reason"].as_str() {
+                self.finish = Some(f.to_string());
+            }
+        }
+        Ok(false)
+    }
+
+    fn merge(&mut self, call: &Value, updates: &(dyn Fn(StreamUpdate) + Send + Sync)) {
+        let index = call["index"].as_u64();
+        let id = match &call["id"] {
+            Value::String(s) => s.clone(),
+            Value::Number(n) => n.to_string(),
+            _ => String::new(),
+        };
+        // Which slot: same index, unless a different non-empty id arrives
+        // (a server reusing index 0 for parallel calls).
+        let existing = match index {
+            Some(i) => self.slots.iter().rposition(|s| s.index == Some(i)),
+            None if id.is_empty() => self.slots.len().checked_sub(1),
+            None => None,
+        };
+        let slot = match existing {
+            Some(pos) if id.is_empty() || self.slots[pos].id.is_empty() || self.slots[pos].id == id => pos,
+            _ => {
+                self.slots.push(Slot { index, ..Default::default() });
+                self.slots.len() - 1
+            }
+        };
+        let s = &mut self.slots[slot];
+        if s.id.is_empty() {
+            s.id = id;
+        }
+        let f = &call["function"];
+        if let Some(n) = f["name"].as_str()
+            && s.name.is_empty()
+            && !n.is_empty()
+        {
+            s.name = n.to_string();
+            updates(StreamUpdate::ToolStart(s.name.clone()));
+        }
+        match &f["arguments"] {
+            Value::String(piece) => s.arguments.push_str(piece),
+            Value::Null => {}
+            whole => s.arguments = whole.to_string(),
+        }
+    }
+
+    fn finish(self, name: &str) -> Result<ModelResponse, ModelError> {
+        if !self.done && self.finish.is_none() {
+            return Err(ModelError::new(
+                ModelErrorKind::Network,
+                None,
+                format!("the {name} stream ended before [DONE]"),
+            ));
+        }
+        let calls = self.slots.into_iter().map(|s| (s.id, s.name, Value::String(s.arguments))).collect();
+        Ok(build(self.text, self.refusal, calls, self.finish.as_deref(), self.usage.unwrap_or_default()))
+    }
+}
+
+/// Decodes a non-streaming `chat.completion`.
+pub fn decode_completion(v: &Value, name: &str) -> Result<ModelResponse, ModelError> {
+    let choice = v["choices"].get(0).ok_or_else(|| {
+        ModelError::new(
+            ModelErrorKind::Decode,
+            Some(200),
+            format!("unexpected response from the {name} API: no choices"),
+        )
+    })?;
+    let m = &choice["message"];
+    let mut calls: Vec<(String, String, Value)> = m["tool_calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let id = match &c["id"] {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                _ => String::new(),
+            };
+            (id, c["function"]["name"].as_str().unwrap_or_default().to_string(), c["function"]["arguments"].clone())
+        })
+        .collect();
+    if m["function_call"].is_object() {
+        let fc = &m["function_call"];
+        calls.push((String::new(), fc["name"].as_str().unwrap_or_default().to_string(), fc["arguments"].clone()));
+    }
+    let usage = Usage {
+        input_tokens: v["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
+        output_tokens: v["usage"]["completion_tokens"].as_u64().unwrap_or(0),
+    };
+    Ok(build(
+        m["content"].as_str().unwrap_or_default().to_string(),
+        m["refusal"].as_str().unwrap_or_default().to_string(),
+        calls,
+        choice["finish_reason"].as_str(),
+        usage,
+    ))
+}
+
+/// Normalises arguments: a string is parsed (empty means `{}`), an object
+/// is used as is, null means `{}`; anything unparseable stays a string, which
+/// the loop answers with a tool error.
+fn arguments(v: Value) -> Value {
+    match v {
+        Value::Null => json!({}),
+        Value::String(s) if s.trim().is_empty() => json!({}),
+        Value::String(s) => match serde_json::from_str::<Value>(&s) {
+            Ok(parsed) if parsed.is_object() => parsed,
+            _ => Value::String(s),
+        },
+        other => other,
+    }
+}
+
+fn build(
+    text: String,
+    refusal: String,
+    calls: Vec<(String, String, Value)>,
+    finish: Option<&str>,
+    usage: Usage,
+) -> ModelResponse {
+    let mut content = Vec::new();
+    if !text.is_empty() {
+        content.push(Block::Text { text });
+    }
+    let mut used: HashSet<String> = calls.iter().map(|c| c.0.clone()).filter(|id| !id.is_empty()).collect();
+    let mut n = 0;
+    for (id, name, args) in calls {
+        let id = if id.is_empty() {
+            loop {
+                n += 1;
+                let candidate = format!("call_{n}");
+                if used.insert(candidate.clone()) {
+                    break candidate;
+                }
+            }
+        } else {
+            id
+        };
+        content.push(Block::ToolUse { id, name, input: arguments(args) });
+    }
+    let has_calls = content.iter().any(|b| matches!(b, Block::ToolUse { .. }));
+    let stop_reason = match finish {
+        _ if has_calls => StopReason::ToolUse,
+        _ if !refusal.is_empty() => StopReason::Refusal { explanation: Some(refusal) },
+        Some("length") => StopReason::MaxTokens,
+        Some("content_filter") => StopReason::Refusal { explanation: None },
+        Some("stop") | None => StopReason::EndTurn,
+        Some(other) => {
+            tracing::debug!(finish_reason = other, "treating an unusual finish_reason without tool calls as stop");
+            StopReason::EndTurn
+        }
+    };
+    ModelResponse { message: Message { role: Role::Assistant, content, raw: None }, stop_reason, usage }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ToolSpec;
+
+    fn feed(chunks: &[Value]) -> Result<ModelResponse, ModelError> {
+        let mut acc = Accumulator::default();
+        for c in chunks {
+            if acc.apply(&c.to_string(), "OpenAI", &|_| {})? {
+                break;
+            }
+        }
+        acc.apply("[DONE]", "OpenAI", &|_| {})?;
+        acc.finish("OpenAI")
+    }
+
+    fn chunk(delta: Value, finish: Option<&str>) -> Value {
+        json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    }
+
+    #[test]
+    fn fragments_merge_by_index_with_id_and_name_set_once() {
+        let r = feed(&[
+            chunk(json!({"role": "assistant", "content": "Look"}), None),
+            chunk(json!({"tool_calls": [{"index": 0, "id": "call_a", "type": "function", "function": {"name": "read_file", "arguments": ""}}]}), None),
+            chunk(json!({"tool_calls": [{"index": 1, "id": "call_b", "type": "function", "function": {"name": "grep", "arguments": "{\"pat"}}]}), None),
+            chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"path\":"}}]}), None),
+            chunk(json!({"tool_calls": [{"index": 0, "id": "call_a", "function": {"name": "read_file", "arguments": "\"漢.py\"}"}}]}), None),
+            chunk(json!({"tool_calls": [{"index": 1, "function": {"arguments": "tern\":\"x\"}"}}]}), None),
+            chunk(json!({}), Some("tool_calls")),
+            json!({"choices": [], "usage": {"prompt_tokens": 50, "completion_tokens": 12}}),
+        ])
+        .unwrap();
+        assert_eq!(r.stop_reason, StopReason::ToolUse);
+        assert_eq!(r.usage, Usage { input_tokens: 50, output_tokens: 12 });
+        let calls: Vec<_> = r.message.tool_calls().map(|(i, n, v)| (i.to_string(), n.to_string(), v.clone())).collect();
+        assert_eq!(
+            calls,
+            vec![
+                ("call_a".to_string(), "read_file".to_string(), json!({"path": "漢.py"})),
+                ("call_b".to_string(), "grep".to_string(), json!({"pattern": "x"})),
+            ]
+        );
+        assert_eq!(r.message.text(), "Look");
+    }
+
+    #[test]
+    fn ollama_index_zero_reuse_opens_new_calls_and_empty_ids_are_synthesised() {
+        let r = feed(&[
+            chunk(json!({"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}}]}), None),
+            chunk(json!({"tool_calls": [{"index": 0, "id": "c2", "function": {"name": "read_file", "arguments": "{\"path\":\"b\"}"}}]}), None),
+            chunk(json!({"tool_calls": [{"index": 1, "id": "", "function": {"name": "list_files", "arguments": ""}}]}), None),
+            chunk(json!({}), Some("stop")),
+        ])
+        .unwrap();
+        let calls: Vec<_> = r.message.tool_calls().map(|(i, _, v)| (i.to_string(), v.clone())).collect();
+        assert_eq!(
+            calls,
+            vec![
+                ("c1".into(), json!({"path": "a"})),
+                ("c2".into(), json!({"path": "b"})),
+                ("call_1".into(), json!({}))
+            ]
+        );
+        assert_eq!(r.stop_reason, StopReason::ToolUse, "finish_reason stop with tool calls is a tool turn");
+    }
+
+    #[test]
+    fn non_streaming_quirks_normalise() {
+        let v = json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+            "tool_calls": [{"id": 7, "type": "function", "function": {"name": "read_file", "arguments": {"path": "a"}}},
+                           {"id": "", "type": "function", "function": {"name": "grep", "arguments": "{not json"}}]}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 4}});
+        let r = decode_completion(&v, "x").unwrap();
+        let calls: Vec<_> = r.message.tool_calls().map(|(i, _, v)| (i.to_string(), v.clone())).collect();
+        assert_eq!(
+            calls,
+            vec![("7".into(), json!({"path": "a"})), ("call_1".into(), Value::String("{not json".into()))]
+        );
+        let r =
+            decode_completion(&json!({"choices": [{"message": {"content": "cut"}, "finish_reason": "length"}]}), "x")
+                .unwrap();
+        assert_eq!(r.stop_reason, StopReason::MaxTokens);
+        let r = decode_completion(
+            &json!({"choices": [{"message": {"content": null, "refusal": "no"}, "finish_reason": "stop"}]}),
+            "x",
+        )
+        .unwrap();
+        assert_eq!(r.stop_reason, StopReason::Refusal { explanation: Some("no".into()) });
+    }
+
+    #[test]
+    fn stream_errors_and_truncation_are_errors() {
+        let mut acc = Accumulator::default();
+        let e = acc.apply(r#"{"error":{"message":"boom","type":"server_error"}}"#, "OpenAI", &|_| {}).unwrap_err();
+        assert!(e.retryable && e.message.contains("boom"));
+        let mut acc = Accumulator::default();
+        acc.apply(&chunk(json!({"content": "half"}), None).to_string(), "OpenAI", &|_| {}).unwrap();
+        assert!(acc.finish("OpenAI").unwrap_err().message.contains("ended before [DONE]"));
+    }
+
+    #[test]
+    fn requests_use_tool_messages_and_string_arguments() {
+        let msgs = vec![
+            Message::user_text("fix"),
+            Message {
+                role: Role::Assistant,
+                content: vec![
+                    Block::Text { text: "ok".into() },
+                    Block::ToolUse { id: "c1".into(), name: "read_file".into(), input: json!({"path": "a"}) },
+                ],
+                raw: None,
+            },
+            Message {
+                role: Role::User,
+                content: vec![
+                    Block::ToolResult { tool_use_id: "c1".into(), content: "nope".into(), is_error: true },
+                    Block::Text { text: "stop now".into() },
+                ],
+                raw: None,
+            },
+        ];
+        let tools = vec![ToolSpec {
+            name: "read_file".into(),
+            description: "d".into(),
+            input_schema: json!({"type": "object"}),
+        }];
+        let req =
+            ModelRequest { system: "sys", messages: &msgs, tools: &tools, max_output_tokens: 99, allow_tools: false };
+        let body = encode_request("m", &req, Flavor::OpenAi);
+        assert_eq!(body["max_completion_tokens"], 99);
+        assert_eq!(body["tool_choice"], "none");
+        assert_eq!(body["stream_options"], json!({"include_usage": true}));
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "system", "content": "sys"},
+                {"role": "user", "content": "fix"},
+                {"role": "assistant", "content": "ok", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "Error: nope"},
+                {"role": "user", "content": "stop now"}
+            ])
+        );
+        assert_eq!(
+            body["tools"][0],
+            json!({"type": "function", "function": {"name": "read_file", "description": "d", "parameters": {"type": "object"}}})
+        );
+        assert_eq!(encode_request("m", &req, Flavor::Compatible)["max_tokens"], 99);
+    }
+
+    #[test]
+    fn errors_say_what_to_do_and_quota_is_not_retried() {
+        let e = http_error(
+            "OpenAI",
+            429,
+            r#"{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}"#,
+            "OPENAI_API_KEY",
+        );
+        assert!(!e.retryable);
+        assert!(e.message.contains("out of quota"));
+        assert!(http_error("OpenAI", 429, r#"{"error":{"message":"slow down","type":"requests"}}"#, "").retryable);
+        let e = http_error("OpenAI", 401, r#"{"error":{"message":"Incorrect API key provided"}}"#, "OPENAI_API_KEY");
+        assert_eq!(
+            e.message,
+            "OpenAI API 401: the key from OPENAI_API_KEY was rejected; check it: Incorrect API key provided"
+        );
     }
 }

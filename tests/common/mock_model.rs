@@ -421,6 +421,30 @@ fn handle(shared: &Shared, request: &Request) -> Action {
         });
         state.times.push(request.arrived);
     }
+    // Model lookup (`GET /v1/models/{id}`), as `agentfix check` uses it: the
+    // Anthropic form (x-api-key) or the OpenAI form (Bearer).
+    if request.method == "GET"
+        && let Some(id) = request.path.strip_prefix("/v1/models/")
+    {
+        let header = |name: &str| request.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+        let anthropic = header("anthropic-version").is_some();
+        let authorized = if anthropic {
+            header("x-api-key") == Some(API_KEY)
+        } else {
+            header("authorization") == Some(format!("Bearer {API_KEY}").as_str())
+                || shared.openai_auth_optional.load(Ordering::SeqCst)
+        };
+        let api = if anthropic { Api::Anthropic } else { Api::OpenAi };
+        if !authorized {
+            return Action::Respond(mock_error(api, 401, "authentication_error", "invalid x-api-key"));
+        }
+        let body = if anthropic {
+            serde_json::json!({"type": "model", "id": id, "display_name": id})
+        } else {
+            serde_json::json!({"object": "model", "id": id, "owned_by": "mock"})
+        };
+        return Action::Respond(Response { status: 200, headers: Vec::new(), body, openai: !anthropic });
+    }
     let api = match (request.method.as_str(), request.path.as_str()) {
         ("POST", "/v1/messages") => Api::Anthropic,
         ("POST", "/v1/chat/completions") => Api::OpenAi,
