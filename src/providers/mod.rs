@@ -5,9 +5,9 @@
 //! (an [`Endpoint`]) plus a wire format; they know nothing of tools,
 //! documents or LSP.
 
-mod anthropic;
+pub mod anthropic;
 pub mod http;
-mod openai;
+pub mod openai;
 pub mod retry;
 
 use std::sync::Arc;
