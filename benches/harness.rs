@@ -38,7 +38,7 @@ impl ModelClient for Instant {
         std::hint::black_box(serde_json::to_vec(&body).unwrap());
         let n = self.n.fetch_add(1, Ordering::Relaxed) + 1;
         let content = if n < self.turns {
-            let call = if n % 2 == 0 {
+            let call = if n.is_multiple_of(2) {
                 json!({"type": "tool_use", "id": format!("toolu_{n}"), "name": "grep", "input": {"pattern": format!("value_{n}")}})
             } else {
                 json!({"type": "tool_use", "id": format!("toolu_{n}"), "name": "read_file", "input": {"path": "lib.py", "start_line": n, "end_line": n + 20}})
@@ -72,7 +72,6 @@ fn bench(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("turns", turns), &turns, |b, &turns| {
             b.to_async(&runtime).iter(|| {
                 let workspace = workspace.clone();
-                let limits = limits;
                 async move {
                     let overlay = Arc::new(Overlay::new(workspace, Arc::new(NoBuffers)));
                     let tools = Toolbox::standard(ToolContext { overlay });
