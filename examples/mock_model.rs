@@ -1,0 +1,118 @@
+//! The test suite's mock model server as a standalone process, for the
+//! editor integration tests (Neovim, VS Code, Emacs) that cannot link Rust.
+//!
+//! ```text
+//! cargo run --example mock_model -- --replies replies.json [--log requests.jsonl]
+//! ```
+//!
+//! Prints the base URL (`http://127.0.0.1:PORT`) on the first line of stdout,
+//! then serves both `POST /v1/messages` (Anthropic, SSE when asked) and
+//! `POST /v1/chat/completions` (OpenAI) until stdin closes. The API key is
+//! `test-key-0123`. `replies.json` is an array consumed in order; each item is
+//! one of `{"text": "…"}`, `{"tools": [["id", "name", {input}], …]}`,
+//! `{"message": {assistant message object}}`, `{"status": 429, "body": {…},
+//! "headers": [["retry-after", "1"]]}`, `{"hang": true}`, or
+//! `{"delay_ms": 500, "reply": {…}}`. With `--log`, every request received
+//! is appended to the file as one JSON line `{method, path, body}`.
+
+#[path = "../tests/common"]
+mod common {
+    #[allow(dead_code)]
+    pub mod mock_model;
+}
+
+use std::io::{BufRead, Write};
+use std::time::Duration;
+
+use common::mock_model::{self, MockModel, Reply};
+use serde_json::Value;
+
+fn reply(v: &Value) -> Result<Reply, String> {
+    if let Some(t) = v.get("text").and_then(Value::as_str) {
+        return Ok(mock_model::text_reply(t));
+    }
+    if let Some(calls) = v.get("tools").and_then(Value::as_array) {
+        let calls: Vec<(String, String, Value)> = calls
+            .iter()
+            .map(|c| {
+                (
+                    c[0].as_str().unwrap_or_default().to_string(),
+                    c[1].as_str().unwrap_or_default().to_string(),
+                    c[2].clone(),
+                )
+            })
+            .collect();
+        let refs: Vec<(&str, &str, Value)> =
+            calls.iter().map(|(a, b, c)| (a.as_str(), b.as_str(), c.clone())).collect();
+        return Ok(mock_model::tool_reply(&refs));
+    }
+    if let Some(m) = v.get("message") {
+        return Ok(Reply::Message(m.clone()));
+    }
+    if let Some(status) = v.get("status").and_then(Value::as_u64) {
+        let headers = v["headers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|h| (h[0].as_str().unwrap_or_default().to_string(), h[1].as_str().unwrap_or_default().to_string()))
+            .collect();
+        return Ok(Reply::Status { status: status as u16, headers, body: v["body"].clone() });
+    }
+    if v.get("hang").and_then(Value::as_bool) == Some(true) {
+        return Ok(Reply::Hang);
+    }
+    if let Some(ms) = v.get("delay_ms").and_then(Value::as_u64) {
+        return Ok(Reply::Delay(Duration::from_millis(ms), Box::new(reply(&v["reply"])?)));
+    }
+    Err(format!("unknown reply {v}"))
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let Some(path) = arg("--replies") else {
+        eprintln!("usage: mock_model --replies replies.json [--log requests.jsonl]");
+        std::process::exit(2);
+    };
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let items: Vec<Value> = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mock = MockModel::start();
+    for item in &items {
+        mock.push(reply(item).unwrap_or_else(|e| panic!("{path}: {e}")));
+    }
+    println!("{}", mock.base_url());
+    let _ = std::io::stdout().flush();
+    let log = arg("--log");
+    let mut written = 0;
+    let flush_log = |written: &mut usize| {
+        if let Some(log) = &log {
+            let requests = mock.requests();
+            if requests.len() > *written {
+                let mut f = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("log file");
+                for r in &requests[*written..] {
+                    let line = serde_json::json!({"method": r.method, "path": r.path, "body": r.body});
+                    writeln!(f, "{line}").expect("write log");
+                }
+                *written = requests.len();
+            }
+        }
+    };
+    // Serve until stdin closes; keep the log current meanwhile.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        for line in stdin.lock().lines() {
+            if line.is_err() {
+                break;
+            }
+        }
+        let _ = tx.send(());
+    });
+    loop {
+        flush_log(&mut written);
+        if rx.recv_timeout(Duration::from_millis(50)).is_ok() {
+            break;
+        }
+    }
+    flush_log(&mut written);
+}
