@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{self, Limits, Outcome, RunEvent, Stop};
 use crate::config::{Config, PartialEdits};
+use crate::downstream::{Diagnostic, Symbol, SymbolSource};
 use crate::model::StreamUpdate;
 use crate::providers::ModelClient;
 use crate::tools::{ToolContext, ToolSet, Toolbox};
@@ -48,9 +49,32 @@ pub struct Target {
     pub instruction: Option<String>,
 }
 
+/// How long the first message may wait for the target's outline (a
+/// language server's cold start included).
+const OUTLINE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// The enclosing symbols of 1-based `line`, outermost first, with the
+/// innermost one's children: `class Calc (lines 3-40) > method div (lines 10-14)`.
+pub fn enclosing_outline(symbols: &[Symbol], line: u32) -> Option<String> {
+    let zero = line.saturating_sub(1);
+    let mut chain: Vec<&Symbol> = Vec::new();
+    let mut level = symbols;
+    while let Some(s) = level.iter().find(|s| s.start_line <= zero && zero <= s.end_line) {
+        chain.push(s);
+        level = &s.children;
+    }
+    let fmt = |s: &Symbol| format!("{} {} (lines {}-{})", s.kind, s.name, s.start_line + 1, s.end_line + 1);
+    let inner = chain.last()?;
+    let mut out = chain.iter().map(|s| fmt(s)).collect::<Vec<_>>().join(" > ");
+    for c in inner.children.iter().take(40) {
+        out.push_str(&format!("\n  {}", fmt(c)));
+    }
+    Some(out)
+}
+
 /// The first user message of a run. Reading the target through the overlay
 /// pins the buffer version the run works from.
-pub fn task_prompt(target: &Target, overlay: &Overlay) -> String {
+pub fn task_prompt(target: &Target, overlay: &Overlay, outline: Option<&str>) -> String {
     let ws = overlay.workspace();
     let shown = ws.display(&target.path);
     let mut out = String::new();
@@ -97,6 +121,9 @@ pub fn task_prompt(target: &Target, overlay: &Overlay) -> String {
             }
         }
         Err(e) => out.push_str(&format!("\n(The file could not be read: {e}.)\n")),
+    }
+    if let Some(outline) = outline {
+        out.push_str(&format!("\nEnclosing symbols, from the language server:\n{outline}\n"));
     }
     out.push_str(&format!("\nThe workspace root is `{}`; tool paths are relative to it.", ws.primary_root().display()));
     out
@@ -161,20 +188,60 @@ pub struct FixResult {
 }
 
 /// Runs one fix to the end. Nothing is written anywhere but the transcript.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     config: &Config,
     model: &dyn ModelClient,
     workspace: Arc<Workspace>,
     buffers: Arc<dyn BufferSource>,
+    symbols: Option<Arc<dyn SymbolSource>>,
     target: &Target,
     cancel: &CancellationToken,
     events: &(dyn Fn(RunEvent) + Send + Sync),
 ) -> FixResult {
     let started = std::time::Instant::now();
     let root = workspace.primary_root().to_path_buf();
-    let overlay = Arc::new(Overlay::new(workspace, buffers));
-    let prompt = task_prompt(target, &overlay);
-    let toolbox = Toolbox::standard(ToolContext { overlay: overlay.clone() });
+    let overlay = Arc::new(Overlay::new(workspace, buffers.clone()));
+    // Symbol tools only when a language server exists for the target.
+    let symbols = symbols.filter(|s| s.available(&target.path));
+    let outline = match (&symbols, overlay.read(&target.path)) {
+        (Some(s), Ok(text)) => tokio::select! {
+            _ = cancel.cancelled() => None,
+            r = tokio::time::timeout(OUTLINE_TIMEOUT, s.document_symbols(&target.path, &text)) => match r {
+                Ok(Ok(syms)) => enclosing_outline(&syms, target.lines.0),
+                Ok(Err(e)) => {
+                    tracing::info!("no outline for the first message: {e}");
+                    None
+                }
+                Err(_) => None,
+            },
+        },
+        _ => None,
+    };
+    let prompt = task_prompt(target, &overlay, outline.as_deref());
+    let editor_diagnostics = target
+        .problems
+        .iter()
+        .map(|p| Diagnostic {
+            line: p.line.saturating_sub(1),
+            column: p.column.saturating_sub(1),
+            severity: match p.severity.as_deref() {
+                Some("warning") => "warning",
+                Some("info") => "info",
+                Some("hint") => "hint",
+                _ => "error",
+            },
+            message: p.message.clone(),
+            source: p.source.clone(),
+            code: p.code.clone(),
+        })
+        .collect();
+    let toolbox = Toolbox::standard(ToolContext {
+        overlay: overlay.clone(),
+        symbols: symbols.clone(),
+        target: target.path.clone(),
+        editor_diagnostics,
+    });
     let limits = Limits {
         max_turns: config.max_turns,
         max_tokens: config.max_tokens,
@@ -198,6 +265,18 @@ pub async fn run(
     };
     let outcome = agent::run(SYSTEM_PROMPT, prompt, model, &toolbox, &limits, cancel, &observe).await;
     let mut changes = overlay.changes();
+    if let Some(s) = &symbols {
+        // Language servers go back to the editor's text.
+        let docs: Vec<_> = overlay
+            .bases()
+            .into_iter()
+            .map(|b| {
+                let text = buffers.buffer(&b.path).map(|t| t.text);
+                (b.path, text)
+            })
+            .collect();
+        s.release(&docs).await;
+    }
     if let Some(t) = &transcript {
         t.end(&outcome, &overlay.bases(), &changes, started.elapsed().as_millis() as u64);
     }
@@ -232,7 +311,7 @@ mod tests {
             }],
             instruction: Some(" be brief ".into()),
         };
-        let p = task_prompt(&target, &ctx.overlay);
+        let p = task_prompt(&target, &ctx.overlay, Some("class Calc (lines 1-100)"));
         assert!(
             p.starts_with("Fix this problem in `calc.py`:\n- line 50, column 3: error: bad thing [pyright reportX]\n"),
             "{p}"
@@ -240,6 +319,7 @@ mod tests {
         assert!(p.contains("\nThe user's instruction: be brief\n"));
         assert!(p.contains("Lines 20-80 of `calc.py` (100 lines in all)"));
         assert!(p.contains("    20\tline 20\n") && p.contains("    80\tline 80\n") && !p.contains("line 81\n"));
+        assert!(p.contains("\nEnclosing symbols, from the language server:\nclass Calc (lines 1-100)\n"));
         // The read pinned the buffer version for the final edit.
         let path = target.path.clone();
         ctx.overlay.write(&path, "changed\n".into()).unwrap();
@@ -247,11 +327,27 @@ mod tests {
     }
 
     #[test]
+    fn the_enclosing_outline_follows_the_line() {
+        let sym =
+            |name: &str, kind, s, e, children| Symbol { name: name.into(), kind, start_line: s, end_line: e, children };
+        let outline = vec![
+            sym("helper", "function", 0, 2, vec![]),
+            sym("Calc", "class", 4, 20, vec![sym("add", "method", 5, 7, vec![]), sym("div", "method", 9, 12, vec![])]),
+        ];
+        assert_eq!(enclosing_outline(&outline, 11).unwrap(), "class Calc (lines 5-21) > method div (lines 10-13)");
+        assert_eq!(
+            enclosing_outline(&outline, 5).unwrap(),
+            "class Calc (lines 5-21)\n  method add (lines 6-8)\n  method div (lines 10-13)"
+        );
+        assert_eq!(enclosing_outline(&outline, 4), None);
+    }
+
+    #[test]
     fn prompt_without_problems_names_the_lines() {
         let (_d, ctx) = context(&[("a.py", "")], &[]);
         let t =
             Target { path: ctx.overlay.resolve("a.py").unwrap(), lines: (3, 7), problems: vec![], instruction: None };
-        let p = task_prompt(&t, &ctx.overlay);
+        let p = task_prompt(&t, &ctx.overlay, None);
         assert!(p.starts_with("The user selected lines 3-7 of `a.py`.\n"), "{p}");
         assert!(p.contains("`a.py` is empty."));
     }

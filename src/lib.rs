@@ -5,6 +5,7 @@ pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod documents;
+pub mod downstream;
 pub mod fix;
 pub mod lsp;
 pub mod model;

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::RunEvent;
 use crate::config::{Config, Settings};
+use crate::downstream::{DiagnosticsWait, Downstream};
 use crate::fix::{self, Problem, Target};
 use crate::model::{ModelError, ModelErrorKind, ModelRequest, ModelResponse, StreamUpdate};
 use crate::providers::ModelClient;
@@ -148,8 +149,18 @@ pub async fn replay(path: &Path, root: Option<&Path>) -> Result<Report, String> 
         }
     };
     let workspace = Arc::new(Workspace::new(vec![new_root.clone()]));
+    // Symbol tools replay against the language servers found here, when the
+    // recorded run had them.
+    let had_symbols = start["tools"].as_array().into_iter().flatten().any(|t| t["name"] == "document_symbols");
+    let downstream = Arc::new(
+        Downstream::new(config.language_servers.clone(), vec![new_root.clone()], DiagnosticsWait::default())
+            .with_defaults(config.default_language_servers),
+    );
+    let symbols: Option<Arc<dyn crate::downstream::SymbolSource>> = had_symbols.then(|| downstream.clone() as _);
     let result =
-        fix::run(&config, &model, workspace, Arc::new(files), &target, &CancellationToken::new(), &events).await;
+        fix::run(&config, &model, workspace, Arc::new(files), symbols, &target, &CancellationToken::new(), &events)
+            .await;
+    downstream.stop_all().await;
     let replayed = results.into_inner().unwrap_or_else(|e| e.into_inner());
 
     let mut divergence = None;

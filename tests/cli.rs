@@ -18,7 +18,8 @@ fn agentfix(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
             cmd.env_remove(k);
         }
     }
-    cmd.envs(env.iter().copied());
+    // Hermetic: no language server from PATH.
+    cmd.env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0").envs(env.iter().copied());
     cmd.output().expect("run agentfix")
 }
 

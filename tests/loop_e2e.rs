@@ -46,7 +46,9 @@ fn run(ws: &Ws, env: &[(&str, &str)], args: &[&str]) -> Output {
             cmd.env_remove(k);
         }
     }
-    cmd.env("AGENTFIX_TRANSCRIPT_DIR", &ws.transcripts).envs(env.iter().copied());
+    cmd.env("AGENTFIX_TRANSCRIPT_DIR", &ws.transcripts)
+        .env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0")
+        .envs(env.iter().copied());
     cmd.output().unwrap()
 }
 

@@ -55,7 +55,11 @@ fn start(setup: Setup<'_>) -> Fixture {
     let mock = MockModel::start();
     let base = mock.base_url();
     let transcripts = transcripts.to_str().unwrap().to_string();
-    let mut env: Vec<(&str, &str)> = vec![("ANTHROPIC_BASE_URL", &base), ("AGENTFIX_TRANSCRIPT_DIR", &transcripts)];
+    let mut env: Vec<(&str, &str)> = vec![
+        ("ANTHROPIC_BASE_URL", &base),
+        ("AGENTFIX_TRANSCRIPT_DIR", &transcripts),
+        ("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0"),
+    ];
     if setup.key {
         env.push(("ANTHROPIC_API_KEY", mock_model::API_KEY));
     }

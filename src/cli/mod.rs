@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{RunEvent, Stop};
 use crate::config::{Config, Settings};
+use crate::downstream::{DiagnosticsWait, Downstream, SymbolSource};
 use crate::fix::{self, ProgressLines, Target};
 use crate::providers;
 use crate::workspace::{NoBuffers, Workspace, unified_diff};
@@ -208,7 +209,22 @@ pub async fn fix(args: FixArgs) -> ExitCode {
             eprintln!("{}", line.text);
         }
     };
-    let result = fix::run(&config, &*model, workspace, Arc::new(NoBuffers), &target, &cancel, &events).await;
+    let downstream = Arc::new(
+        Downstream::new(
+            config.language_servers.clone(),
+            vec![root.clone()],
+            DiagnosticsWait {
+                settle: config.diagnostics_settle,
+                max: config.diagnostics_timeout,
+                query: config.language_server_timeout,
+            },
+        )
+        .with_defaults(config.default_language_servers),
+    );
+    let symbols: Arc<dyn SymbolSource> = downstream.clone();
+    let result =
+        fix::run(&config, &*model, workspace, Arc::new(NoBuffers), Some(symbols), &target, &cancel, &events).await;
+    downstream.stop_all().await;
     let outcome = &result.outcome;
     let mut stdout = std::io::stdout().lock();
     for change in &result.changes {

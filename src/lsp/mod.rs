@@ -25,8 +25,9 @@ use tokio_util::sync::CancellationToken;
 use tower_lsp_server::ls_types::ClientCapabilities;
 use tower_lsp_server::{LspService, Server};
 
-use crate::config::Settings;
+use crate::config::{Config, Settings};
 use crate::documents::{Documents, PositionEncoding};
+use crate::downstream::{DiagnosticsWait, Downstream};
 
 /// The command the code actions carry.
 pub const FIX_COMMAND: &str = "agentfix.fix";
@@ -40,6 +41,8 @@ const CONCURRENCY: usize = 64;
 /// locks, never held across an `.await`.
 pub struct Session {
     pub docs: Arc<Documents>,
+    /// Downstream language servers, with the configuration they were made for.
+    downstream: tokio::sync::Mutex<Option<(Config, Arc<Downstream>)>>,
     state: RwLock<SessionState>,
     /// Cancellation of runs in progress, by progress token.
     runs: Mutex<HashMap<String, CancellationToken>>,
@@ -69,6 +72,7 @@ impl Session {
     fn new() -> Self {
         Self {
             docs: Arc::new(Documents::new()),
+            downstream: tokio::sync::Mutex::new(None),
             state: RwLock::new(SessionState::default()),
             runs: Mutex::new(HashMap::new()),
             next_run: AtomicU64::new(1),
@@ -109,6 +113,42 @@ impl Session {
     fn cancel_all_runs(&self) {
         for c in self.runs.lock().unwrap_or_else(|e| e.into_inner()).values() {
             c.cancel();
+        }
+    }
+
+    /// The downstream servers for `config` (recreated when the
+    /// `languageServers` setting or the roots changed).
+    async fn downstream(&self, config: &Config, roots: &[PathBuf]) -> Arc<Downstream> {
+        let mut slot = self.downstream.lock().await;
+        if let Some((old, ds)) = slot.as_ref()
+            && old.language_servers == config.language_servers
+            && old.diagnostics_settle == config.diagnostics_settle
+            && old.diagnostics_timeout == config.diagnostics_timeout
+            && old.language_server_timeout == config.language_server_timeout
+            && old.default_language_servers == config.default_language_servers
+            && ds.roots() == roots
+        {
+            return ds.clone();
+        }
+        if let Some((_, old)) = slot.take() {
+            old.stop_all().await;
+        }
+        let wait = DiagnosticsWait {
+            settle: config.diagnostics_settle,
+            max: config.diagnostics_timeout,
+            query: config.language_server_timeout,
+        };
+        let ds = Arc::new(
+            Downstream::new(config.language_servers.clone(), roots.to_vec(), wait)
+                .with_defaults(config.default_language_servers),
+        );
+        *slot = Some((config.clone(), ds.clone()));
+        ds
+    }
+
+    async fn stop_downstream(&self) {
+        if let Some((_, ds)) = self.downstream.lock().await.take() {
+            ds.stop_all().await;
         }
     }
 

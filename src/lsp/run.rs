@@ -20,6 +20,7 @@ use super::progress::RunProgress;
 use super::{Session, convert};
 use crate::agent::{RunEvent, Stop};
 use crate::config::Config;
+use crate::downstream::SymbolSource;
 use crate::fix::{self, ProgressLine, ProgressLines, Target};
 use crate::providers;
 use crate::workspace::Workspace;
@@ -87,6 +88,7 @@ pub async fn execute_fix(client: Client, session: Arc<Session>, arguments: Vec<V
             "the buffer changed since the code action; working on the current text"
         );
     }
+    let ds_roots = roots.clone();
     let workspace = Arc::new(Workspace::new(roots));
     let target = Target {
         path,
@@ -136,7 +138,9 @@ pub async fn execute_fix(client: Client, session: Arc<Session>, arguments: Vec<V
                 }
             };
             let buffers: Arc<dyn crate::workspace::BufferSource> = session.docs.clone();
-            let result = fix::run(&config, &*model, workspace, buffers, &target, &cancel, &events).await;
+            let downstream: Arc<dyn SymbolSource> = session.downstream(&config, &ds_roots).await;
+            let result =
+                fix::run(&config, &*model, workspace, buffers, Some(downstream), &target, &cancel, &events).await;
             drop(events);
             let _ = forward.await;
             session.unregister_run(&token_name);

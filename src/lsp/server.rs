@@ -139,6 +139,7 @@ impl LanguageServer for Backend {
 
     async fn shutdown(&self) -> Result<()> {
         self.session.cancel_all_runs();
+        self.session.stop_downstream().await;
         Ok(())
     }
 

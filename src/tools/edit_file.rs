@@ -41,6 +41,7 @@ impl Tool for EditFile {
             return Err(ToolError::Respond("old_text and new_text are identical; nothing to change".into()));
         }
         let mut summary = String::new();
+        let mut texts = None;
         let result = ctx.overlay.update(&path, |text| {
             let (old, new) = match_line_endings(text, &input.old_text, &input.new_text);
             let starts: Vec<usize> = text.match_indices(old.as_str()).map(|(i, _)| i).collect();
@@ -51,6 +52,7 @@ impl Tool for EditFile {
                     edited.push_str(&new);
                     edited.push_str(&text[start + old.len()..]);
                     summary = describe_edit(&shown, &edited, *start, new.len());
+                    texts = Some((text.to_string(), edited.clone()));
                     Ok(edited)
                 }
                 [] => Err(not_found(&shown, text, &old)),
@@ -66,6 +68,9 @@ impl Tool for EditFile {
             }
         })?;
         result.map_err(ToolError::Respond)?;
+        if let Some((before, after)) = texts {
+            summary.push_str(&super::diagnostics_feedback(ctx, &path, Some(&before), &after).await);
+        }
         Ok(summary)
     }
 }

@@ -7,12 +7,20 @@
 //! against the tool's type and turns every failure into a tool error the
 //! model can read.
 
+mod diagnostics;
+mod document_symbols;
 mod edit_file;
+mod find_definition;
+mod find_references;
 mod grep;
+mod hover;
 mod list_files;
 mod read_file;
+mod symbol_support;
+mod workspace_symbols;
 mod write_file;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -20,19 +28,40 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::downstream::SymbolSource;
 use crate::model::ToolSpec;
 use crate::workspace::{Overlay, OverlayError};
 
+pub use diagnostics::Diagnostics;
+pub use document_symbols::DocumentSymbols;
 pub use edit_file::EditFile;
+pub use find_definition::FindDefinition;
+pub use find_references::FindReferences;
 pub use grep::Grep;
+pub use hover::Hover;
 pub use list_files::ListFiles;
 pub use read_file::ReadFile;
+pub use workspace_symbols::WorkspaceSymbols;
 pub use write_file::WriteFile;
 
-/// What a tool call sees: the run's overlay over buffers and disk.
+/// What a tool call sees: the run's overlay over buffers and disk, and the
+/// language servers when the session has them.
 #[derive(Clone)]
 pub struct ToolContext {
     pub overlay: Arc<Overlay>,
+    /// Symbol knowledge from downstream language servers.
+    pub symbols: Option<Arc<dyn SymbolSource>>,
+    /// The file being fixed.
+    pub target: PathBuf,
+    /// The diagnostics the editor sent with the code action (target file).
+    pub editor_diagnostics: Vec<crate::downstream::Diagnostic>,
+}
+
+impl ToolContext {
+    /// A context without language servers.
+    pub fn plain(overlay: Arc<Overlay>, target: PathBuf) -> Self {
+        Self { overlay, symbols: None, target, editor_diagnostics: Vec::new() }
+    }
 }
 
 /// A failed tool call.
@@ -140,10 +169,19 @@ pub struct Toolbox {
 }
 
 impl Toolbox {
-    /// Every built-in tool.
+    /// Every built-in tool; the symbol tools only when the context has
+    /// language servers.
     pub fn standard(ctx: ToolContext) -> Self {
-        let tools: Vec<Box<dyn DynTool>> =
+        let mut tools: Vec<Box<dyn DynTool>> =
             vec![Box::new(ReadFile), Box::new(ListFiles), Box::new(Grep), Box::new(EditFile), Box::new(WriteFile)];
+        if ctx.symbols.is_some() {
+            tools.push(Box::new(DocumentSymbols));
+            tools.push(Box::new(WorkspaceSymbols));
+            tools.push(Box::new(FindDefinition));
+            tools.push(Box::new(FindReferences));
+            tools.push(Box::new(Hover));
+            tools.push(Box::new(Diagnostics));
+        }
         let specs = tools.iter().map(|t| t.spec()).collect();
         Self { tools, specs, ctx }
     }
@@ -174,6 +212,75 @@ impl ToolSet for Toolbox {
             Err(ToolError::Fatal(content)) => ToolOutput { content, is_error: true, fatal: true },
         }
     }
+}
+
+/// What changed in the language server's diagnostics of `path` with an
+/// edit from `old` to `new` (`None`: a new file): appended to the results of
+/// the edit tools so the model sees the real errors it fixed or introduced.
+/// Never fails the edit: problems become a note.
+pub(crate) async fn diagnostics_feedback(
+    ctx: &ToolContext,
+    path: &std::path::Path,
+    old: Option<&str>,
+    new: &str,
+) -> String {
+    use std::collections::HashMap;
+    let Some(symbols) = &ctx.symbols else { return String::new() };
+    if crate::downstream::language_of(path).is_none() {
+        return String::new();
+    }
+    let shown = ctx.overlay.workspace().display(path);
+    let before = match old {
+        Some(old) => match symbols.diagnostics(path, old).await {
+            Ok(d) => d,
+            Err(e) => return format!("\n\n(No diagnostics for this edit: {e}.)"),
+        },
+        None => Vec::new(),
+    };
+    let after = match symbols.diagnostics(path, new).await {
+        Ok(d) => d,
+        Err(e) => return format!("\n\n(No diagnostics for this edit: {e}.)"),
+    };
+    // Compare by what a diagnostic says, not where: lines move with edits.
+    let key = |d: &crate::downstream::Diagnostic| (d.severity, d.message.clone(), d.code.clone());
+    let mut remaining: HashMap<_, usize> = HashMap::new();
+    for d in &after {
+        *remaining.entry(key(d)).or_default() += 1;
+    }
+    let mut fixed = Vec::new();
+    for d in &before {
+        match remaining.get_mut(&key(d)) {
+            Some(n) if *n > 0 => *n -= 1,
+            _ => fixed.push(d),
+        }
+    }
+    let mut old_counts: HashMap<_, usize> = HashMap::new();
+    for d in &before {
+        *old_counts.entry(key(d)).or_default() += 1;
+    }
+    let mut introduced = Vec::new();
+    for d in &after {
+        match old_counts.get_mut(&key(d)) {
+            Some(n) if *n > 0 => *n -= 1,
+            _ => introduced.push(d),
+        }
+    }
+    if before.is_empty() && after.is_empty() {
+        return format!("\n\nDiagnostics of {shown}: none before or after this edit.");
+    }
+    let mut out = format!(
+        "\n\nDiagnostics of {shown} after this edit: {} fixed, {} introduced, {} in all.",
+        fixed.len(),
+        introduced.len(),
+        after.len()
+    );
+    for d in fixed.iter().take(20) {
+        out.push_str(&format!("\n- fixed (was line {}): {}: {}", d.line + 1, d.severity, clip(&d.message, 300)));
+    }
+    for d in introduced.iter().take(20) {
+        out.push_str(&format!("\n- introduced: {}", diagnostics::render(&shown, d)));
+    }
+    out
 }
 
 /// Numbers lines for the model: `   12\ttext`.
@@ -221,8 +328,10 @@ pub(crate) mod test_support {
             std::fs::write(path, text).unwrap();
         }
         let bufs = Buffers(buffers.iter().map(|(p, t, v)| (root.join(p), t.to_string(), *v)).collect());
+        let first = files.first().map(|(p, _)| *p).or_else(|| buffers.first().map(|(p, _, _)| *p)).unwrap_or("target");
+        let target = root.join(first);
         let ws = Arc::new(Workspace::new(vec![root]));
-        (dir, ToolContext { overlay: Arc::new(Overlay::new(ws, Arc::new(bufs))) })
+        (dir, ToolContext::plain(Arc::new(Overlay::new(ws, Arc::new(bufs))), target))
     }
 }
 

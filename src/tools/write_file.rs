@@ -29,12 +29,15 @@ impl Tool for WriteFile {
         let path = ctx.overlay.resolve(&input.path)?;
         let shown = ctx.overlay.workspace().display(&path);
         let lines = input.content.lines().count();
-        let existed = ctx.overlay.write(&path, input.content)?;
-        Ok(if existed {
+        let before = ctx.overlay.read(&path).ok();
+        let existed = ctx.overlay.write(&path, input.content.clone())?;
+        let mut out = if existed {
             format!("Replaced the text of {shown} ({lines} lines).")
         } else {
             format!("Created {shown} ({lines} lines).")
-        })
+        };
+        out.push_str(&super::diagnostics_feedback(ctx, &path, before.as_deref(), &input.content).await);
+        Ok(out)
     }
 }
 

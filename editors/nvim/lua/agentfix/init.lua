@@ -1,0 +1,493 @@
+-- agentfix for Neovim 0.7+: one agentfix language server per workspace root,
+-- a reviewed `workspace/applyEdit`, `:AgentFix`, `:AgentFixCancel`, progress
+-- in the echo area and `require("agentfix").status()`.
+local compat = require("agentfix.compat")
+local review = require("agentfix.review")
+
+local M = {}
+
+local FIX = "agentfix.fix"
+
+local defaults = {
+  cmd = { "agentfix", "--stdio" },
+  -- Environment for the server process (merged into Neovim's). Keep the API
+  -- key in Neovim's own environment rather than here.
+  cmd_env = nil,
+  -- The `agentfix` settings (README "Configuration"); sent as
+  -- initializationOptions and as the `agentfix` section of workspace/configuration.
+  settings = {},
+  -- "diff": review in a diff tab before anything changes; "apply": apply at once.
+  review = "diff",
+  -- nil: every normal file buffer; or a list of filetypes.
+  filetypes = nil,
+  -- Files whose presence marks a workspace root (searched upward); else the cwd.
+  root_markers = { ".git" },
+  -- Show progress in the echo area.
+  echo_progress = true,
+  -- How long the graceful cancel (window/workDoneProgress/cancel) may take
+  -- before :AgentFixCancel also sends $/cancelRequest.
+  cancel_grace_ms = 2000,
+}
+
+M.config = vim.deepcopy(defaults)
+M.last_result = nil -- the last agentfix.fix result (or {error = …})
+
+local clients_by_root = {} -- root → client id (0.7 path; 0.8+ lets vim.lsp.start reuse)
+local runs = {} -- active runs, in start order
+local augroup
+
+-- Roots ---------------------------------------------------------------------
+
+local function exists(path)
+  return compat.uv.fs_stat(path) ~= nil
+end
+
+function M.root_for(path)
+  local dir = (path and path ~= "") and vim.fn.fnamemodify(path, ":p:h") or vim.fn.getcwd()
+  local cur = dir
+  while cur and cur ~= "" do
+    for _, marker in ipairs(M.config.root_markers) do
+      if exists(cur .. "/" .. marker) then
+        return cur
+      end
+    end
+    local parent = vim.fn.fnamemodify(cur, ":h")
+    if parent == cur then
+      break
+    end
+    cur = parent
+  end
+  return vim.fn.getcwd()
+end
+
+-- Runs and progress -----------------------------------------------------------
+
+local function echo(msg, hl)
+  if M.config.echo_progress then
+    vim.api.nvim_echo({ { "agentfix: " .. msg, hl or "Normal" } }, false, {})
+  end
+end
+
+local function active_runs(client_id)
+  local out = {}
+  for _, r in ipairs(runs) do
+    if not r.done and (client_id == nil or r.client_id == client_id) then
+      table.insert(out, r)
+    end
+  end
+  return out
+end
+
+function M.runs()
+  return active_runs()
+end
+
+--- Statusline text: the running fix's last progress message, or "".
+function M.status()
+  local open = review.open_sessions()
+  if #open > 0 then
+    return "agentfix: review (q to finish)"
+  end
+  local r = active_runs()[1]
+  if not r then
+    return ""
+  end
+  return "agentfix: " .. (r.message or "working")
+end
+
+local function finish_run(run, result, err)
+  if run.done then
+    return
+  end
+  run.done = true
+  if run.timer then
+    pcall(function()
+      run.timer:stop()
+      run.timer:close()
+    end)
+  end
+  for i, r in ipairs(runs) do
+    if r == run then
+      table.remove(runs, i)
+      break
+    end
+  end
+  if err then
+    M.last_result = { error = err, cancelled = run.cancelled or nil }
+    if run.cancelled then
+      echo("cancelled; nothing was changed")
+    else
+      vim.api.nvim_echo({ { "agentfix: " .. tostring(err.message or err), "ErrorMsg" } }, true, {})
+    end
+  else
+    M.last_result = result
+    if result and result.applied then
+      echo(string.format(
+        "%s (%d turn(s), %d+%d tokens)",
+        result.message or "applied",
+        result.turns or 0,
+        result.inputTokens or 0,
+        result.outputTokens or 0
+      ))
+    elseif result and result.stopReason == "cancelled" then
+      echo("cancelled; nothing was changed")
+    end
+    -- Other outcomes: the server says why with window/showMessage.
+  end
+  pcall(vim.cmd, "doautocmd <nomodeline> User AgentFixDone")
+  pcall(vim.cmd, "redrawstatus")
+end
+
+--- Runs `agentfix.fix` with `arg` ({uri, version, range, diagnostics, instruction?})
+--- on `client`; returns the run record.
+function M.run(client, bufnr, arg)
+  local run = { client_id = client.id, bufnr = bufnr, message = "starting", arg = arg }
+  local ok, id = compat.request(client, "workspace/executeCommand", {
+    command = FIX,
+    arguments = { arg },
+  }, function(err, result)
+    finish_run(run, result, err)
+  end, bufnr)
+  if not ok then
+    vim.api.nvim_echo({ { "agentfix: the server is not running", "ErrorMsg" } }, true, {})
+    return nil
+  end
+  run.request_id = id
+  table.insert(runs, run)
+  echo("asking the model…")
+  return run
+end
+
+-- `$/progress` for the agentfix client: the default handler runs first (so
+-- LspProgress / vim.lsp.status() keep working), then the echo area and status().
+local function on_progress(err, result, ctx, config)
+  local default = vim.lsp.handlers["$/progress"]
+  local ret
+  if default then
+    ret = default(err, result, ctx, config)
+  end
+  local value = result and result.value
+  if type(value) ~= "table" then
+    return ret
+  end
+  local token = result.token
+  local run
+  for _, r in ipairs(active_runs(ctx.client_id)) do
+    if r.token == token then
+      run = r
+      break
+    end
+  end
+  if not run and value.kind == "begin" then
+    for _, r in ipairs(active_runs(ctx.client_id)) do
+      if r.token == nil then
+        r.token = token
+        run = r
+        break
+      end
+    end
+  end
+  if run then
+    if value.message then
+      run.message = value.message
+    end
+    if value.kind == "end" then
+      run.message = value.message or "done"
+    end
+    echo(run.message)
+    pcall(vim.cmd, "redrawstatus")
+  end
+  return ret
+end
+
+-- The client --------------------------------------------------------------------
+
+local function capabilities()
+  local caps = vim.lsp.protocol.make_client_capabilities()
+  -- Neovim handles documentChanges but (0.7–0.11) does not declare it; the
+  -- review needs the versioned form, so declare it for this client.
+  caps.workspace = caps.workspace or {}
+  caps.workspace.workspaceEdit = caps.workspace.workspaceEdit or {}
+  caps.workspace.workspaceEdit.documentChanges = true
+  caps.workspace.applyEdit = true
+  caps.window = caps.window or {}
+  caps.window.workDoneProgress = true
+  return caps
+end
+
+local function client_config(root)
+  local settings = M.config.settings or {}
+  return {
+    name = "agentfix",
+    cmd = M.config.cmd,
+    cmd_env = M.config.cmd_env,
+    root_dir = root,
+    workspace_folders = { { uri = vim.uri_from_fname(root), name = root } },
+    init_options = settings,
+    settings = { agentfix = settings },
+    capabilities = capabilities(),
+    handlers = {
+      ["workspace/applyEdit"] = function(_, params, ctx)
+        local client = vim.lsp.get_client_by_id(ctx.client_id)
+        if not client then
+          return { applied = false, failureReason = "client gone" }
+        end
+        return review.handle(params, client, {
+          review = M.config.review,
+          root = root,
+          on_state = function(state)
+            for _, r in ipairs(active_runs(ctx.client_id)) do
+              r.message = state
+            end
+            pcall(vim.cmd, "redrawstatus")
+          end,
+        })
+      end,
+      ["$/progress"] = on_progress,
+    },
+    -- `vim.lsp.buf.code_action()` on an "Agent fix" action comes here too,
+    -- so that progress, status() and :AgentFixCancel know the run.
+    commands = {
+      [FIX] = function(command, ctx)
+        local client = vim.lsp.get_client_by_id(ctx.client_id)
+        local arg = command.arguments and command.arguments[1]
+        if client and arg then
+          M.run(client, ctx.bufnr, arg)
+        end
+      end,
+    },
+    flags = { debounce_text_changes = 150 },
+  }
+end
+
+local function wanted(bufnr)
+  if not vim.api.nvim_buf_is_valid(bufnr) or vim.bo[bufnr].buftype ~= "" then
+    return false
+  end
+  local name = vim.api.nvim_buf_get_name(bufnr)
+  if name == "" or name:match("^%a[%w+.-]*://") then
+    return false
+  end
+  local fts = M.config.filetypes
+  if fts then
+    return vim.tbl_contains(fts, vim.bo[bufnr].filetype)
+  end
+  return true
+end
+
+--- The agentfix client attached to `bufnr`, if any.
+function M.client_for(bufnr)
+  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  return compat.get_clients(bufnr, "agentfix")[1]
+end
+
+--- Starts (or reuses) the workspace's agentfix client and attaches `bufnr`.
+function M.attach(bufnr)
+  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  if not wanted(bufnr) then
+    return nil
+  end
+  local root = M.root_for(vim.api.nvim_buf_get_name(bufnr))
+  if vim.lsp.start then
+    return vim.lsp.start(client_config(root), { bufnr = bufnr })
+  end
+  -- Neovim 0.7: start_client once per root, then buf_attach_client.
+  local id = clients_by_root[root]
+  local client = id and vim.lsp.get_client_by_id(id)
+  if not client or compat.is_stopped(client) then
+    id = vim.lsp.start_client(client_config(root))
+    if not id then
+      return nil
+    end
+    clients_by_root[root] = id
+  end
+  vim.lsp.buf_attach_client(bufnr, id)
+  return id
+end
+
+function M.setup(opts)
+  M.config = vim.tbl_deep_extend("force", vim.deepcopy(defaults), opts or {})
+  if opts and opts.cmd then
+    M.config.cmd = opts.cmd
+  end
+  if opts and opts.root_markers then
+    M.config.root_markers = opts.root_markers
+  end
+  if opts and opts.filetypes then
+    M.config.filetypes = opts.filetypes
+  end
+  assert(M.config.review == "diff" or M.config.review == "apply", 'agentfix: review must be "diff" or "apply"')
+  augroup = vim.api.nvim_create_augroup("agentfix", { clear = true })
+  vim.api.nvim_create_autocmd({ "FileType", "BufReadPost", "BufNewFile" }, {
+    group = augroup,
+    callback = function(args)
+      if not M.client_for(args.buf) then
+        M.attach(args.buf)
+      end
+    end,
+  })
+  -- Buffers already open (lazy loading).
+  for _, b in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_is_loaded(b) and not M.client_for(b) then
+      M.attach(b)
+    end
+  end
+end
+
+-- :AgentFix -------------------------------------------------------------------------
+
+local function lsp_severity(s)
+  return s -- vim.diagnostic.severity and LSP DiagnosticSeverity share 1..4
+end
+
+--- vim.diagnostic items → LSP diagnostics in the client's encoding.
+local function to_lsp(bufnr, diags, enc)
+  local out = {}
+  local function line(l)
+    return vim.api.nvim_buf_get_lines(bufnr, l, l + 1, false)[1] or ""
+  end
+  for _, d in ipairs(diags) do
+    local end_lnum = d.end_lnum or d.lnum
+    local end_col = d.end_col or d.col
+    local lsp = d.user_data and d.user_data.lsp
+    table.insert(out, {
+      range = {
+        start = { line = d.lnum, character = compat.byte_to_units(line(d.lnum), d.col, enc) },
+        ["end"] = { line = end_lnum, character = compat.byte_to_units(line(end_lnum), end_col, enc) },
+      },
+      severity = lsp_severity(d.severity),
+      message = d.message,
+      source = d.source,
+      code = d.code or (lsp and lsp.code),
+    })
+  end
+  return out
+end
+
+--- `:AgentFix [instruction]` (with a range: on those lines).
+function M.fix(opts)
+  opts = opts or {}
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = M.client_for(bufnr)
+  if not client then
+    M.attach(bufnr)
+    client = M.client_for(bufnr)
+  end
+  if not client then
+    vim.api.nvim_echo({ { "agentfix: no agentfix client for this buffer (setup() called?)", "ErrorMsg" } }, true, {})
+    return
+  end
+  if not client.initialized then
+    vim.api.nvim_echo({ { "agentfix: the server is still starting; try again", "WarningMsg" } }, true, {})
+    return
+  end
+  local enc = client.offset_encoding or "utf-16"
+  local instruction = opts.instruction
+  if instruction == "" then
+    instruction = nil
+  end
+  local cursor = vim.api.nvim_win_get_cursor(0)
+  local first, last = cursor[1] - 1, cursor[1] - 1
+  local ranged = opts.range and opts.range > 0
+  if ranged then
+    first, last = opts.line1 - 1, opts.line2 - 1
+  end
+  local last_text = vim.api.nvim_buf_get_lines(bufnr, last, last + 1, false)[1] or ""
+  local range = {
+    start = { line = first, character = 0 },
+    ["end"] = { line = last, character = compat.byte_to_units(last_text, #last_text, enc) },
+  }
+  local diags = vim.tbl_filter(function(d)
+    return d.lnum <= last and (d.end_lnum or d.lnum) >= first
+  end, vim.diagnostic.get(bufnr))
+  -- The diagnostic under the cursor first.
+  local col = cursor[2]
+  table.sort(diags, function(a, b)
+    local function score(d)
+      local on = d.lnum == cursor[1] - 1 and d.col <= col and (d.end_col or d.col) >= col
+      return (on and 0 or 1) * 1e6 + (d.severity or 4) * 1e4 + d.lnum
+    end
+    return score(a) < score(b)
+  end)
+  local params = {
+    textDocument = { uri = vim.uri_from_bufnr(bufnr) },
+    range = range,
+    context = { diagnostics = to_lsp(bufnr, diags, enc) },
+  }
+  compat.request(client, "textDocument/codeAction", params, function(err, actions)
+    if err then
+      vim.api.nvim_echo({ { "agentfix: code actions failed: " .. tostring(err.message), "ErrorMsg" } }, true, {})
+      return
+    end
+    local pick
+    for _, kind in ipairs({ "quickfix", "refactor.rewrite" }) do
+      for _, a in ipairs(actions or {}) do
+        local title = a.title or ""
+        if not pick and title:sub(1, 10) == "Agent fix:" and (a.kind == kind) then
+          pick = a
+        end
+      end
+    end
+    if pick and pick.kind == "refactor.rewrite" and not (instruction or ranged) then
+      pick = nil
+    end
+    if not pick then
+      vim.api.nvim_echo({
+        {
+          "agentfix: no diagnostic on this line; say what to do: :AgentFix <instruction>, or select lines",
+          "WarningMsg",
+        },
+      }, true, {})
+      return
+    end
+    local command = pick.command
+    if type(command) ~= "table" or command.command ~= FIX then
+      vim.api.nvim_echo({ { "agentfix: unexpected code action " .. vim.inspect(pick), "ErrorMsg" } }, true, {})
+      return
+    end
+    local arg = vim.deepcopy(command.arguments[1])
+    if instruction then
+      arg.instruction = instruction
+    end
+    M.run(client, bufnr, arg)
+  end, bufnr)
+end
+
+--- `:AgentFixCancel`: cancels the running fixes (and an open review).
+function M.cancel()
+  local any = false
+  for _, s in ipairs(review.open_sessions()) do
+    any = true
+    s:set_all("rejected")
+    s:finish()
+  end
+  for _, run in ipairs(active_runs()) do
+    any = true
+    run.cancelled = true
+    local client = vim.lsp.get_client_by_id(run.client_id)
+    if client then
+      local function hard()
+        if not run.done and run.request_id then
+          compat.cancel_request(client, run.request_id)
+          -- Neovim drops the RequestCancelled answer, so the run ends here.
+          finish_run(run, nil, { code = -32800, message = "cancelled" })
+        end
+      end
+      if run.token ~= nil then
+        -- Graceful: the server stops the run and answers with stopReason "cancelled".
+        compat.notify(client, "window/workDoneProgress/cancel", { token = run.token })
+        run.timer = compat.uv.new_timer()
+        run.timer:start(M.config.cancel_grace_ms, 0, vim.schedule_wrap(hard))
+      else
+        hard()
+      end
+    end
+  end
+  if not any then
+    echo("nothing to cancel")
+  else
+    echo("cancelling…")
+  end
+end
+
+return M

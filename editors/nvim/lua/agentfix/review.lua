@@ -1,0 +1,688 @@
+-- Review of the agent's proposal (`workspace/applyEdit`) before any buffer
+-- is touched.
+--
+-- review = "diff": a new tab shows, per file, the current text (left) and
+-- the proposed text (right) side by side in diff mode; each TextEdit of the
+-- proposal is one hunk, labelled with its state. Keys (in both windows):
+--   a  accept the hunk under the cursor     r  reject it
+--   A  accept every hunk                    R  reject every hunk
+--   ]f [f  next / previous file             q  finish: apply the accepted hunks
+--   ?  help
+-- Closing the tab any other way rejects everything. The answer goes to the
+-- server when the review finishes: `{applied = true}` if a hunk was accepted
+-- (and applied), else `{applied = false, failureReason = "rejected by the user"}`.
+--
+-- Neovim 0.10+ runs server-request handlers inside a coroutine, so the
+-- handler yields and the answer is sent when the user finishes; the editor
+-- stays usable meanwhile. Neovim 0.7–0.9 must answer from the handler's
+-- return value, so there the same tab is driven by a modal key loop
+-- (getcharstr) until `q`; motions (j, k, ]c, [c, gg, G, Ctrl-D/U/F/B,
+-- Ctrl-W w, Tab) still work inside it.
+--
+-- review = "apply": every hunk is applied at once, as Neovim's own handler
+-- would, after the same version check.
+local compat = require("agentfix.compat")
+
+local M = {}
+
+local ns = vim.api.nvim_create_namespace("agentfix_review")
+local sessions = {} -- by id
+local next_id = 1
+
+--- The review session shown in the current tab, or the most recent open one.
+function M.current()
+  local tab = vim.api.nvim_get_current_tabpage()
+  local latest
+  for _, s in pairs(sessions) do
+    if not s.done then
+      if s.tab == tab then
+        return s
+      end
+      if not latest or s.id > latest.id then
+        latest = s
+      end
+    end
+  end
+  return latest
+end
+
+--- Every open session.
+function M.open_sessions()
+  local out = {}
+  for _, s in pairs(sessions) do
+    if not s.done then
+      table.insert(out, s)
+    end
+  end
+  return out
+end
+
+M.last_result = nil
+
+local function hl_setup()
+  vim.cmd("highlight default link AgentfixPending WarningMsg")
+  vim.cmd("highlight default link AgentfixAccepted DiffAdd")
+  vim.cmd("highlight default link AgentfixRejected DiffDelete")
+  vim.cmd("highlight default link AgentfixHeader Title")
+end
+
+-- Parsing the WorkspaceEdit -----------------------------------------------
+
+local function is_nil(v)
+  return v == nil or v == vim.NIL
+end
+
+local function line_starts(text)
+  local starts = { 1 }
+  for pos in text:gmatch("()\n") do
+    table.insert(starts, pos + 1)
+  end
+  return starts
+end
+
+-- 0-based byte offset of an LSP position in `text`.
+local function offset_of(text, starts, pos, enc)
+  local l = pos.line + 1
+  if l > #starts then
+    return #text
+  end
+  local ls = starts[l]
+  local le = starts[l + 1] and (starts[l + 1] - 1) or (#text + 1)
+  local line = text:sub(ls, le - 1)
+  return ls - 1 + compat.units_to_byte(line, pos.character, enc)
+end
+
+-- 0-based line of 0-based byte offset `off`.
+local function line_of(text, off)
+  local n = 0
+  for _ in text:sub(1, off):gmatch("\n") do
+    n = n + 1
+  end
+  return n
+end
+
+-- Line span [first, last) of bytes [s, e) of `text`; empty spans keep their line.
+local function span(text, s, e)
+  local first = line_of(text, s)
+  if e <= s then
+    return first, first
+  end
+  return first, line_of(text, e - 1) + 1
+end
+
+local function display_path(path, root)
+  if root and path:sub(1, #root + 1) == root .. "/" then
+    return path:sub(#root + 2)
+  end
+  return vim.fn.fnamemodify(path, ":~:.")
+end
+
+--- Turns the WorkspaceEdit into files with hunks; returns nil and a reason
+--- when the proposal cannot be taken (stale version, unsupported operation).
+local function parse(edit, enc, root)
+  local files, by_uri = {}, {}
+  local function file_for(uri, version)
+    local f = by_uri[uri]
+    if not f then
+      local path = vim.uri_to_fname(uri)
+      f = { uri = uri, path = path, display = display_path(path, root), edits = {}, version = nil }
+      by_uri[uri] = f
+      table.insert(files, f)
+    end
+    if not is_nil(version) then
+      f.version = version
+    end
+    return f
+  end
+  if not is_nil(edit.documentChanges) then
+    for _, change in ipairs(edit.documentChanges) do
+      if change.kind == "create" then
+        file_for(change.uri).create = true
+      elseif change.kind ~= nil then
+        return nil, "agentfix review does not support `" .. tostring(change.kind) .. "` operations"
+      else
+        local f = file_for(change.textDocument.uri, change.textDocument.version)
+        vim.list_extend(f.edits, change.edits)
+      end
+    end
+  elseif not is_nil(edit.changes) then
+    for uri, edits in pairs(edit.changes) do
+      vim.list_extend(file_for(uri).edits, edits)
+    end
+  end
+
+  for _, f in ipairs(files) do
+    local bufnr = vim.fn.bufnr(f.path)
+    if bufnr ~= -1 and vim.api.nvim_buf_is_loaded(bufnr) then
+      f.bufnr = bufnr
+      if f.version and compat.buf_version(bufnr) ~= f.version then
+        return nil,
+          string.format(
+            "%s changed since the agent read it (version %d, now %d)",
+            f.display,
+            f.version,
+            compat.buf_version(bufnr)
+          )
+      end
+      f.old = compat.buf_text(bufnr)
+      f.filetype = vim.bo[bufnr].filetype
+    elseif f.version then
+      return nil, f.display .. " was closed since the agent read it"
+    else
+      f.old = compat.read_file(f.path)
+      if f.old == nil then
+        if not f.create then
+          return nil, f.display .. " does not exist"
+        end
+        f.old = ""
+      end
+    end
+
+    -- Hunks: one per TextEdit, in text order, with their line spans on both sides.
+    local starts = line_starts(f.old)
+    local hunks = {}
+    for i, e in ipairs(f.edits) do
+      local s = offset_of(f.old, starts, e.range.start, enc)
+      local en = offset_of(f.old, starts, e.range["end"], enc)
+      if en < s then
+        s, en = en, s
+      end
+      table.insert(hunks, { edit = e, s = s, e = en, order = i, file = f })
+    end
+    table.sort(hunks, function(a, b)
+      if a.s == b.s then
+        return a.order < b.order
+      end
+      return a.s < b.s
+    end)
+    local pieces, cursor, delta = {}, 0, 0
+    for _, h in ipairs(hunks) do
+      if h.s < cursor then
+        return nil, f.display .. ": overlapping edits"
+      end
+      table.insert(pieces, f.old:sub(cursor + 1, h.s))
+      table.insert(pieces, h.edit.newText)
+      h.new_s = h.s + delta
+      h.new_e = h.new_s + #h.edit.newText
+      delta = delta + #h.edit.newText - (h.e - h.s)
+      cursor = h.e
+    end
+    table.insert(pieces, f.old:sub(cursor + 1))
+    f.new = table.concat(pieces)
+    for _, h in ipairs(hunks) do
+      h.old_first, h.old_last = span(f.old, h.s, h.e)
+      h.new_first, h.new_last = span(f.new, h.new_s, h.new_e)
+    end
+    f.hunks = hunks
+  end
+  return files
+end
+
+-- Session ------------------------------------------------------------------
+
+local Session = {}
+Session.__index = Session
+
+function Session:all_hunks()
+  local out = {}
+  for _, f in ipairs(self.files) do
+    vim.list_extend(out, f.hunks)
+  end
+  return out
+end
+
+function Session:counts()
+  local c = { pending = 0, accepted = 0, rejected = 0, total = 0 }
+  for _, h in ipairs(self:all_hunks()) do
+    c[h.state] = c[h.state] + 1
+    c.total = c.total + 1
+  end
+  return c
+end
+
+--- The hunk under (or nearest to) the cursor in the review window.
+function Session:hunk_at_cursor()
+  local win = vim.api.nvim_get_current_win()
+  local f = self.files[self.file_index]
+  local side = (win == self.old_win) and "old" or "new"
+  local row = vim.api.nvim_win_get_cursor(win)[1] - 1
+  local best, best_d
+  for _, h in ipairs(f.hunks) do
+    local first, last = h[side .. "_first"], h[side .. "_last"]
+    local d
+    if row >= first and row < last then
+      d = -1
+    elseif row < first then
+      d = first - row
+    else
+      d = row - math.max(first, last - 1)
+    end
+    if not best_d or d < best_d then
+      best, best_d = h, d
+    end
+  end
+  return best
+end
+
+function Session:set(h, state)
+  if h and not self.done then
+    h.state = state
+    self:render()
+  end
+end
+
+function Session:set_all(state)
+  if self.done then
+    return
+  end
+  for _, h in ipairs(self:all_hunks()) do
+    h.state = state
+  end
+  self:render()
+end
+
+function Session:accept_at_cursor()
+  self:set(self:hunk_at_cursor(), "accepted")
+end
+
+function Session:reject_at_cursor()
+  self:set(self:hunk_at_cursor(), "rejected")
+end
+
+local help = "a accept hunk · r reject hunk · A accept all · R reject all · ]f/[f file · q finish"
+
+function Session:render()
+  if self.done or not self.new_win then
+    return
+  end
+  local f = self.files[self.file_index]
+  for _, buf in ipairs({ f.old_buf, f.new_buf }) do
+    if buf and vim.api.nvim_buf_is_valid(buf) then
+      vim.api.nvim_buf_clear_namespace(buf, ns, 0, -1)
+    end
+  end
+  local total = #self:all_hunks()
+  local c = self:counts()
+  local header = {
+    { self.label or "Agent fix", "AgentfixHeader" },
+  }
+  local sub = string.format(
+    "file %d/%d %s · %d accepted, %d rejected, %d pending · %s",
+    self.file_index,
+    #self.files,
+    f.display,
+    c.accepted,
+    c.rejected,
+    c.pending,
+    help
+  )
+  pcall(vim.api.nvim_buf_set_extmark, f.new_buf, ns, 0, 0, {
+    virt_lines = { header, { { sub, "Comment" } } },
+    virt_lines_above = true,
+  })
+  -- Hunk numbers run across files.
+  local n = 0
+  for fi, ff in ipairs(self.files) do
+    for _, h in ipairs(ff.hunks) do
+      n = n + 1
+      if fi == self.file_index then
+        local hl = ({ pending = "AgentfixPending", accepted = "AgentfixAccepted", rejected = "AgentfixRejected" })[h.state]
+        local text = string.format(" hunk %d/%d: %s ", n, total, h.state)
+        for _, side in ipairs({ "old", "new" }) do
+          local buf = ff[side .. "_buf"]
+          local count = vim.api.nvim_buf_line_count(buf)
+          local line = math.min(h[side .. "_first"], count - 1)
+          pcall(vim.api.nvim_buf_set_extmark, buf, ns, line, 0, {
+            virt_text = { { text, hl } },
+            virt_text_pos = "eol",
+          })
+        end
+      end
+    end
+  end
+end
+
+local function scratch(name, lines, filetype)
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  pcall(vim.api.nvim_buf_set_name, buf, name)
+  vim.bo[buf].buftype = "nofile"
+  vim.bo[buf].bufhidden = "hide"
+  vim.bo[buf].swapfile = false
+  vim.bo[buf].modifiable = false
+  if filetype and filetype ~= "" then
+    vim.bo[buf].filetype = filetype
+  end
+  return buf
+end
+
+function Session:show_file(i)
+  local f = self.files[i]
+  if not f then
+    return
+  end
+  self.file_index = i
+  for _, w in ipairs({ self.old_win, self.new_win }) do
+    vim.api.nvim_win_call(w, function()
+      vim.cmd("diffoff")
+    end)
+  end
+  vim.api.nvim_win_set_buf(self.old_win, f.old_buf)
+  vim.api.nvim_win_set_buf(self.new_win, f.new_buf)
+  for _, w in ipairs({ self.old_win, self.new_win }) do
+    vim.api.nvim_win_call(w, function()
+      vim.cmd("diffthis")
+      vim.wo.foldenable = true
+    end)
+  end
+  local first = f.hunks[1]
+  if first then
+    local line = math.min(first.new_first + 1, vim.api.nvim_buf_line_count(f.new_buf))
+    pcall(vim.api.nvim_win_set_cursor, self.new_win, { line, 0 })
+  end
+  self:render()
+end
+
+-- Keys, shared by the mappings (0.10+) and the modal loop (0.7–0.9).
+function Session:actions()
+  return {
+    ["a"] = function()
+      self:accept_at_cursor()
+    end,
+    ["r"] = function()
+      self:reject_at_cursor()
+    end,
+    ["A"] = function()
+      self:set_all("accepted")
+    end,
+    ["R"] = function()
+      self:set_all("rejected")
+    end,
+    ["]f"] = function()
+      self:show_file(self.file_index % #self.files + 1)
+    end,
+    ["[f"] = function()
+      self:show_file((self.file_index - 2) % #self.files + 1)
+    end,
+    ["q"] = function()
+      self:finish()
+    end,
+    ["?"] = function()
+      vim.api.nvim_echo({ { "agentfix review: " .. help, "Normal" } }, false, {})
+    end,
+  }
+end
+
+function Session:open_ui()
+  hl_setup()
+  vim.cmd("tabnew")
+  self.tab = vim.api.nvim_get_current_tabpage()
+  local empty = vim.api.nvim_get_current_buf()
+  self.old_win = vim.api.nvim_get_current_win()
+  for _, f in ipairs(self.files) do
+    local tag = string.format("agentfix://%d/", self.id)
+    f.old_buf = scratch(tag .. "current/" .. f.display, compat.text_lines(f.old), f.filetype)
+    f.new_buf = scratch(tag .. "proposed/" .. f.display, compat.text_lines(f.new), f.filetype)
+    for _, buf in ipairs({ f.old_buf, f.new_buf }) do
+      for lhs, fn in pairs(self:actions()) do
+        vim.api.nvim_buf_set_keymap(buf, "n", lhs, "", { callback = fn, nowait = true, noremap = true, silent = true })
+      end
+    end
+  end
+  vim.api.nvim_win_set_buf(self.old_win, self.files[1].old_buf)
+  vim.cmd("rightbelow vsplit")
+  self.new_win = vim.api.nvim_get_current_win()
+  if
+    vim.api.nvim_buf_is_valid(empty)
+    and vim.api.nvim_buf_get_name(empty) == ""
+    and not vim.bo[empty].modified
+    and empty ~= self.files[1].old_buf
+  then
+    pcall(vim.api.nvim_buf_delete, empty, { force = true })
+  end
+  self:show_file(1)
+  -- Closing a review window without `q` rejects everything.
+  self.augroup = vim.api.nvim_create_augroup("agentfix_review_" .. self.id, { clear = true })
+  vim.api.nvim_create_autocmd("WinClosed", {
+    group = self.augroup,
+    callback = function(args)
+      local w = tonumber(args.match)
+      if (w == self.old_win or w == self.new_win) and not self.done then
+        vim.schedule(function()
+          self:set_all("rejected")
+          self:finish()
+        end)
+      end
+    end,
+  })
+end
+
+function Session:close_ui()
+  if self.augroup then
+    pcall(vim.api.nvim_del_augroup_by_id, self.augroup)
+  end
+  if self.tab and vim.api.nvim_tabpage_is_valid(self.tab) then
+    if #vim.api.nvim_list_tabpages() > 1 then
+      local nr = vim.api.nvim_tabpage_get_number(self.tab)
+      pcall(vim.cmd, "tabclose " .. nr)
+    else
+      -- The review is the only tab left: show the file instead.
+      pcall(vim.cmd, "only")
+      pcall(vim.cmd, "diffoff!")
+      local b = self.files[1].bufnr or vim.fn.bufadd(self.files[1].path)
+      pcall(vim.api.nvim_win_set_buf, 0, b)
+    end
+  end
+  for _, f in ipairs(self.files) do
+    for _, buf in ipairs({ f.old_buf, f.new_buf }) do
+      if buf and vim.api.nvim_buf_is_valid(buf) then
+        pcall(vim.api.nvim_buf_delete, buf, { force = true })
+      end
+    end
+  end
+end
+
+--- Applies the accepted hunks to the real buffers and computes the answer.
+function Session:apply()
+  local accepted_any = false
+  for _, f in ipairs(self.files) do
+    for _, h in ipairs(f.hunks) do
+      if h.state == "accepted" then
+        accepted_any = true
+      end
+    end
+  end
+  if not accepted_any then
+    return { applied = false, failureReason = "rejected by the user" }
+  end
+  -- The buffers must still be the text the agent read.
+  for _, f in ipairs(self.files) do
+    if f.bufnr and f.version then
+      if not vim.api.nvim_buf_is_loaded(f.bufnr) then
+        return { applied = false, failureReason = f.display .. " was closed during the review" }
+      end
+      if compat.buf_version(f.bufnr) ~= f.version then
+        return {
+          applied = false,
+          failureReason = string.format(
+            "%s changed during the review (version %d, now %d)",
+            f.display,
+            f.version,
+            compat.buf_version(f.bufnr)
+          ),
+        }
+      end
+    elseif f.bufnr and compat.buf_text(f.bufnr) ~= f.old then
+      return { applied = false, failureReason = f.display .. " changed during the review" }
+    end
+  end
+  local ok, err = pcall(function()
+    for _, f in ipairs(self.files) do
+      local edits = {}
+      for _, h in ipairs(f.hunks) do
+        if h.state == "accepted" then
+          table.insert(edits, h.edit)
+        end
+      end
+      if #edits > 0 then
+        local bufnr = f.bufnr
+        if not bufnr or not vim.api.nvim_buf_is_valid(bufnr) then
+          bufnr = vim.fn.bufadd(f.path)
+          vim.fn.bufload(bufnr)
+        end
+        vim.bo[bufnr].buflisted = true
+        vim.lsp.util.apply_text_edits(edits, bufnr, self.enc)
+      end
+    end
+  end)
+  if not ok then
+    return { applied = false, failureReason = "applying the edit failed: " .. tostring(err) }
+  end
+  return { applied = true }
+end
+
+function Session:finish()
+  if self.done then
+    return
+  end
+  self.done = true
+  self:close_ui()
+  local result = self:apply()
+  self.result = result
+  M.last_result = result
+  sessions[self.id] = nil
+  local c = self:counts()
+  if result.applied then
+    vim.api.nvim_echo({
+      { string.format("agentfix: applied %d of %d hunk(s); undo with u", c.accepted, c.total), "Normal" },
+    }, true, {})
+  else
+    vim.api.nvim_echo({ { "agentfix: not applied: " .. result.failureReason, "WarningMsg" } }, true, {})
+  end
+  if self.on_done then
+    self.on_done(result)
+  end
+end
+
+-- The modal loop for Neovim versions that cannot answer a server request later.
+local motions = {
+  ["j"] = true,
+  ["k"] = true,
+  ["h"] = true,
+  ["l"] = true,
+  ["G"] = true,
+  ["w"] = true,
+  ["b"] = true,
+  ["{"] = true,
+  ["}"] = true,
+  ["0"] = true,
+  ["$"] = true,
+}
+local prefixes = { ["]"] = true, ["["] = true, ["g"] = true, ["z"] = true }
+
+function Session:modal()
+  local tc = function(s)
+    return vim.api.nvim_replace_termcodes(s, true, false, true)
+  end
+  local special = {
+    [tc("<Down>")] = "j",
+    [tc("<Up>")] = "k",
+    [tc("<C-d>")] = tc("<C-d>"),
+    [tc("<C-u>")] = tc("<C-u>"),
+    [tc("<C-f>")] = tc("<C-f>"),
+    [tc("<C-b>")] = tc("<C-b>"),
+    [tc("<C-e>")] = tc("<C-e>"),
+    [tc("<C-y>")] = tc("<C-y>"),
+    [tc("<Tab>")] = tc("<C-w>w"),
+  }
+  local actions = self:actions()
+  vim.api.nvim_echo({ { "agentfix review (this Neovim waits here until q): " .. help, "ModeMsg" } }, false, {})
+  while not self.done do
+    vim.cmd("redraw")
+    local ok, key = pcall(vim.fn.getcharstr)
+    if not ok or key == "\3" then
+      self:set_all("rejected")
+      self:finish()
+      break
+    end
+    if prefixes[key] or key == tc("<C-w>") then
+      local ok2, k2 = pcall(vim.fn.getcharstr)
+      key = key .. (ok2 and k2 or "")
+    end
+    if actions[key] then
+      actions[key]()
+    elseif motions[key] or special[key] or key:match("^[%]%[][cC]$") or key == "gg" or key:match("^z[oczRMt]$") or key:sub(1, #tc("<C-w>")) == tc("<C-w>") then
+      pcall(vim.cmd, "normal! " .. (special[key] or key))
+    end
+  end
+end
+
+--- The `workspace/applyEdit` handler for the agentfix client.
+--- `opts`: { review = "diff" | "apply", root = path, on_state = function(state)? }
+function M.handle(params, client, opts)
+  local enc = client.offset_encoding or "utf-16"
+  local files, problem = parse(params.edit or {}, enc, opts.root)
+  if not files then
+    vim.api.nvim_echo({ { "agentfix: proposal refused: " .. problem, "WarningMsg" } }, true, {})
+    M.last_result = { applied = false, failureReason = problem }
+    return M.last_result
+  end
+  local s = setmetatable({
+    id = next_id,
+    files = files,
+    enc = enc,
+    label = params.label,
+    client_id = client.id,
+  }, Session)
+  next_id = next_id + 1
+  for _, h in ipairs(s:all_hunks()) do
+    h.state = "pending"
+  end
+  if #s:all_hunks() == 0 then
+    M.last_result = { applied = false, failureReason = "the proposal has no edits" }
+    return M.last_result
+  end
+  if opts.review == "apply" then
+    s:set_all("accepted")
+    s.done = true
+    local result = s:apply()
+    M.last_result = result
+    if result.applied then
+      vim.api.nvim_echo({ { (params.label or "agentfix") .. " — applied; undo with u", "Normal" } }, true, {})
+    else
+      vim.api.nvim_echo({ { "agentfix: not applied: " .. result.failureReason, "WarningMsg" } }, true, {})
+    end
+    return result
+  end
+
+  sessions[s.id] = s
+  local co = coroutine.running()
+  local ok, err = pcall(s.open_ui, s)
+  if not ok then
+    sessions[s.id] = nil
+    s.done = true
+    pcall(s.close_ui, s)
+    M.last_result = { applied = false, failureReason = "review failed: " .. tostring(err) }
+    return M.last_result
+  end
+  if opts.on_state then
+    opts.on_state("review")
+  end
+  if co then
+    -- Neovim 0.10+: the response is sent when this coroutine returns.
+    s.on_done = function(result)
+      vim.schedule(function()
+        local rok, rerr = coroutine.resume(co, result)
+        if not rok then
+          vim.api.nvim_echo({ { "agentfix: " .. tostring(rerr), "ErrorMsg" } }, true, {})
+        end
+      end)
+    end
+    return coroutine.yield()
+  end
+  -- Neovim 0.7–0.9: answer from the return value, after a modal review.
+  s:modal()
+  return s.result
+end
+
+return M

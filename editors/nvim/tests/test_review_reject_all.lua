@@ -1,0 +1,37 @@
+-- (2) Diff review, reject all: the buffer is unchanged and the server is told
+-- applied = false ("rejected by the user").
+local H = dofile(os.getenv("AGENTFIX_TEST_DIR") .. "/helpers.lua")
+
+H.run("diff review: reject all", function()
+  local url = H.start_mock(H.TWO_EDITS)
+  local root = H.workspace({ ["calc.py"] = H.CALC })
+  vim.cmd("cd " .. vim.fn.fnameescape(root))
+  local af = H.setup(url, { review = "diff" })
+  local review = require("agentfix.review")
+  local buf = H.open(root .. "/calc.py")
+  H.diagnose(buf, 1, 11, 16, "add() subtracts its arguments")
+  vim.api.nvim_win_set_cursor(0, { 2, 0 })
+  vim.cmd("AgentFix")
+  H.wait(function()
+    return review.current() ~= nil
+  end, 15000, "the review to open")
+  local s = review.current()
+  vim.api.nvim_set_current_win(s.new_win)
+  H.feed("R")
+  H.wait(function()
+    local c = s:counts()
+    return c.rejected == c.total
+  end, 5000, "every hunk rejected")
+  H.feed("q")
+  H.wait(function()
+    return af.last_result ~= nil
+  end, 10000, "the command's result")
+  H.eq(H.CALC, table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n") .. "\n", "buffer")
+  H.eq(false, vim.bo[buf].modified, "buffer modified")
+  H.eq(false, af.last_result.applied, "applied")
+  H.truthy(
+    (af.last_result.message or ""):find("rejected by the user", 1, true),
+    "the server's message names the reason: " .. tostring(af.last_result.message)
+  )
+  H.eq({ applied = false, failureReason = "rejected by the user" }, review.last_result, "the answer sent")
+end)

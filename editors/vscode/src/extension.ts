@@ -1,0 +1,591 @@
+// The agentfix extension: starts the agentfix language server with
+// vscode-languageclient and adds what a generic client lacks: the API key
+// from SecretStorage, the "Agent fix" commands, cancellable progress
+// notifications and a status bar item.
+//
+// What it deliberately leaves alone: `workspace/applyEdit`. The client hands
+// the server's one WorkspaceEdit to `workspace.applyEdit`, which applies it
+// to the open buffers (unsaved) or, when change annotations ask for
+// confirmation, opens the Refactor Preview.
+
+import * as fs from 'node:fs';
+import * as vscode from 'vscode';
+import {
+  CodeActionRequest,
+  CodeActionTriggerKind,
+  DidChangeConfigurationNotification,
+  ExecuteCommandRequest,
+  LanguageClient,
+  type LanguageClientOptions,
+  type ClientCapabilities,
+  type FeatureState,
+  type ProgressToken,
+  ResponseError,
+  RevealOutputChannelOn,
+  type ServerOptions,
+  type StaticFeature,
+  WorkDoneProgress,
+  WorkDoneProgressCancelNotification,
+  WorkDoneProgressCreateRequest,
+  type WorkDoneProgressBegin,
+  type WorkDoneProgressReport,
+} from 'vscode-languageclient/node';
+
+import { ALL_KEY_VARIABLES, effectiveProvider, keyVariable, secretName, serverEnv } from './apiKey';
+import { FIX_COMMAND, type FixArgument, type FixResult, pickFixArgument, resultStatus, runningStatus, tokensOf, turnOf } from './runs';
+import { resolveServerPath } from './serverPath';
+import { configurationFor, isOurSection, SECTION, serverSettingNames, serverSettings, type ServerSettings } from './settings';
+
+/** JSON-RPC error codes after which the server has already told the user. */
+const SERVER_SHOWED = new Set([-32803, -32603]);
+const REQUEST_CANCELLED = -32800;
+/** How long "Agent fix: Cancel" waits for a progress-cancelled run before cancelling its request. */
+const CANCEL_GRACE_MS = 2000;
+
+let extension: AgentFix | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  extension = new AgentFix(context);
+  await extension.activate();
+}
+
+export async function deactivate(): Promise<void> {
+  await extension?.dispose();
+  extension = undefined;
+}
+
+/** One `$/progress` token the server created for a run. */
+interface ProgressPart {
+  token: ProgressToken;
+  message?: string;
+  turn?: number;
+  tokens?: number;
+  progress?: vscode.Progress<{ message?: string }>;
+  finish?: () => void;
+  done: boolean;
+  dispose: () => void;
+}
+
+class AgentFix {
+  private readonly output: vscode.OutputChannel;
+  private readonly status: vscode.StatusBarItem;
+  private client: LanguageClient | undefined;
+  /** Why there is no client, when there is none. */
+  private startError: string | undefined;
+  /** Start/stop steps, one at a time. */
+  private lifecycle: Promise<void> = Promise.resolve();
+  private restartTimer: NodeJS.Timeout | undefined;
+  /** Pending `agentfix.fix` requests. */
+  private readonly pending = new Set<vscode.CancellationTokenSource>();
+  /** Progress of runs, by token. */
+  private readonly parts = new Map<string, ProgressPart>();
+  private last: { text: string; tooltip: string } | undefined;
+
+  constructor(private readonly context: vscode.ExtensionContext) {
+    this.output = vscode.window.createOutputChannel('agentfix');
+    this.status = vscode.window.createStatusBarItem('agentfix.status', vscode.StatusBarAlignment.Right, 100);
+    this.status.name = 'Agent fix';
+  }
+
+  async activate(): Promise<void> {
+    const { context } = this;
+    const command = (id: string, f: (...args: unknown[]) => unknown) =>
+      context.subscriptions.push(vscode.commands.registerCommand(id, f));
+    command('agentfix.run', () => this.fixHere(false));
+    command('agentfix.runWithInstruction', () => this.fixHere(true));
+    command('agentfix.cancel', () => this.cancel());
+    command('agentfix.setApiKey', () => this.setApiKey());
+    command('agentfix.showOutput', () => this.output.show(true));
+    command('agentfix.restart', () => this.restart());
+    context.subscriptions.push(
+      this.output,
+      this.status,
+      context.secrets.onDidChange((e) => {
+        if (ALL_KEY_VARIABLES.some((v) => secretName(v) === e.key)) {
+          this.scheduleRestart('the API key changed');
+        }
+      }),
+      vscode.workspace.onDidChangeConfiguration((e) => {
+        // Other settings reach the running server (didChangeConfiguration);
+        // the binary can only change by starting another one.
+        if (e.affectsConfiguration(`${SECTION}.serverPath`)) {
+          this.scheduleRestart('agentfix.serverPath changed');
+        }
+      }),
+    );
+    this.refreshStatus();
+    this.status.show();
+    await this.enqueue(() => this.start());
+  }
+
+  async dispose(): Promise<void> {
+    clearTimeout(this.restartTimer);
+    await this.enqueue(() => this.stop());
+  }
+
+  private log(line: string): void {
+    this.output.appendLine(`[extension ${new Date().toLocaleTimeString()}] ${line}`);
+  }
+
+  // ---- settings ---------------------------------------------------------
+
+  /** The server settings the user set (see settings.ts). */
+  private settings(scope?: vscode.Uri): ServerSettings {
+    const names = serverSettingNames(this.context.extension.packageJSON);
+    const config = vscode.workspace.getConfiguration(SECTION, scope ?? null);
+    return serverSettings(names, (name) => config.inspect(name));
+  }
+
+  // ---- lifecycle --------------------------------------------------------
+
+  private enqueue(step: () => Promise<void>): Promise<void> {
+    const next = this.lifecycle.then(step).catch((e: unknown) => this.log(`error: ${errorText(e)}`));
+    this.lifecycle = next;
+    return next;
+  }
+
+  private scheduleRestart(why: string): void {
+    clearTimeout(this.restartTimer);
+    this.restartTimer = setTimeout(() => {
+      this.log(`restarting the server: ${why}`);
+      void this.restart();
+    }, 200);
+  }
+
+  private restart(): Promise<void> {
+    return this.enqueue(async () => {
+      await this.stop();
+      await this.start();
+    });
+  }
+
+  private async start(): Promise<void> {
+    const config = vscode.workspace.getConfiguration(SECTION);
+    const resolved = resolveServerPath({
+      setting: config.get<string>('serverPath'),
+      extensionPath: this.context.extensionPath,
+      platform: process.platform,
+      arch: process.arch,
+      env: process.env,
+      workspaceFolder: vscode.workspace.workspaceFolders?.[0]?.uri.fsPath,
+      isExecutable,
+    });
+    if (!resolved.ok) {
+      this.startError = resolved.message;
+      this.log(resolved.message);
+      this.refreshStatus();
+      void this.showStartError();
+      return;
+    }
+    this.log(`starting ${resolved.path} (${resolved.source})`);
+    const stored: { [variable: string]: string | undefined } = {};
+    for (const variable of ALL_KEY_VARIABLES) {
+      stored[variable] = await this.context.secrets.get(secretName(variable));
+    }
+    const keys = Object.keys(stored).filter((v) => stored[v]);
+    this.log(keys.length ? `API keys from secret storage: ${keys.join(', ')}` : 'no API key in secret storage');
+    const serverOptions: ServerOptions = {
+      command: resolved.path,
+      args: ['--stdio'],
+      options: { env: serverEnv(process.env, stored) },
+    };
+    const clientOptions: LanguageClientOptions = {
+      // Any file: the diagnostics can come from any language's tools.
+      documentSelector: [{ scheme: 'file' }],
+      outputChannel: this.output,
+      revealOutputChannelOn: RevealOutputChannelOn.Never,
+      initializationOptions: () => this.settings(),
+      // Pushes didChangeConfiguration on changes; the server then pulls.
+      synchronize: { configurationSection: SECTION },
+      middleware: {
+        // Code actions picked with Ctrl+. run through here too, so that
+        // they can be cancelled and show in the status bar.
+        executeCommand: (command, args, next) =>
+          command === FIX_COMMAND ? this.runFix(args) : next(command, args),
+        workspace: {
+          configuration: async (params, token, next) => {
+            const answers: unknown[] = params.items.map((item) =>
+              isOurSection(item.section)
+                ? configurationFor(item.section, this.settings(item.scopeUri ? vscode.Uri.parse(item.scopeUri) : undefined))
+                : undefined,
+            );
+            const others = params.items.filter((item) => !isOurSection(item.section));
+            if (others.length > 0) {
+              const rest = await next({ items: others }, token);
+              if (!Array.isArray(rest)) {
+                return rest;
+              }
+              let i = 0;
+              params.items.forEach((item, index) => {
+                if (!isOurSection(item.section)) {
+                  answers[index] = rest[i++];
+                }
+              });
+            }
+            return answers;
+          },
+          didChangeConfiguration: async () => {
+            await this.client?.sendNotification(DidChangeConfigurationNotification.type, {
+              settings: { [SECTION]: this.settings() },
+            });
+          },
+        },
+      },
+    };
+    const client = new LanguageClient('agentfix', 'agentfix', serverOptions, clientOptions);
+    client.registerFeature(new ProgressNotifications(client, this));
+    this.client = client;
+    this.startError = undefined;
+    this.refreshStatus();
+    try {
+      await client.start();
+      this.log(`server ${client.initializeResult?.serverInfo?.version ?? ''} running`);
+    } catch (e) {
+      this.startError = `agentfix: the server at ${resolved.path} did not start: ${errorText(e)}`;
+      this.log(this.startError);
+      void vscode.window.showErrorMessage(this.startError, 'Show Output').then((c) => c && this.output.show(true));
+    }
+    this.refreshStatus();
+  }
+
+  private async stop(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    for (const cts of this.pending) {
+      cts.cancel();
+    }
+    for (const part of [...this.parts.values()]) {
+      part.dispose();
+    }
+    if (client) {
+      try {
+        await client.stop(3000);
+      } catch (e) {
+        this.log(`stopping the server: ${errorText(e)}`);
+      }
+      await client.dispose().catch(() => undefined);
+    }
+    this.refreshStatus();
+  }
+
+  private async showStartError(): Promise<void> {
+    const choice = await vscode.window.showErrorMessage(this.startError ?? '', 'Open Settings', 'Show Output');
+    if (choice === 'Open Settings') {
+      await vscode.commands.executeCommand('workbench.action.openSettings', `${SECTION}.serverPath`);
+    } else if (choice === 'Show Output') {
+      this.output.show(true);
+    }
+  }
+
+  /** The running client, or undefined after telling the user why not. */
+  private async ready(): Promise<LanguageClient | undefined> {
+    await this.lifecycle;
+    if (this.client?.isRunning()) {
+      return this.client;
+    }
+    if (this.startError) {
+      void this.showStartError();
+    } else {
+      void vscode.window.showErrorMessage('agentfix: the server is not running. Run "Agent fix: Restart server" or see "Agent fix: Show output".');
+    }
+    return undefined;
+  }
+
+  // ---- runs -------------------------------------------------------------
+
+  /** `agentfix.fix` with a cancellation token; feeds the status bar. */
+  private async runFix(args: unknown[]): Promise<FixResult | undefined> {
+    const client = await this.ready();
+    if (!client) {
+      return undefined;
+    }
+    const cts = new vscode.CancellationTokenSource();
+    this.pending.add(cts);
+    this.last = undefined;
+    this.refreshStatus();
+    try {
+      const result = (await client.sendRequest(
+        ExecuteCommandRequest.type,
+        { command: FIX_COMMAND, arguments: args },
+        cts.token,
+      )) as FixResult | null;
+      const view = resultStatus(result ?? {});
+      this.last = view;
+      this.log(`run: ${result?.stopReason}, ${result?.turns} turns, ${result?.inputTokens} in / ${result?.outputTokens} out tokens: ${result?.message}`);
+      return result ?? undefined;
+    } catch (e) {
+      const code = e instanceof ResponseError ? e.code : undefined;
+      if (cts.token.isCancellationRequested || code === REQUEST_CANCELLED || e instanceof vscode.CancellationError) {
+        this.last = resultStatus({ stopReason: 'cancelled', message: 'Agent fix cancelled; nothing was changed.' });
+        this.log('run: cancelled');
+      } else {
+        const message = errorText(e);
+        this.last = { text: '$(error) Agent fix: failed', tooltip: `${message}\nClick to show the output.` };
+        this.log(`run failed: ${message}`);
+        if (code === undefined || !SERVER_SHOWED.has(code)) {
+          void vscode.window.showErrorMessage(`Agent fix failed: ${message}`);
+        }
+      }
+      return undefined;
+    } finally {
+      this.pending.delete(cts);
+      cts.dispose();
+      this.refreshStatus();
+    }
+  }
+
+  /** "Agent fix" and "Agent fix with instruction…": the fix at the cursor or for the selection. */
+  private async fixHere(withInstruction: boolean): Promise<void> {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor) {
+      void vscode.window.showInformationMessage('Agent fix: open a file and put the cursor on a problem (or select code) first.');
+      return;
+    }
+    const document = editor.document;
+    if (document.uri.scheme !== 'file') {
+      void vscode.window.showWarningMessage('Agent fix works on files on disk; save this buffer to a file first.');
+      return;
+    }
+    let instruction: string | undefined;
+    if (withInstruction) {
+      instruction = await vscode.window.showInputBox({
+        title: 'Agent fix with instruction',
+        prompt: 'What should the agent do here?',
+        placeHolder: 'e.g. guard against b == 0',
+        ignoreFocusOut: true,
+      });
+      if (instruction === undefined) {
+        return;
+      }
+    }
+    const client = await this.ready();
+    if (!client) {
+      return;
+    }
+    let range: vscode.Range = editor.selection;
+    const all = vscode.languages.getDiagnostics(document.uri);
+    let diagnostics = all.filter((d) => d.range.intersection(range) !== undefined);
+    if (diagnostics.length === 0 && range.isEmpty) {
+      // The cursor is on the line of a problem but not on it.
+      const line = all.filter((d) => d.range.start.line <= range.start.line && range.start.line <= d.range.end.line);
+      if (line.length > 0) {
+        diagnostics = line;
+        range = line[0].range;
+      }
+    }
+    const c2p = client.code2ProtocolConverter;
+    const actions = await client.sendRequest(CodeActionRequest.type, {
+      textDocument: c2p.asTextDocumentIdentifier(document),
+      range: c2p.asRange(range),
+      context: { diagnostics: await c2p.asDiagnostics(diagnostics), triggerKind: CodeActionTriggerKind.Invoked },
+    });
+    let argument: FixArgument | undefined = pickFixArgument(actions as never, !range.isEmpty);
+    if (!argument) {
+      argument = { uri: c2p.asUri(document.uri), version: document.version, range: c2p.asRange(range), diagnostics: [] };
+    }
+    if (instruction?.trim()) {
+      argument = { ...argument, instruction: instruction.trim() };
+    }
+    await this.runFix([argument]);
+  }
+
+  /** "Agent fix: Cancel": the progress Cancel of every run, then the requests themselves. */
+  private async cancel(): Promise<void> {
+    const client = this.client;
+    if (!client || (this.pending.size === 0 && this.parts.size === 0)) {
+      void vscode.window.showInformationMessage('Agent fix: nothing to cancel.');
+      return;
+    }
+    const requests = [...this.pending];
+    if (this.parts.size > 0) {
+      // The run ends as `cancelled` and still answers with its turns and tokens.
+      for (const part of this.parts.values()) {
+        await client.sendNotification(WorkDoneProgressCancelNotification.type, { token: part.token });
+      }
+      await new Promise((r) => setTimeout(r, CANCEL_GRACE_MS));
+    }
+    for (const cts of requests) {
+      if (this.pending.has(cts)) {
+        cts.cancel(); // $/cancelRequest
+      }
+    }
+  }
+
+  // ---- progress ---------------------------------------------------------
+
+  /** `window/workDoneProgress/create`: a run's progress, as a notification with Cancel. */
+  trackProgress(client: LanguageClient, token: ProgressToken): void {
+    const key = String(token);
+    this.parts.get(key)?.dispose();
+    const part: ProgressPart = { token, done: false, dispose: () => undefined };
+    const end = () => {
+      if (part.done) {
+        return;
+      }
+      part.done = true;
+      subscription.dispose();
+      part.finish?.();
+      if (this.parts.get(key) === part) {
+        this.parts.delete(key);
+      }
+      this.refreshStatus();
+    };
+    const subscription = client.onProgress(WorkDoneProgress.type, token, (value) => {
+      switch (value.kind) {
+        case 'begin':
+          this.beginProgress(client, part, value);
+          break;
+        case 'report':
+          this.reportProgress(part, value);
+          break;
+        case 'end':
+          end();
+          break;
+      }
+    });
+    part.dispose = end;
+    this.parts.set(key, part);
+    this.refreshStatus();
+  }
+
+  private beginProgress(client: LanguageClient, part: ProgressPart, begin: WorkDoneProgressBegin): void {
+    part.message = begin.message;
+    void vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: begin.title, cancellable: begin.cancellable ?? false },
+      (progress, cancelled) =>
+        new Promise<void>((resolve) => {
+          if (part.done) {
+            resolve();
+            return;
+          }
+          part.progress = progress;
+          part.finish = resolve;
+          cancelled.onCancellationRequested(() => {
+            this.log('cancel requested from the progress notification');
+            void client.sendNotification(WorkDoneProgressCancelNotification.type, { token: part.token });
+          });
+          if (part.message) {
+            progress.report({ message: part.message });
+          }
+        }),
+    );
+    this.refreshStatus();
+  }
+
+  private reportProgress(part: ProgressPart, report: WorkDoneProgressReport): void {
+    if (report.message === undefined) {
+      return;
+    }
+    part.message = report.message;
+    part.turn = turnOf(report.message) ?? part.turn;
+    part.tokens = tokensOf(report.message) ?? part.tokens;
+    part.progress?.report({ message: report.message });
+    this.refreshStatus();
+  }
+
+  // ---- status bar -------------------------------------------------------
+
+  private refreshStatus(): void {
+    const runs = Math.max(this.pending.size, this.parts.size);
+    if (runs > 0) {
+      const latest = [...this.parts.values()].pop();
+      const view = runningStatus(runs, latest?.turn, latest?.tokens, latest?.message);
+      this.status.text = view.text;
+      this.status.tooltip = view.tooltip;
+      this.status.command = 'agentfix.cancel';
+      return;
+    }
+    this.status.command = 'agentfix.showOutput';
+    if (this.startError) {
+      this.status.text = '$(error) agentfix';
+      this.status.tooltip = `${this.startError}\nClick to show the output.`;
+    } else if (!this.client) {
+      this.status.text = '$(circle-slash) agentfix';
+      this.status.tooltip = 'The agentfix server is stopped.';
+    } else if (this.last) {
+      this.status.text = this.last.text;
+      this.status.tooltip = this.last.tooltip;
+    } else {
+      this.status.text = '$(sparkle) agentfix';
+      this.status.tooltip = 'Agent fix is idle: put the cursor on a problem and press Ctrl+. (or run "Agent fix").';
+    }
+  }
+
+  // ---- API key ----------------------------------------------------------
+
+  private async setApiKey(): Promise<void> {
+    const provider = effectiveProvider(this.settings().provider, process.env);
+    const variable = keyVariable(provider);
+    const name = secretName(variable);
+    const stored = Boolean(await this.context.secrets.get(name));
+    const value = await vscode.window.showInputBox({
+      title: `Agent fix: API key for ${provider}`,
+      prompt:
+        `Kept in VS Code's secret storage and given to the server as ${variable}.` +
+        (stored ? ' A key is stored; leave this empty to remove it.' : ''),
+      placeHolder: variable,
+      password: true,
+      ignoreFocusOut: true,
+    });
+    if (value === undefined) {
+      return;
+    }
+    if (value.trim() === '') {
+      if (stored) {
+        await this.context.secrets.delete(name);
+        void vscode.window.showInformationMessage(`Agent fix: removed the stored ${variable}.`);
+      }
+    } else {
+      await this.context.secrets.store(name, value.trim());
+      void vscode.window.showInformationMessage(`Agent fix: ${variable} stored; the server restarts to use it.`);
+    }
+    // Also restarted by secrets.onDidChange; the restart is debounced.
+    this.scheduleRestart(`${variable} was set`);
+  }
+}
+
+/** Registers our handler of `window/workDoneProgress/create` after the built-in one, replacing it. */
+class ProgressNotifications implements StaticFeature {
+  constructor(
+    private readonly client: LanguageClient,
+    private readonly owner: AgentFix,
+  ) {}
+
+  fillClientCapabilities(capabilities: ClientCapabilities): void {
+    capabilities.window = { ...capabilities.window, workDoneProgress: true };
+  }
+
+  initialize(): void {
+    this.client.onRequest(WorkDoneProgressCreateRequest.type, (params) => {
+      this.owner.trackProgress(this.client, params.token);
+    });
+  }
+
+  getState(): FeatureState {
+    return { kind: 'static' };
+  }
+
+  clear(): void {}
+}
+
+function isExecutable(file: string): boolean {
+  try {
+    const stat = fs.statSync(file);
+    if (!stat.isFile()) {
+      return false;
+    }
+    if (process.platform !== 'win32') {
+      fs.accessSync(file, fs.constants.X_OK);
+    }
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function errorText(e: unknown): string {
+  if (e instanceof Error) {
+    return e.message;
+  }
+  return String(e);
+}

@@ -1,0 +1,677 @@
+//! Symbol knowledge from real language servers: agentfix is itself an LSP
+//! *client* of the servers the project uses (rust-analyzer, pyright, …).
+//!
+//! Servers start lazily at first need, one per (language, root), from the
+//! `languageServers` setting or defaults found on PATH. Documents are synced
+//! lazily: before each query the server is given the run's current text of
+//! the file (the editor's buffer, or the run's overlay edits), so answers and
+//! diagnostics reflect what the agent sees; when a run ends, documents are
+//! put back to the editor's text (or closed). A server that crashes or hangs
+//! is restarted once; after that its tools answer with an error and agentfix
+//! carries on. Versions sent to a server are its own monotonic counter
+//! (editor and overlay texts interleave), not the editor's.
+
+mod client;
+pub mod uri;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+pub use crate::config::ServerConfig;
+pub use client::Client;
+use uri::{path_to_uri, uri_to_path};
+
+/// How long a server may take to start.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long one query may take.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(20);
+/// Restarts after a crash or hang before a server is given up.
+const MAX_RESTARTS: u32 = 1;
+
+/// The language of a file, by extension (LSP language ids).
+pub fn language_of(path: &Path) -> Option<&'static str> {
+    Some(match path.extension()?.to_str()? {
+        "py" | "pyi" => "python",
+        "rs" => "rust",
+        "ts" | "mts" | "cts" => "typescript",
+        "tsx" => "typescriptreact",
+        "js" | "mjs" | "cjs" => "javascript",
+        "jsx" => "javascriptreact",
+        "c" | "h" => "c",
+        "cc" | "cpp" | "cxx" | "hpp" | "hh" | "hxx" => "cpp",
+        "go" => "go",
+        _ => return None,
+    })
+}
+
+/// Default servers, in order of preference, per language family.
+fn defaults(language: &str) -> &'static [&'static [&'static str]] {
+    match language {
+        "rust" => &[&["rust-analyzer"]],
+        "python" => &[&["pyright-langserver", "--stdio"], &["basedpyright-langserver", "--stdio"], &["pylsp"]],
+        "typescript" | "typescriptreact" | "javascript" | "javascriptreact" => {
+            &[&["typescript-language-server", "--stdio"]]
+        }
+        "c" | "cpp" => &[&["clangd"]],
+        "go" => &[&["gopls"]],
+        _ => &[],
+    }
+}
+
+fn on_path(program: &str) -> bool {
+    let Some(paths) = std::env::var_os("PATH") else { return false };
+    std::env::split_paths(&paths).any(|dir| {
+        let p = dir.join(program);
+        p.is_file() && std::fs::metadata(&p).map(|m| is_executable(&m)).unwrap_or(false)
+    })
+}
+
+#[cfg(unix)]
+fn is_executable(m: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    m.permissions().mode() & 0o111 != 0
+}
+
+#[cfg(not(unix))]
+fn is_executable(_: &std::fs::Metadata) -> bool {
+    true
+}
+
+/// A symbol of a document outline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Symbol {
+    pub name: String,
+    pub kind: &'static str,
+    /// 0-based, inclusive.
+    pub start_line: u32,
+    pub end_line: u32,
+    pub children: Vec<Symbol>,
+}
+
+/// A place in a file (0-based line).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    pub path: PathBuf,
+    pub line: u32,
+    /// Only for workspace symbols.
+    pub name: Option<String>,
+    pub kind: Option<&'static str>,
+}
+
+/// A diagnostic from a downstream server (0-based line).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Diagnostic {
+    pub line: u32,
+    pub column: u32,
+    pub severity: &'static str,
+    pub message: String,
+    pub source: Option<String>,
+    pub code: Option<String>,
+}
+
+/// What the tools ask of language servers. `text` is the run's current text
+/// of `path`; positions are 0-based lines and char columns in that text.
+#[async_trait]
+pub trait SymbolSource: Send + Sync {
+    /// Whether a language server is configured or found for `path`'s language.
+    fn available(&self, path: &Path) -> bool;
+    async fn document_symbols(&self, path: &Path, text: &str) -> Result<Vec<Symbol>, String>;
+    async fn workspace_symbols(&self, language_hint: &Path, query: &str) -> Result<Vec<Location>, String>;
+    async fn definition(&self, path: &Path, text: &str, line: u32, column: u32) -> Result<Vec<Location>, String>;
+    async fn references(&self, path: &Path, text: &str, line: u32, column: u32) -> Result<Vec<Location>, String>;
+    async fn hover(&self, path: &Path, text: &str, line: u32, column: u32) -> Result<Option<String>, String>;
+    /// The diagnostics of `text`, waiting (bounded) for the server to settle.
+    async fn diagnostics(&self, path: &Path, text: &str) -> Result<Vec<Diagnostic>, String>;
+    /// Gives servers back the editor's text (`None`: not open in the editor)
+    /// of the documents a run synced.
+    async fn release(&self, docs: &[(PathBuf, Option<String>)]);
+}
+
+/// Timing of the waits on servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiagnosticsWait {
+    /// Quiet time after the last publication of diagnostics.
+    pub settle: Duration,
+    /// The longest wait for diagnostics.
+    pub max: Duration,
+    /// The longest wait for the answer to one query.
+    pub query: Duration,
+}
+
+impl Default for DiagnosticsWait {
+    fn default() -> Self {
+        Self { settle: Duration::from_millis(300), max: Duration::from_secs(5), query: QUERY_TIMEOUT }
+    }
+}
+
+/// One running (or failed) server.
+struct Server {
+    client: Client,
+    language: String,
+    /// Documents the server has: path → (version, text).
+    docs: tokio::sync::Mutex<HashMap<PathBuf, (i64, String)>>,
+    /// The server's position encoding.
+    utf8: bool,
+}
+
+enum Slot {
+    Running(Arc<Server>),
+    Failed(String),
+}
+
+/// All downstream servers of a session.
+pub struct Downstream {
+    configured: HashMap<String, ServerConfig>,
+    /// Whether defaults found on PATH are used for unconfigured languages.
+    defaults: bool,
+    roots: Vec<PathBuf>,
+    servers: tokio::sync::Mutex<HashMap<(String, PathBuf), (Slot, u32)>>,
+    wait: DiagnosticsWait,
+    /// Documents given a non-editor text, to put back at release.
+    dirty: Mutex<HashSet<PathBuf>>,
+}
+
+impl Downstream {
+    pub fn new(configured: HashMap<String, ServerConfig>, roots: Vec<PathBuf>, wait: DiagnosticsWait) -> Self {
+        // Canonical roots, as `workspace::Workspace` uses, so paths compare.
+        let roots = roots.into_iter().map(|r| std::fs::canonicalize(&r).unwrap_or(r)).collect();
+        Self {
+            configured,
+            defaults: true,
+            roots,
+            servers: tokio::sync::Mutex::new(HashMap::new()),
+            wait,
+            dirty: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Whether the defaults found on PATH serve unconfigured languages.
+    pub fn with_defaults(mut self, defaults: bool) -> Self {
+        self.defaults = defaults;
+        self
+    }
+
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
+    /// The server command for a language: configured, else the first
+    /// default on PATH.
+    pub fn config_for(&self, language: &str) -> Option<ServerConfig> {
+        let family = match language {
+            "typescriptreact" | "javascriptreact" | "javascript" => "typescript",
+            "cpp" => "c",
+            other => other,
+        };
+        for key in [language, family] {
+            if let Some(c) = self.configured.get(key) {
+                // An empty command turns the language off.
+                return (!c.command.is_empty()).then(|| c.clone());
+            }
+        }
+        if !self.defaults {
+            return None;
+        }
+        defaults(language).iter().find(|cmd| on_path(cmd[0])).map(|cmd| ServerConfig {
+            command: cmd.iter().map(|s| s.to_string()).collect(),
+            initialization_options: None,
+            settings: None,
+            root_markers: Vec::new(),
+        })
+    }
+
+    /// The root for `path`: the nearest ancestor inside the workspace with a
+    /// root marker, else the workspace root holding it.
+    fn root_for(&self, path: &Path, config: &ServerConfig) -> PathBuf {
+        let ws_root = self.roots.iter().find(|r| path.starts_with(r)).cloned();
+        if !config.root_markers.is_empty() {
+            let mut dir = path.parent();
+            while let Some(d) = dir {
+                if config.root_markers.iter().any(|m| d.join(m).exists()) {
+                    return d.to_path_buf();
+                }
+                if ws_root.as_deref() == Some(d) {
+                    break;
+                }
+                dir = d.parent();
+            }
+        }
+        ws_root.or_else(|| path.parent().map(Path::to_path_buf)).unwrap_or_else(|| PathBuf::from("/"))
+    }
+
+    /// The server for `path`, started (or restarted once) as needed.
+    async fn server_for(&self, path: &Path) -> Result<Arc<Server>, String> {
+        let language =
+            language_of(path).ok_or_else(|| format!("no language server is known for `{}`", path.display()))?;
+        let config = self
+            .config_for(language)
+            .ok_or_else(|| format!("no language server for {language}: none is configured in `languageServers` and none of the defaults is on PATH"))?;
+        let root = self.root_for(path, &config);
+        let key = (language.to_string(), root.clone());
+        let mut servers = self.servers.lock().await;
+        let current = match servers.get(&key) {
+            Some((Slot::Running(s), n)) => Some((Ok(s.clone()), *n)),
+            Some((Slot::Failed(why), n)) => Some((Err(why.clone()), *n)),
+            None => None,
+        };
+        let restarts = match current {
+            Some((Ok(s), _)) if !s.client.is_dead() => return Ok(s),
+            Some((Ok(s), n)) => {
+                tracing::warn!(language, "language server died: {}", s.client.death());
+                if n >= MAX_RESTARTS {
+                    let why = format!("language server for {language} unavailable: {}", s.client.death());
+                    servers.insert(key, (Slot::Failed(why.clone()), n));
+                    return Err(why);
+                }
+                n + 1
+            }
+            Some((Err(why), _)) => return Err(why),
+            None => 0,
+        };
+        let name = format!("{} ({language})", config.command[0]);
+        let settings = config.settings.clone().unwrap_or(Value::Null);
+        match Client::start(
+            &name,
+            &config.command,
+            &root,
+            config.initialization_options.clone(),
+            settings,
+            START_TIMEOUT,
+        )
+        .await
+        {
+            Ok(client) => {
+                let utf8 = client.capabilities["positionEncoding"] == "utf-8";
+                tracing::info!(server = %name, root = %root.display(), restarts, "language server started");
+                let server = Arc::new(Server {
+                    client,
+                    language: language.to_string(),
+                    docs: tokio::sync::Mutex::new(HashMap::new()),
+                    utf8,
+                });
+                servers.insert(key, (Slot::Running(server.clone()), restarts));
+                Ok(server)
+            }
+            Err(e) => {
+                let why = format!("language server for {language} unavailable: {e}");
+                servers.insert(key, (Slot::Failed(why.clone()), restarts));
+                Err(why)
+            }
+        }
+    }
+
+    /// Gives the server `text` for `path` (didOpen or a full didChange) if it
+    /// has something else; returns the version and when it was sent.
+    async fn sync(&self, server: &Server, path: &Path, text: &str) -> (i64, Instant) {
+        let mut docs = server.docs.lock().await;
+        let uri = path_to_uri(path);
+        match docs.get_mut(path) {
+            Some((v, t)) if t == text => (*v, Instant::now() - Duration::from_secs(3600)),
+            Some((v, t)) => {
+                *v += 1;
+                *t = text.to_string();
+                server.client.notify(
+                    "textDocument/didChange",
+                    json!({"textDocument": {"uri": uri, "version": *v}, "contentChanges": [{"text": text}]}),
+                );
+                (*v, Instant::now())
+            }
+            None => {
+                server.client.notify(
+                    "textDocument/didOpen",
+                    json!({"textDocument": {"uri": uri, "languageId": server.language, "version": 1, "text": text}}),
+                );
+                docs.insert(path.to_path_buf(), (1, text.to_string()));
+                (1, Instant::now())
+            }
+        }
+    }
+
+    /// Runs a query after syncing; a dead server is restarted once and the
+    /// query repeated.
+    async fn query(
+        &self,
+        path: &Path,
+        text: &str,
+        method: &str,
+        params: impl Fn(&Server) -> Value,
+    ) -> Result<(Arc<Server>, Value), String> {
+        for attempt in 0..=MAX_RESTARTS {
+            let server = self.server_for(path).await?;
+            self.sync(&server, path, text).await;
+            self.dirty.lock().unwrap_or_else(|e| e.into_inner()).insert(path.to_path_buf());
+            match server.client.request(method, params(&server), self.wait.query).await {
+                Ok(v) => return Ok((server, v)),
+                Err(e) if attempt < MAX_RESTARTS && (server.client.is_dead() || e.contains("did not answer")) => {
+                    tracing::warn!("{e}; restarting the language server");
+                    server.client.stop().await;
+                    continue;
+                }
+                Err(_) if server.client.is_dead() => {
+                    return Err(format!(
+                        "language server for {} unavailable: {}",
+                        server.language,
+                        server.client.death()
+                    ));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err("unreachable".into())
+    }
+
+    fn position(server: &Server, text: &str, line: u32, column: u32) -> Value {
+        let line_text = text.split('\n').nth(line as usize).unwrap_or("");
+        let prefix: String = line_text.chars().take(column as usize).collect();
+        let character = if server.utf8 { prefix.len() } else { prefix.encode_utf16().count() };
+        json!({"line": line, "character": character})
+    }
+
+    /// Stops every server (shutdown/exit).
+    pub async fn stop_all(&self) {
+        let servers: Vec<Arc<Server>> = self
+            .servers
+            .lock()
+            .await
+            .values()
+            .filter_map(|(s, _)| match s {
+                Slot::Running(s) => Some(s.clone()),
+                Slot::Failed(_) => None,
+            })
+            .collect();
+        for s in servers {
+            s.client.stop().await;
+        }
+    }
+}
+
+fn symbol_kind(n: u64) -> &'static str {
+    const KINDS: [&str; 26] = [
+        "symbol",
+        "file",
+        "module",
+        "namespace",
+        "package",
+        "class",
+        "method",
+        "property",
+        "field",
+        "constructor",
+        "enum",
+        "interface",
+        "function",
+        "variable",
+        "constant",
+        "string",
+        "number",
+        "boolean",
+        "array",
+        "object",
+        "key",
+        "null",
+        "enum member",
+        "struct",
+        "event",
+        "operator",
+    ];
+    KINDS.get(n as usize).copied().unwrap_or(if n == 26 { "type parameter" } else { "symbol" })
+}
+
+fn parse_symbols(v: &Value, fallback_path: &Path) -> Vec<Symbol> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| {
+            // DocumentSymbol (range) or SymbolInformation (location.range).
+            let range = if s["range"].is_object() { &s["range"] } else { &s["location"]["range"] };
+            let _ = fallback_path;
+            Symbol {
+                name: s["name"].as_str().unwrap_or_default().to_string(),
+                kind: symbol_kind(s["kind"].as_u64().unwrap_or(0)),
+                start_line: range["start"]["line"].as_u64().unwrap_or(0) as u32,
+                end_line: range["end"]["line"].as_u64().unwrap_or(0) as u32,
+                children: parse_symbols(&s["children"], fallback_path),
+            }
+        })
+        .collect()
+}
+
+fn parse_locations(v: &Value) -> Vec<Location> {
+    let items: Vec<&Value> = match v {
+        Value::Array(a) => a.iter().collect(),
+        Value::Object(_) => vec![v],
+        _ => vec![],
+    };
+    items
+        .into_iter()
+        .filter_map(|l| {
+            // Location, LocationLink, or WorkspaceSymbol/SymbolInformation.
+            let (uri, range) = if let Some(u) = l["targetUri"].as_str() {
+                (u, &l["targetSelectionRange"])
+            } else if let Some(u) = l["uri"].as_str() {
+                (u, &l["range"])
+            } else {
+                (l["location"]["uri"].as_str()?, &l["location"]["range"])
+            };
+            Some(Location {
+                path: uri_to_path(uri)?,
+                line: range["start"]["line"].as_u64().unwrap_or(0) as u32,
+                name: l["name"].as_str().map(str::to_string),
+                kind: l["kind"].as_u64().map(symbol_kind),
+            })
+        })
+        .collect()
+}
+
+pub fn parse_diagnostics(items: &[Value]) -> Vec<Diagnostic> {
+    items
+        .iter()
+        .map(|d| Diagnostic {
+            line: d["range"]["start"]["line"].as_u64().unwrap_or(0) as u32,
+            column: d["range"]["start"]["character"].as_u64().unwrap_or(0) as u32,
+            severity: match d["severity"].as_u64() {
+                Some(1) | None => "error",
+                Some(2) => "warning",
+                Some(3) => "info",
+                _ => "hint",
+            },
+            message: d["message"].as_str().unwrap_or_default().to_string(),
+            source: d["source"].as_str().map(str::to_string),
+            code: match &d["code"] {
+                Value::String(s) => Some(s.clone()),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            },
+        })
+        .collect()
+}
+
+fn hover_text(v: &Value) -> Option<String> {
+    let c = &v["contents"];
+    let text = match c {
+        Value::String(s) => s.clone(),
+        Value::Object(o) => o.get("value").and_then(Value::as_str).unwrap_or_default().to_string(),
+        Value::Array(items) => items
+            .iter()
+            .map(|i| {
+                i.as_str().map(str::to_string).unwrap_or_else(|| i["value"].as_str().unwrap_or_default().to_string())
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    };
+    (!text.trim().is_empty()).then_some(text)
+}
+
+#[async_trait]
+impl SymbolSource for Downstream {
+    fn available(&self, path: &Path) -> bool {
+        language_of(path).and_then(|l| self.config_for(l)).is_some()
+    }
+
+    async fn document_symbols(&self, path: &Path, text: &str) -> Result<Vec<Symbol>, String> {
+        let uri = path_to_uri(path);
+        let (_, v) =
+            self.query(path, text, "textDocument/documentSymbol", |_| json!({"textDocument": {"uri": uri}})).await?;
+        Ok(parse_symbols(&v, path))
+    }
+
+    async fn workspace_symbols(&self, language_hint: &Path, query: &str) -> Result<Vec<Location>, String> {
+        let server = self.server_for(language_hint).await?;
+        let v = server.client.request("workspace/symbol", json!({"query": query}), self.wait.query).await?;
+        Ok(parse_locations(&v))
+    }
+
+    async fn definition(&self, path: &Path, text: &str, line: u32, column: u32) -> Result<Vec<Location>, String> {
+        let uri = path_to_uri(path);
+        let (_, v) = self
+            .query(
+                path,
+                text,
+                "textDocument/definition",
+                |s| json!({"textDocument": {"uri": uri}, "position": Self::position(s, text, line, column)}),
+            )
+            .await?;
+        Ok(parse_locations(&v))
+    }
+
+    async fn references(&self, path: &Path, text: &str, line: u32, column: u32) -> Result<Vec<Location>, String> {
+        let uri = path_to_uri(path);
+        let (_, v) = self
+            .query(path, text, "textDocument/references", |s| {
+                json!({"textDocument": {"uri": uri}, "position": Self::position(s, text, line, column), "context": {"includeDeclaration": true}})
+            })
+            .await?;
+        Ok(parse_locations(&v))
+    }
+
+    async fn hover(&self, path: &Path, text: &str, line: u32, column: u32) -> Result<Option<String>, String> {
+        let uri = path_to_uri(path);
+        let (_, v) = self
+            .query(
+                path,
+                text,
+                "textDocument/hover",
+                |s| json!({"textDocument": {"uri": uri}, "position": Self::position(s, text, line, column)}),
+            )
+            .await?;
+        Ok(hover_text(&v))
+    }
+
+    async fn diagnostics(&self, path: &Path, text: &str) -> Result<Vec<Diagnostic>, String> {
+        let server = self.server_for(path).await?;
+        let (version, sent) = self.sync(&server, path, text).await;
+        self.dirty.lock().unwrap_or_else(|e| e.into_inner()).insert(path.to_path_buf());
+        let uri = path_to_uri(path);
+        match server.client.settled_diagnostics(&uri, version, sent, self.wait.settle, self.wait.max).await {
+            Some(items) => Ok(parse_diagnostics(&items)),
+            None if server.client.is_dead() => {
+                Err(format!("language server for {} unavailable: {}", server.language, server.client.death()))
+            }
+            None => Err(format!(
+                "{} published no diagnostics within {} s",
+                server.client.name(),
+                self.wait.max.as_secs_f32()
+            )),
+        }
+    }
+
+    async fn release(&self, docs: &[(PathBuf, Option<String>)]) {
+        let docs: Vec<(PathBuf, Option<String>)> = {
+            let mut dirty = self.dirty.lock().unwrap_or_else(|e| e.into_inner());
+            docs.iter().filter(|(p, _)| dirty.remove(p)).cloned().collect()
+        };
+        for (path, editor_text) in docs {
+            let Ok(server) = self.server_for(&path).await else { continue };
+            match editor_text {
+                Some(text) => {
+                    self.sync(&server, &path, &text).await;
+                }
+                None => {
+                    if server.docs.lock().await.remove(&path).is_some() {
+                        server
+                            .client
+                            .notify("textDocument/didClose", json!({"textDocument": {"uri": path_to_uri(&path)}}));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn languages_and_defaults() {
+        assert_eq!(language_of(Path::new("a/b.py")), Some("python"));
+        assert_eq!(language_of(Path::new("x.tsx")), Some("typescriptreact"));
+        assert_eq!(language_of(Path::new("Makefile")), None);
+        let ds = Downstream::new(
+            HashMap::from([(
+                "python".to_string(),
+                ServerConfig {
+                    command: vec!["my-pyls".into()],
+                    initialization_options: None,
+                    settings: None,
+                    root_markers: vec![],
+                },
+            )]),
+            vec![],
+            DiagnosticsWait::default(),
+        );
+        assert_eq!(ds.config_for("python").unwrap().command, ["my-pyls"]);
+    }
+
+    #[test]
+    fn root_markers_pick_the_nearest_project() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        std::fs::create_dir_all(root.join("pkg/sub")).unwrap();
+        std::fs::write(root.join("pkg/pyproject.toml"), "").unwrap();
+        let ds = Downstream::new(HashMap::new(), vec![root.clone()], DiagnosticsWait::default());
+        let cfg = ServerConfig {
+            command: vec!["x".into()],
+            initialization_options: None,
+            settings: None,
+            root_markers: vec!["pyproject.toml".into()],
+        };
+        assert_eq!(ds.root_for(&root.join("pkg/sub/a.py"), &cfg), root.join("pkg"));
+        assert_eq!(ds.root_for(&root.join("other/a.py"), &cfg), root);
+    }
+
+    #[test]
+    fn locations_symbols_and_hover_parse_every_shape() {
+        let locs = parse_locations(&json!([
+            {"uri": "file:///w/a.py", "range": {"start": {"line": 3, "character": 0}, "end": {"line": 3, "character": 1}}},
+            {"targetUri": "file:///w/b%20c.py", "targetRange": {}, "targetSelectionRange": {"start": {"line": 9, "character": 2}}},
+            {"name": "Foo", "kind": 5, "location": {"uri": "file:///w/c.py", "range": {"start": {"line": 1}}}}
+        ]));
+        assert_eq!(
+            locs.iter().map(|l| (l.path.to_str().unwrap(), l.line)).collect::<Vec<_>>(),
+            vec![("/w/a.py", 3), ("/w/b c.py", 9), ("/w/c.py", 1)]
+        );
+        assert_eq!(locs[2].kind, Some("class"));
+        let syms = parse_symbols(
+            &json!([{"name": "C", "kind": 5, "range": {"start": {"line": 0}, "end": {"line": 9}}, "selectionRange": {},
+            "children": [{"name": "m", "kind": 6, "range": {"start": {"line": 1}, "end": {"line": 2}}}]}]),
+            Path::new("/w/a.py"),
+        );
+        assert_eq!(
+            syms[0].children[0],
+            Symbol { name: "m".into(), kind: "method", start_line: 1, end_line: 2, children: vec![] }
+        );
+        assert_eq!(
+            hover_text(&json!({"contents": {"kind": "markdown", "value": "def f()"}})).as_deref(),
+            Some("def f()")
+        );
+        assert_eq!(hover_text(&json!({"contents": ["a", {"language": "py", "value": "b"}]})).as_deref(), Some("a\nb"));
+        assert_eq!(hover_text(&json!({"contents": ""})), None);
+    }
+}

@@ -1,0 +1,266 @@
+//! Symbol tools and diagnostics feedback through a downstream language
+//! server: the fake server (`examples/fake_lsp.rs`) for deterministic
+//! protocol, timeout, crash and restart cases.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use common::agentfix_bin;
+use common::mock_model::*;
+use serde_json::{Value, json};
+
+/// The fake language server, built as an example next to the test binary.
+fn fake_lsp() -> PathBuf {
+    let exe = PathBuf::from(agentfix_bin());
+    let path = exe.parent().unwrap().join("examples").join("fake_lsp");
+    if !path.exists() {
+        let status = Command::new(env!("CARGO")).args(["build", "--example", "fake_lsp"]).status().unwrap();
+        assert!(status.success(), "cannot build the fake language server");
+    }
+    path
+}
+
+const CALC: &str = "class Calc:\n    def add(self, a, b):\n        return a + b\n\n    def div(self, a, b):\n        return a / b\n\nvalue = ERROR\n";
+const MAIN: &str = "from calc import Calc\n\nprint(Calc().div(1, 2))\nprint(Calc().div(3, 4))\n";
+
+struct Ws {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    log: PathBuf,
+}
+
+fn workspace() -> Ws {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let root = base.join("ws");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("calc.py"), CALC).unwrap();
+    std::fs::write(root.join("main.py"), MAIN).unwrap();
+    Ws { _dir: dir, root, log: base.join("fake_lsp.log") }
+}
+
+fn servers(extra_env: &[(&str, &str)]) -> String {
+    let mut env = serde_json::Map::new();
+    for (k, v) in extra_env {
+        env.insert(k.to_string(), json!(v));
+    }
+    // The fake server takes its faults from the environment: wrap it in `env`.
+    let mut command = vec!["env".to_string()];
+    command.extend(extra_env.iter().map(|(k, v)| format!("{k}={v}")));
+    command.push(fake_lsp().to_string_lossy().into_owned());
+    json!({"python": {"command": command}}).to_string()
+}
+
+fn fix(ws: &Ws, mock: &MockModel, extra: &[(&str, &str)], line: &str) -> Output {
+    let mut cmd = Command::new(agentfix_bin());
+    cmd.current_dir(&ws.root).args(["fix", "calc.py", "--line", line]);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("ANTHROPIC_") || k.starts_with("AGENTFIX_") || k.starts_with("FAKE_LSP") {
+            cmd.env_remove(k);
+        }
+    }
+    let mut fake_env = vec![("FAKE_LSP_LOG", ws.log.to_str().unwrap())];
+    fake_env.extend(extra.iter().copied().filter(|(k, _)| k.starts_with("FAKE_LSP")));
+    cmd.env("ANTHROPIC_API_KEY", API_KEY)
+        .env("ANTHROPIC_BASE_URL", mock.base_url())
+        .env("AGENTFIX_TRANSCRIPTS", "0")
+        .env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0")
+        .env("AGENTFIX_LANGUAGE_SERVERS", servers(&fake_env))
+        .envs(extra.iter().copied().filter(|(k, _)| k.starts_with("AGENTFIX")));
+    let out = cmd.output().unwrap();
+    eprintln!("agentfix stderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+/// The text of every tool result, by tool_use id, across all requests.
+fn results(mock: &MockModel) -> std::collections::HashMap<String, (String, bool)> {
+    let mut out = std::collections::HashMap::new();
+    for r in mock.requests() {
+        for m in r.body["messages"].as_array().into_iter().flatten() {
+            for b in m["content"].as_array().into_iter().flatten() {
+                if b["type"] == "tool_result" {
+                    out.insert(
+                        b["tool_use_id"].as_str().unwrap().to_string(),
+                        (b["content"].as_str().unwrap_or_default().to_string(), b["is_error"] == true),
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
+fn log_of(ws: &Ws) -> String {
+    std::fs::read_to_string(&ws.log).unwrap_or_default()
+}
+
+#[test]
+fn symbol_tools_answer_by_name_and_line() {
+    let ws = workspace();
+    let mock = MockModel::start();
+    mock.push(tool_reply(&[
+        ("t_outline", "document_symbols", json!({"path": "calc.py"})),
+        ("t_def", "find_definition", json!({"path": "main.py", "line": 3, "symbol": "div"})),
+        ("t_refs", "find_references", json!({"path": "main.py", "line": 3, "symbol": "div"})),
+        ("t_hover", "hover", json!({"path": "main.py", "line": 3, "symbol": "Calc"})),
+        ("t_ws", "workspace_symbols", json!({"query": "Cal"})),
+        ("t_miss", "find_definition", json!({"path": "main.py", "line": 3, "symbol": "nope"})),
+    ]));
+    mock.push(text_reply("Looked around."));
+    let out = fix(&ws, &mock, &[], "6");
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+    let r = results(&mock);
+    assert_eq!(
+        r["t_outline"].0,
+        "Outline of calc.py:\nclass Calc (lines 1-6)\n  method add (lines 2-3)\n  method div (lines 5-6)\n"
+    );
+    assert_eq!(r["t_def"].0, "Definitions of `div` (main.py:3):\ncalc.py:5: def div(self, a, b):\n");
+    assert_eq!(
+        r["t_refs"].0,
+        "References of `div` (main.py:3):\ncalc.py:5: def div(self, a, b):\nmain.py:3: print(Calc().div(1, 2))\nmain.py:4: print(Calc().div(3, 4))\n"
+    );
+    assert_eq!(r["t_hover"].0, "`Calc` (main.py:3):\n```python\nclass Calc:\n```\n");
+    assert_eq!(r["t_ws"].0, "class Calc — calc.py:1: class Calc:\n");
+    assert_eq!(
+        r["t_miss"],
+        ("`nope` does not occur on line 3 of main.py; that line reads: print(Calc().div(1, 2))".to_string(), true)
+    );
+    // The first message carried the enclosing symbol's outline.
+    let first = mock.requests()[0].body["messages"][0]["content"][0]["text"].as_str().unwrap().to_string();
+    assert!(
+        first.contains(
+            "Enclosing symbols, from the language server:\nclass Calc (lines 1-6) > method div (lines 5-6)\n"
+        ),
+        "{first}"
+    );
+    // Symbol tools are declared only with a language server.
+    let requests = mock.requests();
+    let names: Vec<&str> =
+        requests[0].body["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"find_references") && names.contains(&"diagnostics"), "{names:?}");
+    // The server was shut down properly.
+    assert!(log_of(&ws).contains("shutdown\nexit\n"), "{}", log_of(&ws));
+}
+
+#[test]
+fn edits_report_the_diagnostics_they_fix_and_introduce() {
+    let ws = workspace();
+    let mock = MockModel::start();
+    mock.push(tool_reply(&[(
+        "t_fix",
+        "edit_file",
+        json!({"path": "calc.py", "old_text": "value = ERROR", "new_text": "value = 0"}),
+    )]));
+    mock.push(tool_reply(&[(
+        "t_break",
+        "edit_file",
+        json!({"path": "calc.py", "old_text": "        return a + b", "new_text": "        return a + b  # ERROR"}),
+    )]));
+    mock.push(tool_reply(&[("t_diag", "diagnostics", json!({}))]));
+    mock.push(text_reply("Done."));
+    let out = fix(&ws, &mock, &[], "8");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = results(&mock);
+    assert!(
+        r["t_fix"].0.ends_with("\n\nDiagnostics of calc.py after this edit: 1 fixed, 0 introduced, 0 in all.\n- fixed (was line 8): error: ERROR is not allowed here"),
+        "{}",
+        r["t_fix"].0
+    );
+    assert!(
+        r["t_break"].0.ends_with("\n\nDiagnostics of calc.py after this edit: 0 fixed, 1 introduced, 1 in all.\n- introduced: calc.py:3:25: error: ERROR is not allowed here [fake E1]"),
+        "{}",
+        r["t_break"].0
+    );
+    assert_eq!(r["t_diag"].0, "calc.py:3:25: error: ERROR is not allowed here [fake E1]\n");
+    // The disk was never touched; the server saw the run's versions.
+    assert_eq!(std::fs::read_to_string(ws.root.join("calc.py")).unwrap(), CALC);
+    let log = log_of(&ws);
+    assert!(log.contains("textDocument/didOpen v1\n") && log.contains("textDocument/didChange v2\n"), "{log}");
+}
+
+#[test]
+fn a_crashed_server_is_restarted_once() {
+    let ws = workspace();
+    let marker = ws.root.parent().unwrap().join("crashed-once");
+    let mock = MockModel::start();
+    mock.push(tool_reply(&[("t1", "find_definition", json!({"path": "main.py", "line": 3, "symbol": "div"}))]));
+    mock.push(text_reply("ok"));
+    let out = fix(
+        &ws,
+        &mock,
+        &[("FAKE_LSP_CRASH_ON", "textDocument/definition"), ("FAKE_LSP_CRASH_ONCE", marker.to_str().unwrap())],
+        "6",
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(results(&mock)["t1"].0, "Definitions of `div` (main.py:3):\ncalc.py:5: def div(self, a, b):\n");
+    assert_eq!(log_of(&ws).matches("initialize\n").count(), 2, "{}", log_of(&ws));
+}
+
+#[test]
+fn a_server_that_keeps_crashing_becomes_a_tool_error() {
+    let ws = workspace();
+    let mock = MockModel::start();
+    mock.push(tool_reply(&[("t1", "find_references", json!({"path": "main.py", "line": 3, "symbol": "div"}))]));
+    mock.push(tool_reply(&[("t2", "hover", json!({"path": "main.py", "line": 3, "symbol": "div"}))]));
+    mock.push(tool_reply(&[("t3", "read_file", json!({"path": "main.py", "start_line": 3, "end_line": 3}))]));
+    mock.push(text_reply("The language server is down; nothing changed."));
+    let out = fix(&ws, &mock, &[("FAKE_LSP_CRASH_ON", "textDocument/references")], "6");
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = results(&mock);
+    assert!(r["t1"].1 && r["t1"].0.starts_with("language server for python unavailable: it exited"), "{:?}", r["t1"]);
+    assert!(r["t2"].1 && r["t2"].0.starts_with("language server for python unavailable"), "{:?}", r["t2"]);
+    assert_eq!(r["t3"], ("     3\tprint(Calc().div(1, 2))\n[main.py: lines 3-3 of 4]\n".to_string(), false));
+}
+
+#[test]
+fn a_hanging_server_times_out_and_is_restarted() {
+    let ws = workspace();
+    let mock = MockModel::start();
+    mock.push(tool_reply(&[("t1", "hover", json!({"path": "main.py", "line": 3, "symbol": "div"}))]));
+    mock.push(text_reply("ok"));
+    let started = std::time::Instant::now();
+    let out = fix(
+        &ws,
+        &mock,
+        &[("FAKE_LSP_HANG_ON", "textDocument/hover"), ("AGENTFIX_LANGUAGE_SERVER_TIMEOUT_MS", "700")],
+        "6",
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = results(&mock);
+    assert!(r["t1"].1, "{:?}", r["t1"]);
+    assert!(r["t1"].0.contains("did not answer `textDocument/hover`"), "{:?}", r["t1"]);
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_eq!(log_of(&ws).matches("initialize\n").count(), 2, "restarted once: {}", log_of(&ws));
+}
+
+#[test]
+fn without_a_server_the_symbol_tools_are_not_offered() {
+    let ws = workspace();
+    std::fs::write(ws.root.join("notes.txt"), "plain text\n").unwrap();
+    let mock = MockModel::start();
+    mock.push(text_reply("Nothing to do."));
+    let mut cmd = Command::new(agentfix_bin());
+    cmd.current_dir(&ws.root)
+        .args(["fix", "notes.txt", "--line", "1"])
+        .env("ANTHROPIC_API_KEY", API_KEY)
+        .env("ANTHROPIC_BASE_URL", mock.base_url())
+        .env("AGENTFIX_TRANSCRIPTS", "0")
+        .env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0");
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let names: Vec<String> = mock.requests()[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["read_file", "list_files", "grep", "edit_file", "write_file"]);
+}
+
+/// Keeps `Path` in use for helpers shared with other test files.
+#[allow(dead_code)]
+fn _unused(_: &Path, _: Value) {}
