@@ -304,6 +304,8 @@ impl Client {
         {
             let _ = child.kill().await;
         }
+        // Whatever the reader has seen yet, this server is gone.
+        self.shared.die("it was stopped".into());
     }
 }
 

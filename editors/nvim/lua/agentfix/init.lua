@@ -24,6 +24,9 @@ local defaults = {
   root_markers = { ".git" },
   -- Show progress in the echo area.
   echo_progress = true,
+  -- Fill in the diagnostics of other sources in agentfix's code action
+  -- requests (Neovim 0.10+ sends a server only its own); see below.
+  inject_diagnostics = true,
   -- How long the graceful cancel (window/workDoneProgress/cancel) may take
   -- before :AgentFixCancel also sends $/cancelRequest.
   cancel_grace_ms = 2000,
@@ -202,6 +205,59 @@ end
 
 -- The client --------------------------------------------------------------------
 
+local to_lsp -- defined below
+
+--- The diagnostics of every source on lines first..last of `bufnr`, as LSP
+--- diagnostics in `enc`.
+function M.diagnostics_for(bufnr, first, last, enc)
+  local diags = vim.tbl_filter(function(d)
+    return d.lnum <= last and (d.end_lnum or d.lnum) >= first
+  end, vim.diagnostic.get(bufnr))
+  return to_lsp(bufnr, diags, enc)
+end
+
+-- Neovim 0.10+ sends each server only its own diagnostics with
+-- textDocument/codeAction; agentfix publishes none, so "Agent fix: <message>"
+-- would never be offered by vim.lsp.buf.code_action(). For this client only,
+-- an empty context.diagnostics is filled with the range's diagnostics from
+-- every source (as Neovim 0.7–0.9 did for all servers).
+local function fill_code_action_diagnostics(client)
+  local method_style = compat.has_011
+  local orig = client.request
+  local function fill(method, params, bufnr)
+    if
+      method == "textDocument/codeAction"
+      and M.config.inject_diagnostics
+      and type(params) == "table"
+      and type(params.context) == "table"
+      and (params.context.diagnostics == nil or #params.context.diagnostics == 0)
+      and params.range
+    then
+      local b = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+      if params.textDocument and params.textDocument.uri then
+        b = vim.uri_to_bufnr(params.textDocument.uri)
+      end
+      params.context.diagnostics = M.diagnostics_for(
+        b,
+        params.range.start.line,
+        params.range["end"].line,
+        client.offset_encoding or "utf-16"
+      )
+    end
+  end
+  if method_style then
+    client.request = function(self, method, params, handler, bufnr)
+      fill(method, params, bufnr)
+      return orig(self, method, params, handler, bufnr)
+    end
+  else
+    client.request = function(method, params, handler, bufnr)
+      fill(method, params, bufnr)
+      return orig(method, params, handler, bufnr)
+    end
+  end
+end
+
 local function capabilities()
   local caps = vim.lsp.protocol.make_client_capabilities()
   -- Neovim handles documentChanges but (0.7–0.11) does not declare it; the
@@ -257,6 +313,9 @@ local function client_config(root)
       end,
     },
     flags = { debounce_text_changes = 150 },
+    on_init = function(client)
+      fill_code_action_diagnostics(client)
+    end,
   }
 end
 
@@ -341,7 +400,7 @@ local function lsp_severity(s)
 end
 
 --- vim.diagnostic items → LSP diagnostics in the client's encoding.
-local function to_lsp(bufnr, diags, enc)
+function to_lsp(bufnr, diags, enc)
   local out = {}
   local function line(l)
     return vim.api.nvim_buf_get_lines(bufnr, l, l + 1, false)[1] or ""
