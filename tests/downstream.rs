@@ -264,3 +264,49 @@ fn without_a_server_the_symbol_tools_are_not_offered() {
 /// Keeps `Path` in use for helpers shared with other test files.
 #[allow(dead_code)]
 fn _unused(_: &Path, _: Value) {}
+
+#[test]
+fn through_the_editor_servers_see_unsaved_buffers_and_get_them_back() {
+    use common::editor::Editor;
+    use common::file_uri;
+    let ws = workspace();
+    let mock = MockModel::start();
+    let servers: Value = serde_json::from_str(&servers(&[("FAKE_LSP_LOG", ws.log.to_str().unwrap())])).unwrap();
+    let base = mock.base_url();
+    let mut editor = Editor::spawn(
+        agentfix_bin(),
+        &["--stdio"],
+        &ws.root,
+        &[
+            ("ANTHROPIC_API_KEY", API_KEY),
+            ("ANTHROPIC_BASE_URL", &base),
+            ("AGENTFIX_TRANSCRIPTS", "0"),
+            ("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0"),
+        ],
+    );
+    editor.initialize(&ws.root, Editor::full_capabilities(), json!({"languageServers": servers}));
+    // Unsaved: a new helper defined above the class, and a call to it.
+    let unsaved = format!("def helper():\n    return 1\n\n{CALC}helper()\n");
+    let path = ws.root.join("calc.py");
+    editor.open(&path, "python", 4, &unsaved);
+    mock.push(tool_reply(&[("t_def", "find_definition", json!({"path": "calc.py", "line": 12, "symbol": "helper"}))]));
+    mock.push(tool_reply(&[(
+        "t_edit",
+        "edit_file",
+        json!({"path": "calc.py", "old_text": "value = ERROR", "new_text": "value = helper()"}),
+    )]));
+    mock.push(text_reply("Replaced the error with a call."));
+    let uri = file_uri(&path);
+    let arg = json!({"uri": uri, "version": 4, "range": {"start": {"line": 10, "character": 0}, "end": {"line": 10, "character": 0}}, "diagnostics": []});
+    let resp = editor.request("workspace/executeCommand", json!({"command": "agentfix.fix", "arguments": [arg]}));
+    assert_eq!(resp["result"]["applied"], true, "{resp}");
+    let r = results(&mock);
+    assert_eq!(r["t_def"].0, "Definitions of `helper` (calc.py:12):\ncalc.py:1: def helper():\n");
+    assert!(r["t_edit"].0.contains("1 fixed, 0 introduced"), "{}", r["t_edit"].0);
+    // The server had the buffer (v1), the run's edit (v2), then the buffer again (v3).
+    let log = log_of(&ws);
+    let syncs: Vec<&str> = log.lines().filter(|l| l.starts_with("textDocument/did")).collect();
+    assert_eq!(syncs, ["textDocument/didOpen v1", "textDocument/didChange v2", "textDocument/didChange v3"], "{log}");
+    editor.shutdown();
+    assert!(log_of(&ws).ends_with("shutdown\nexit\n"), "{}", log_of(&ws));
+}

@@ -17,6 +17,7 @@ import {
   ExecuteCommandRequest,
   LanguageClient,
   type LanguageClientOptions,
+  State,
   type ClientCapabilities,
   type FeatureState,
   type ProgressToken,
@@ -234,6 +235,7 @@ class AgentFix {
     };
     const client = new LanguageClient('agentfix', 'agentfix', serverOptions, clientOptions);
     client.registerFeature(new ProgressNotifications(client, this));
+    client.onDidChangeState(() => this.refreshStatus());
     this.client = client;
     this.startError = undefined;
     this.refreshStatus();
@@ -499,9 +501,12 @@ class AgentFix {
     if (this.startError) {
       this.status.text = '$(error) agentfix';
       this.status.tooltip = `${this.startError}\nClick to show the output.`;
-    } else if (!this.client) {
+    } else if (!this.client || this.client.state === State.Stopped) {
       this.status.text = '$(circle-slash) agentfix';
-      this.status.tooltip = 'The agentfix server is stopped.';
+      this.status.tooltip = 'The agentfix server is stopped. Click to show the output; "Agent fix: Restart server" starts it.';
+    } else if (this.client.state === State.Starting) {
+      this.status.text = '$(loading~spin) agentfix';
+      this.status.tooltip = 'Starting the agentfix server…';
     } else if (this.last) {
       this.status.text = this.last.text;
       this.status.tooltip = this.last.tooltip;

@@ -289,7 +289,7 @@ function Session:reject_at_cursor()
   self:set(self:hunk_at_cursor(), "rejected")
 end
 
-local help = "a accept hunk · r reject hunk · A accept all · R reject all · ]f/[f file · q finish"
+local help = "a/r accept/reject hunk · A/R all · ]f/[f file · q finish"
 
 function Session:render()
   if self.done or not self.new_win then
@@ -303,23 +303,20 @@ function Session:render()
   end
   local total = #self:all_hunks()
   local c = self:counts()
-  local header = {
-    { self.label or "Agent fix", "AgentfixHeader" },
-  }
-  local sub = string.format(
-    "file %d/%d %s · %d accepted, %d rejected, %d pending · %s",
-    self.file_index,
-    #self.files,
-    f.display,
-    c.accepted,
-    c.rejected,
-    c.pending,
-    help
-  )
-  pcall(vim.api.nvim_buf_set_extmark, f.new_buf, ns, 0, 0, {
-    virt_lines = { header, { { sub, "Comment" } } },
-    virt_lines_above = true,
-  })
+  local function esc(t)
+    return (t:gsub("%%", "%%%%"))
+  end
+  local counts = string.format("%d accepted, %d rejected, %d pending", c.accepted, c.rejected, c.pending)
+  local files = #self.files > 1 and string.format("file %d/%d ", self.file_index, #self.files) or ""
+  local label = self.label or "Agent fix"
+  if vim.fn.exists("+winbar") == 1 then
+    vim.wo[self.new_win].winbar = esc(label)
+    vim.wo[self.old_win].winbar = esc("current text (not changed until q)")
+    vim.wo[self.new_win].statusline = esc("proposed: " .. files .. f.display .. " · " .. counts .. " · " .. help)
+  else
+    vim.wo[self.new_win].statusline = esc(counts .. " · " .. help .. " · " .. label)
+  end
+  vim.wo[self.old_win].statusline = esc("current: " .. files .. f.display)
   -- Hunk numbers run across files.
   local n = 0
   for fi, ff in ipairs(self.files) do

@@ -1,0 +1,469 @@
+// End to end in a real VS Code: code-server in headless Chromium, the
+// packaged extension with its bundled server, a loopback mock model, and a
+// fixture extension that puts a diagnostic on calc.py (code-server has no
+// Python language server).
+//
+// Environment (ci.sh sets all of them):
+//   CODE_SERVER     code-server's launcher (installed under Node 24)
+//   NODE24_BIN      the directory of Node 24's `node`, put first on code-server's PATH
+//   AGENTFIX_VSIX   the packaged extension
+//   FIXTURE_VSIX    the packaged fixture extension (e2e/fixture-diagnostics)
+//   MOCK_MODEL      target/debug/examples/mock_model
+//   CHROMIUM        Chromium (default /usr/bin/chromium)
+//   E2E_DIR         an empty directory for everything this run writes
+//                   (code-server's config, user data, extensions, the
+//                   workspace, screenshots, logs)
+//
+// Each step is one test of node's test runner; after a failed step the
+// others fail at once ("an earlier step failed") so the summary stays honest.
+
+import { spawn, execFile } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as path from 'node:path';
+import * as readline from 'node:readline';
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { promisify } from 'node:util';
+
+import { chromium } from 'playwright-core';
+
+const execFileP = promisify(execFile);
+
+function need(name) {
+  const value = process.env[name];
+  if (!value) {
+    throw new Error(`e2e: ${name} is not set (run editors/vscode/ci.sh)`);
+  }
+  return value;
+}
+
+const CODE_SERVER = need('CODE_SERVER');
+const NODE24_BIN = need('NODE24_BIN');
+const AGENTFIX_VSIX = need('AGENTFIX_VSIX');
+const FIXTURE_VSIX = need('FIXTURE_VSIX');
+const MOCK_MODEL = need('MOCK_MODEL');
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const DIR = need('E2E_DIR');
+const KEY = 'test-key-0123';
+const WAIT = 30_000;
+
+const dirs = {
+  home: path.join(DIR, 'home'),
+  userData: path.join(DIR, 'user-data'),
+  extensions: path.join(DIR, 'extensions'),
+  profile: path.join(DIR, 'chromium-profile'),
+  workspace: path.join(DIR, 'workspace'),
+  screens: path.join(DIR, 'screenshots'),
+  logs: path.join(DIR, 'logs'),
+};
+const configFile = path.join(DIR, 'code-server.yaml');
+const calc = path.join(dirs.workspace, 'calc.py');
+
+const ORIGINAL = `def divide(a, b):
+    return a / b
+
+
+if __name__ == "__main__":
+    print(divide(1, 0))
+`;
+const FIXED = ORIGINAL.replace('    return a / b\n', '    return a / b if b != 0 else 0.0\n');
+const DIAGNOSTIC = 'ZeroDivisionError: division by zero when b == 0';
+const INSTRUCTION = 'Guard against b == 0 without raising';
+
+// ---- processes -----------------------------------------------------------
+
+const children = [];
+let mock;
+let codeServer;
+let browser;
+let page;
+let baseUrl;
+let port;
+
+/** code-server's environment: nothing in the real home, no API key inherited. */
+function codeServerEnv() {
+  const env = { ...process.env };
+  for (const name of ['ANTHROPIC_API_KEY', 'OPENAI_API_KEY', 'AGENTFIX_API_KEY', 'ANTHROPIC_BASE_URL', 'OPENAI_BASE_URL', 'AGENTFIX_PROVIDER']) {
+    delete env[name];
+  }
+  for (const name of Object.keys(env)) {
+    if (name.startsWith('VSCODE_') || name.startsWith('npm_')) {
+      delete env[name];
+    }
+  }
+  return {
+    ...env,
+    PATH: `${NODE24_BIN}:${env.PATH}`,
+    HOME: dirs.home,
+    XDG_CONFIG_HOME: path.join(dirs.home, '.config'),
+    XDG_DATA_HOME: path.join(dirs.home, '.local', 'share'),
+    XDG_CACHE_HOME: path.join(dirs.home, '.cache'),
+    AGENTFIX_LOG: 'agentfix=debug',
+  };
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function codeServerArgs() {
+  return ['--config', configFile, '--user-data-dir', dirs.userData, '--extensions-dir', dirs.extensions];
+}
+
+async function sleep(ms) {
+  await new Promise((r) => setTimeout(r, ms));
+}
+
+async function waitFor(what, f, timeout = WAIT) {
+  const end = Date.now() + timeout;
+  let last;
+  while (Date.now() < end) {
+    try {
+      const value = await f();
+      if (value) {
+        return value;
+      }
+    } catch (e) {
+      last = e;
+    }
+    await sleep(200);
+  }
+  throw new Error(`timed out after ${timeout} ms waiting for ${what}${last ? `: ${last.message}` : ''}`);
+}
+
+function requests() {
+  const log = path.join(dirs.logs, 'requests.jsonl');
+  if (!fs.existsSync(log)) {
+    return [];
+  }
+  return fs
+    .readFileSync(log, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
+}
+
+async function screenshot(name) {
+  const file = path.join(dirs.screens, `${name}.png`);
+  await page.screenshot({ path: file });
+  console.log(`# screenshot: ${file}`);
+  return file;
+}
+
+// ---- the UI --------------------------------------------------------------
+
+/** The status bar item of the extension. */
+function statusItem() {
+  return page.locator('.statusbar-item').filter({ hasText: /agentfix|Agent fix/ }).first();
+}
+
+async function statusText() {
+  return ((await statusItem().textContent({ timeout: 2000 })) ?? '').trim();
+}
+
+/** The editor's text as Monaco renders it (every line is visible: the file is short). */
+async function editorText() {
+  const lines = await page.locator('.monaco-editor .view-lines').first().evaluate((el) =>
+    [...el.querySelectorAll('.view-line')]
+      .map((line) => ({ top: parseFloat(line.style.top), text: line.textContent.replace(/\u00a0/g, ' ') }))
+      .sort((a, b) => a.top - b.top)
+      .map((l) => l.text),
+  );
+  return lines.join('\n');
+}
+
+/** Runs a command from the palette by its exact title. */
+async function runCommand(title) {
+  await page.keyboard.press('F1');
+  const input = page.locator('.quick-input-widget input[type="text"], .quick-input-widget input:not([type])').first();
+  await input.waitFor({ state: 'visible', timeout: WAIT });
+  await input.fill(`>${title}`);
+  const row = page
+    .locator('.quick-input-list .monaco-list-row')
+    .filter({ has: page.locator('.label-name', { hasText: new RegExp(`^${title.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`) }) })
+    .first();
+  await row.waitFor({ state: 'visible', timeout: WAIT });
+  await row.click();
+}
+
+/** Types into the quick input box that a command opened (input box, password box). */
+async function answerInputBox(text) {
+  const input = page.locator('.quick-input-widget input').first();
+  await input.waitFor({ state: 'visible', timeout: WAIT });
+  await input.fill(text);
+  await input.press('Enter');
+}
+
+async function goToLine(spec) {
+  await page.keyboard.press('Control+G');
+  const input = page.locator('.quick-input-widget input').first();
+  await input.waitFor({ state: 'visible', timeout: WAIT });
+  await input.fill(`:${spec}`);
+  await input.press('Enter');
+  await sleep(300);
+}
+
+// ---- steps ---------------------------------------------------------------
+
+let failed = false;
+
+function step(name, f, timeout = 120_000) {
+  test(name, { timeout }, async () => {
+    if (failed) {
+      throw new Error('not run: an earlier step failed');
+    }
+    try {
+      await f();
+    } catch (e) {
+      failed = true;
+      if (page) {
+        await screenshot(`failure-${name.replace(/[^a-z0-9]+/gi, '-').toLowerCase()}`).catch(() => undefined);
+      }
+      await dumpLogs().catch(() => undefined);
+      throw e;
+    }
+  });
+}
+
+/** On failure: the extension's output and the extension host's log, for the CI log. */
+async function dumpLogs() {
+  const logs = path.join(dirs.userData, 'logs');
+  if (!fs.existsSync(logs)) {
+    return;
+  }
+  const files = fs.readdirSync(logs, { recursive: true }).map((f) => path.join(logs, f));
+  for (const file of files.filter((f) => /agentfix\.log$|exthost\.log$|remoteexthost\.log$/.test(f))) {
+    const text = fs.readFileSync(file, 'utf8');
+    console.log(`# ---- ${file} (last 60 lines)`);
+    for (const line of text.split('\n').slice(-60)) {
+      console.log(`# ${line}`);
+    }
+  }
+}
+
+after(async () => {
+  await browser?.close().catch(() => undefined);
+  for (const child of children) {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.stdin?.end();
+      child.kill('SIGTERM');
+    }
+  }
+  await sleep(500);
+  for (const child of children) {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL');
+    }
+  }
+  // Keep the screenshots, the logs and the workspace; the rest is big.
+  for (const d of [dirs.extensions, dirs.profile, dirs.home]) {
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
+step('set up the workspace, the settings and the mock model', async () => {
+  for (const d of Object.values(dirs)) {
+    fs.mkdirSync(d, { recursive: true });
+  }
+  fs.writeFileSync(calc, ORIGINAL);
+  fs.writeFileSync(
+    path.join(dirs.workspace, '.fake-diagnostics.json'),
+    JSON.stringify([{ file: 'calc.py', match: 'return a / b', message: DIAGNOSTIC, source: 'fake-lint' }]),
+  );
+  const replies = [
+    { tools: [['toolu_1', 'edit_file', { path: 'calc.py', old_text: '    return a / b', new_text: '    return a / b if b != 0 else 0.0' }]] },
+    { text: 'Guarded the division.' },
+    { hang: true },
+    { hang: true },
+  ];
+  const repliesFile = path.join(dirs.logs, 'replies.json');
+  fs.writeFileSync(repliesFile, JSON.stringify(replies));
+  mock = spawn(MOCK_MODEL, ['--replies', repliesFile, '--log', path.join(dirs.logs, 'requests.jsonl')], {
+    stdio: ['pipe', 'pipe', fs.openSync(path.join(dirs.logs, 'mock-model.log'), 'w')],
+  });
+  children.push(mock);
+  baseUrl = await new Promise((resolve, reject) => {
+    const lines = readline.createInterface({ input: mock.stdout });
+    lines.once('line', (line) => resolve(line.trim()));
+    mock.once('exit', (code) => reject(new Error(`mock_model exited (${code}) before printing its URL`)));
+  });
+  assert.match(baseUrl, /^http:\/\/127\.0\.0\.1:\d+$/);
+
+  port = await freePort();
+  fs.writeFileSync(configFile, `bind-addr: 127.0.0.1:${port}\nauth: none\ncert: false\ndisable-telemetry: true\ndisable-update-check: true\ndisable-workspace-trust: true\n`);
+  const settings = {
+    'workbench.startupEditor': 'none',
+    'workbench.tips.enabled': false,
+    'workbench.enableExperiments': false,
+    'security.workspace.trust.enabled': false,
+    'telemetry.telemetryLevel': 'off',
+    'extensions.autoUpdate': false,
+    'extensions.autoCheckUpdates': false,
+    'update.mode': 'none',
+    'chat.disableAIFeatures': true,
+    'window.restoreWindows': 'none',
+    'files.autoSave': 'off',
+    'agentfix.baseUrl': baseUrl,
+    'agentfix.transcripts': false,
+  };
+  // User settings; and the remote machine's, where code-server reads
+  // machine-scoped settings (agentfix.baseUrl) from.
+  for (const d of (process.env.E2E_SETTINGS_DIRS ?? 'User,Machine').split(',')) {
+    fs.mkdirSync(path.join(dirs.userData, d), { recursive: true });
+    fs.writeFileSync(path.join(dirs.userData, d, 'settings.json'), JSON.stringify(settings, null, 2));
+  }
+});
+
+step('install the packaged extension and the fixture offline', async () => {
+  for (const vsix of [AGENTFIX_VSIX, FIXTURE_VSIX]) {
+    const { stdout, stderr } = await execFileP(CODE_SERVER, [...codeServerArgs(), '--install-extension', vsix, '--force'], {
+      env: codeServerEnv(),
+      timeout: 120_000,
+    });
+    fs.appendFileSync(path.join(dirs.logs, 'install.log'), stdout + stderr);
+  }
+  const { stdout } = await execFileP(CODE_SERVER, [...codeServerArgs(), '--list-extensions', '--show-versions'], {
+    env: codeServerEnv(),
+  });
+  assert.match(stdout, /agentfix\.agentfix@0\.1\.0/);
+  assert.match(stdout, /agentfix-test\.agentfix-e2e-diagnostics@/);
+  const bundled = fs
+    .readdirSync(dirs.extensions)
+    .filter((d) => d.startsWith('agentfix.agentfix-'))
+    .map((d) => path.join(dirs.extensions, d, 'bin', 'linux-x64', 'agentfix'));
+  assert.equal(bundled.length, 1, 'one agentfix extension installed');
+  fs.accessSync(bundled[0], fs.constants.X_OK); // the bundled server kept its executable bit
+});
+
+step('code-server starts and the workbench opens in Chromium', async () => {
+  codeServer = spawn(CODE_SERVER, [...codeServerArgs(), dirs.workspace], {
+    env: codeServerEnv(),
+    stdio: ['pipe', fs.openSync(path.join(dirs.logs, 'code-server.log'), 'w'), 'pipe'],
+  });
+  children.push(codeServer);
+  const stderr = fs.createWriteStream(path.join(dirs.logs, 'code-server.err.log'));
+  codeServer.stderr.pipe(stderr);
+  await waitFor('code-server to listen', async () => {
+    const r = await fetch(`http://127.0.0.1:${port}/healthz`);
+    return r.ok;
+  }, 60_000);
+
+  browser = await chromium.launchPersistentContext(dirs.profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+    ],
+    viewport: { width: 1280, height: 800 },
+  });
+  page = browser.pages()[0] ?? (await browser.newPage());
+  const consoleLog = fs.createWriteStream(path.join(dirs.logs, 'browser-console.log'));
+  page.on('console', (m) => consoleLog.write(`${m.type()}: ${m.text()}\n`));
+  page.on('pageerror', (e) => consoleLog.write(`pageerror: ${e.message}\n`));
+  await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(dirs.workspace)}`);
+  await page.locator('.monaco-workbench').waitFor({ state: 'visible', timeout: 60_000 });
+  await page.locator('.explorer-folders-view, .explorer-viewlet').first().waitFor({ timeout: 60_000 });
+});
+
+step('the extension starts its bundled server (status bar: idle)', async () => {
+  await statusItem().locator('.codicon-sparkle').waitFor({ timeout: 60_000 });
+});
+
+step('"Agent fix: Set API key" stores the key and restarts the server', async () => {
+  await runCommand('Agent fix: Set API key');
+  const input = page.locator('.quick-input-widget input[type="password"]');
+  await input.waitFor({ state: 'visible', timeout: WAIT });
+  await answerInputBox(KEY);
+  await page.getByText('ANTHROPIC_API_KEY stored', { exact: false }).first().waitFor({ timeout: WAIT });
+  await sleep(1500); // the restart is debounced
+  await statusItem().locator('.codicon-sparkle').waitFor({ timeout: WAIT });
+  // The key never lands in the settings.
+  for (const d of (process.env.E2E_SETTINGS_DIRS ?? 'User,Machine').split(',')) {
+    assert.ok(!fs.readFileSync(path.join(dirs.userData, d, 'settings.json'), 'utf8').includes(KEY));
+  }
+});
+
+step('calc.py opens and the fixture linter marks the division', async () => {
+  await page.keyboard.press('Control+P');
+  await answerInputBox('calc.py');
+  await page.locator('.tab.active', { hasText: 'calc.py' }).waitFor({ timeout: WAIT });
+  await page.locator('.monaco-editor .squiggly-error').first().waitFor({ timeout: WAIT });
+  assert.match(await editorText(), /return a \/ b/);
+});
+
+step('Ctrl+. on the error offers "Agent fix: …"', async () => {
+  await page.locator('.monaco-editor .view-lines').first().click();
+  await goToLine('2:12');
+  await page.keyboard.press('Control+.');
+  const item = page.locator('.action-widget .monaco-list-row', { hasText: `Agent fix: ${DIAGNOSTIC}` }).first();
+  await item.waitFor({ state: 'visible', timeout: WAIT });
+  await screenshot('1-quick-fix-menu');
+  await item.click();
+});
+
+step('the fix lands in the editor buffer, unsaved', async () => {
+  await waitFor('the edit in the editor', async () => (await editorText()).includes('return a / b if b != 0 else 0.0'));
+  assert.equal(fs.readFileSync(calc, 'utf8'), ORIGINAL, 'nothing written to disk yet');
+  await page.locator('.tab.active.dirty', { hasText: 'calc.py' }).waitFor({ timeout: WAIT });
+  await waitFor('the status bar to show the result', async () => /end_turn/.test(await statusText()));
+  await screenshot('2-edit-applied-unsaved');
+  const r = requests();
+  assert.equal(r.length, 2, 'two model requests: the edit, then the summary');
+  assert.ok(r.every((q) => q.method === 'POST' && q.path === '/v1/messages'));
+  assert.match(JSON.stringify(r[0].body), /ZeroDivisionError: division by zero when b == 0/);
+  assert.match(JSON.stringify(r[1].body), /tool_result/);
+});
+
+step('Ctrl+S writes the fix to disk', async () => {
+  await page.locator('.monaco-editor .view-lines').first().click();
+  await page.keyboard.press('Control+S');
+  await waitFor('calc.py on disk to have the fix', async () => fs.readFileSync(calc, 'utf8') === FIXED);
+  await page.locator('.tab.active:not(.dirty)', { hasText: 'calc.py' }).waitFor({ timeout: WAIT });
+  // The fixture linter no longer sees the unguarded division.
+  await waitFor('the squiggle to go', async () => (await page.locator('.monaco-editor .squiggly-error').count()) === 0);
+  await screenshot('3-saved');
+});
+
+step('"Agent fix with instruction…" sends the instruction; the progress notification cancels it', async () => {
+  await page.locator('.monaco-editor .view-lines').first().click();
+  await goToLine('2');
+  await runCommand('Agent fix with instruction…');
+  await answerInputBox(INSTRUCTION);
+  const toast = page.locator('.notification-toast', { hasText: 'Agent fix' }).filter({ has: page.locator('.monaco-button', { hasText: 'Cancel' }) }).first();
+  await toast.waitFor({ state: 'visible', timeout: WAIT });
+  await waitFor('the third model request', async () => requests().length === 3);
+  assert.match(JSON.stringify(requests()[2].body), new RegExp(INSTRUCTION));
+  await waitFor('the status bar to show the run', async () => /Agent fix: running/.test(await statusText()));
+  await screenshot('4-progress-with-cancel');
+  await toast.locator('.monaco-button', { hasText: 'Cancel' }).click();
+  await waitFor('the status bar to show the cancelled run', async () => /cancelled/.test(await statusText()));
+  await page.getByText('Agent fix cancelled; nothing was changed.').first().waitFor({ timeout: WAIT });
+  assert.equal(fs.readFileSync(calc, 'utf8'), FIXED);
+  assert.equal(await page.locator('.tab.active.dirty').count(), 0, 'the buffer is untouched');
+});
+
+step('"Agent fix" then "Agent fix: Cancel" cancels the run', async () => {
+  await page.locator('.monaco-editor .view-lines').first().click();
+  await runCommand('Agent fix');
+  await waitFor('the fourth model request', async () => requests().length === 4);
+  await waitFor('the status bar to show the run', async () => /Agent fix: running/.test(await statusText()));
+  await runCommand('Agent fix: Cancel');
+  await waitFor('the status bar to show the cancelled run', async () => /cancelled/.test(await statusText()));
+  await screenshot('5-cancelled');
+  assert.equal(fs.readFileSync(calc, 'utf8'), FIXED);
+  assert.equal(await page.locator('.tab.active.dirty').count(), 0, 'the buffer is untouched');
+});
