@@ -1,7 +1,15 @@
 // End to end in a real VS Code: code-server in headless Chromium, the
 // packaged extension with its bundled server, a loopback mock model, and a
-// fixture extension that puts a diagnostic on calc.py (code-server has no
-// Python language server).
+// fixture extension (e2e/fixture-diagnostics) that puts a diagnostic on
+// calc.py (code-server has no Python language server) and can write user
+// settings through the configuration API.
+//
+// The story: set the API key with the command; Ctrl+. on the error, pick
+// "Agent fix: …"; the edit lands in the buffer unsaved; Ctrl+S writes it; a
+// setting changed while the server runs is in force for the next run; a run
+// with an instruction is cancelled from the progress notification, another
+// with "Agent fix: Cancel"; the key is in no log. Screenshots of each key
+// step go to $E2E_DIR/screenshots.
 //
 // Environment (ci.sh sets all of them):
 //   CODE_SERVER     code-server's launcher (installed under Node 24)
@@ -100,6 +108,8 @@ function codeServerEnv() {
     XDG_DATA_HOME: path.join(dirs.home, '.local', 'share'),
     XDG_CACHE_HOME: path.join(dirs.home, '.cache'),
     AGENTFIX_LOG: 'agentfix=debug',
+    // No extension gallery: code-server would query one on the internet.
+    EXTENSIONS_GALLERY: '{}',
   };
 }
 
@@ -233,6 +243,13 @@ function step(name, f, timeout = 120_000) {
   });
 }
 
+/** The text of the extension's output channel (server log and LSP trace) as VS Code logs it. */
+function extensionLog() {
+  const logs = path.join(dirs.userData, 'logs');
+  const file = fs.readdirSync(logs, { recursive: true }).find((f) => /agentfix\.log$/.test(f));
+  return file ? fs.readFileSync(path.join(logs, file), 'utf8') : '';
+}
+
 /** On failure: the extension's output and the extension host's log, for the CI log. */
 async function dumpLogs() {
   const logs = path.join(dirs.userData, 'logs');
@@ -263,9 +280,15 @@ after(async () => {
       child.kill('SIGKILL');
     }
   }
-  // Keep the screenshots, the logs and the workspace; the rest is big.
-  for (const d of [dirs.extensions, dirs.profile, dirs.home]) {
-    fs.rmSync(d, { recursive: true, force: true });
+  // Keep the screenshots, the logs (VS Code's too) and the workspace; the rest is big.
+  const vscodeLogs = path.join(dirs.userData, 'logs');
+  if (fs.existsSync(vscodeLogs)) {
+    fs.cpSync(vscodeLogs, path.join(dirs.logs, 'vscode'), { recursive: true });
+  }
+  if (!process.env.KEEP_E2E_DIR) {
+    for (const d of [dirs.userData, dirs.extensions, dirs.profile, dirs.home]) {
+      fs.rmSync(d, { recursive: true, force: true });
+    }
   }
 });
 
@@ -301,6 +324,7 @@ step('set up the workspace, the settings and the mock model', async () => {
   fs.writeFileSync(configFile, `bind-addr: 127.0.0.1:${port}\nauth: none\ncert: false\ndisable-telemetry: true\ndisable-update-check: true\ndisable-workspace-trust: true\n`);
   const settings = {
     'workbench.startupEditor': 'none',
+    'workbench.secondarySideBar.defaultVisibility': 'hidden',
     'workbench.tips.enabled': false,
     'workbench.enableExperiments': false,
     'security.workspace.trust.enabled': false,
@@ -311,15 +335,16 @@ step('set up the workspace, the settings and the mock model', async () => {
     'chat.disableAIFeatures': true,
     'window.restoreWindows': 'none',
     'files.autoSave': 'off',
-    'agentfix.baseUrl': baseUrl,
     'agentfix.transcripts': false,
+    'agentfix.trace.server': 'messages',
   };
-  // User settings; and the remote machine's, where code-server reads
-  // machine-scoped settings (agentfix.baseUrl) from.
-  for (const d of (process.env.E2E_SETTINGS_DIRS ?? 'User,Machine').split(',')) {
-    fs.mkdirSync(path.join(dirs.userData, d), { recursive: true });
-    fs.writeFileSync(path.join(dirs.userData, d, 'settings.json'), JSON.stringify(settings, null, 2));
-  }
+  fs.mkdirSync(path.join(dirs.userData, 'User'), { recursive: true });
+  fs.writeFileSync(path.join(dirs.userData, 'User', 'settings.json'), JSON.stringify(settings, null, 2));
+  // agentfix.baseUrl is machine-scoped (a workspace cannot redirect the key):
+  // in code-server, as in any remote window, those settings live in the
+  // remote machine's settings, not in the browser-side user settings.
+  fs.mkdirSync(path.join(dirs.userData, 'Machine'), { recursive: true });
+  fs.writeFileSync(path.join(dirs.userData, 'Machine', 'settings.json'), JSON.stringify({ 'agentfix.baseUrl': baseUrl }, null, 2));
 });
 
 step('install the packaged extension and the fixture offline', async () => {
@@ -369,6 +394,9 @@ step('code-server starts and the workbench opens in Chromium', async () => {
       '--no-first-run',
     ],
     viewport: { width: 1280, height: 800 },
+    // Chromium keeps crash reports and dconf state under $HOME whatever its
+    // profile directory: keep them in the run's directory too.
+    env: { ...process.env, HOME: dirs.home, XDG_CONFIG_HOME: path.join(dirs.home, '.config'), XDG_CACHE_HOME: path.join(dirs.home, '.cache') },
   });
   page = browser.pages()[0] ?? (await browser.newPage());
   const consoleLog = fs.createWriteStream(path.join(dirs.logs, 'browser-console.log'));
@@ -392,14 +420,19 @@ step('"Agent fix: Set API key" stores the key and restarts the server', async ()
   await sleep(1500); // the restart is debounced
   await statusItem().locator('.codicon-sparkle').waitFor({ timeout: WAIT });
   // The key never lands in the settings.
-  for (const d of (process.env.E2E_SETTINGS_DIRS ?? 'User,Machine').split(',')) {
+  for (const d of ['User', 'Machine']) {
     assert.ok(!fs.readFileSync(path.join(dirs.userData, d, 'settings.json'), 'utf8').includes(KEY));
   }
 });
 
 step('calc.py opens and the fixture linter marks the division', async () => {
   await page.keyboard.press('Control+P');
-  await answerInputBox('calc.py');
+  const input = page.locator('.quick-input-widget input').first();
+  await input.waitFor({ state: 'visible', timeout: WAIT });
+  await input.fill('calc.py');
+  const row = page.locator('.quick-input-list .monaco-list-row', { hasText: 'calc.py' }).first();
+  await row.waitFor({ state: 'visible', timeout: WAIT });
+  await row.click();
   await page.locator('.tab.active', { hasText: 'calc.py' }).waitFor({ timeout: WAIT });
   await page.locator('.monaco-editor .squiggly-error').first().waitFor({ timeout: WAIT });
   assert.match(await editorText(), /return a \/ b/);
@@ -438,6 +471,21 @@ step('Ctrl+S writes the fix to disk', async () => {
   await screenshot('3-saved');
 });
 
+step('a settings change reaches the running server (agentfix.maxOutputTokens → max_tokens)', async () => {
+  assert.equal(requests()[0].body.max_tokens, 8192, 'the default before');
+  const pulls = () => (extensionLog().match(/Received request 'workspace\/configuration/g) ?? []).length;
+  const before = pulls();
+  // As the Settings editor would: the fixture's command writes the user
+  // setting through the configuration API. The extension pushes
+  // didChangeConfiguration and the server pulls the section again (the LSP
+  // trace shows the pull); the next run's requests show the value (below).
+  fs.writeFileSync(path.join(dirs.workspace, '.e2e-settings.json'), JSON.stringify({ 'agentfix.maxOutputTokens': 1234 }));
+  await runCommand('agentfix e2e: Apply settings');
+  await page.getByText('agentfix e2e: applied agentfix.maxOutputTokens').first().waitFor({ timeout: WAIT });
+  assert.match(fs.readFileSync(path.join(dirs.userData, 'User', 'settings.json'), 'utf8'), /"agentfix\.maxOutputTokens": 1234/);
+  await waitFor('the server to pull the configuration again', async () => pulls() > before);
+});
+
 step('"Agent fix with instruction…" sends the instruction; the progress notification cancels it', async () => {
   await page.locator('.monaco-editor .view-lines').first().click();
   await goToLine('2');
@@ -447,10 +495,13 @@ step('"Agent fix with instruction…" sends the instruction; the progress notifi
   await toast.waitFor({ state: 'visible', timeout: WAIT });
   await waitFor('the third model request', async () => requests().length === 3);
   assert.match(JSON.stringify(requests()[2].body), new RegExp(INSTRUCTION));
+  assert.equal(requests()[2].body.max_tokens, 1234, 'the changed setting is in force');
   await waitFor('the status bar to show the run', async () => /Agent fix: running/.test(await statusText()));
+  await sleep(500); // let the toast finish sliding in
   await screenshot('4-progress-with-cancel');
   await toast.locator('.monaco-button', { hasText: 'Cancel' }).click();
   await waitFor('the status bar to show the cancelled run', async () => /cancelled/.test(await statusText()));
+  await toast.waitFor({ state: 'hidden', timeout: WAIT });
   await page.getByText('Agent fix cancelled; nothing was changed.').first().waitFor({ timeout: WAIT });
   assert.equal(fs.readFileSync(calc, 'utf8'), FIXED);
   assert.equal(await page.locator('.tab.active.dirty').count(), 0, 'the buffer is untouched');
@@ -461,9 +512,33 @@ step('"Agent fix" then "Agent fix: Cancel" cancels the run', async () => {
   await runCommand('Agent fix');
   await waitFor('the fourth model request', async () => requests().length === 4);
   await waitFor('the status bar to show the run', async () => /Agent fix: running/.test(await statusText()));
+  const toast = page.locator('.notification-toast', { hasText: 'Agent fix' }).filter({ has: page.locator('.monaco-button', { hasText: 'Cancel' }) }).first();
+  await toast.waitFor({ state: 'visible', timeout: WAIT });
   await runCommand('Agent fix: Cancel');
   await waitFor('the status bar to show the cancelled run', async () => /cancelled/.test(await statusText()));
+  await toast.waitFor({ state: 'hidden', timeout: WAIT });
   await screenshot('5-cancelled');
   assert.equal(fs.readFileSync(calc, 'utf8'), FIXED);
   assert.equal(await page.locator('.tab.active.dirty').count(), 0, 'the buffer is untouched');
+});
+
+step('the API key appears in no log and no settings file', async () => {
+  const roots = [path.join(dirs.userData, 'logs'), path.join(dirs.userData, 'User'), path.join(dirs.userData, 'Machine'), dirs.logs, dirs.workspace];
+  const leaks = [];
+  for (const root of roots) {
+    for (const entry of fs.readdirSync(root, { recursive: true })) {
+      const file = path.join(root, entry);
+      if (/\.vscdb$|[\\/]workspaceStorage[\\/]|[\\/]globalStorage[\\/]/.test(file) || !fs.statSync(file).isFile()) {
+        continue; // VS Code's state databases, where SecretStorage keeps (encrypted) secrets
+      }
+      if (fs.readFileSync(file).includes(KEY)) {
+        leaks.push(file);
+      }
+    }
+  }
+  assert.deepEqual(leaks, [], 'files that contain the API key');
+  // The server's log is there and says where the key came from, by name only.
+  const serverLog = fs.readdirSync(path.join(dirs.userData, 'logs'), { recursive: true }).find((f) => /agentfix\.log$/.test(f));
+  assert.ok(serverLog, 'the agentfix output channel is logged');
+  assert.match(fs.readFileSync(path.join(dirs.userData, 'logs', serverLog), 'utf8'), /API keys from secret storage: ANTHROPIC_API_KEY/);
 });

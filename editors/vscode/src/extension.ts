@@ -92,8 +92,8 @@ class AgentFix {
     const { context } = this;
     const command = (id: string, f: (...args: unknown[]) => unknown) =>
       context.subscriptions.push(vscode.commands.registerCommand(id, f));
-    command('agentfix.run', () => this.fixHere(false));
-    command('agentfix.runWithInstruction', () => this.fixHere(true));
+    command('agentfix.run', () => this.guarded(() => this.fixHere(false)));
+    command('agentfix.runWithInstruction', () => this.guarded(() => this.fixHere(true)));
     command('agentfix.cancel', () => this.cancel());
     command('agentfix.setApiKey', () => this.setApiKey());
     command('agentfix.showOutput', () => this.output.show(true));
@@ -333,6 +333,16 @@ class AgentFix {
       this.pending.delete(cts);
       cts.dispose();
       this.refreshStatus();
+    }
+  }
+
+  /** Runs a command; an unexpected error becomes a message and a log line. */
+  private async guarded(f: () => Promise<void>): Promise<void> {
+    try {
+      await f();
+    } catch (e) {
+      this.log(`error: ${errorText(e)}`);
+      void vscode.window.showErrorMessage(`Agent fix: ${errorText(e)}`);
     }
   }
 

@@ -5,6 +5,10 @@
 // and reports an error on every line of that file whose trimmed text is
 // `match`, over the matched text, whenever the document opens or changes.
 // Once a fix rewrites the line, the diagnostic goes away, as a linter's would.
+//
+// The command "agentfix e2e: Apply settings" writes the user settings listed
+// in the workspace's `.e2e-settings.json` ({"agentfix.x": value}) through the
+// configuration API, as the Settings editor does.
 'use strict';
 const vscode = require('vscode');
 
@@ -49,6 +53,18 @@ function activate(context) {
     }
     collection.set(document.uri, found);
   }
+
+  context.subscriptions.push(
+    vscode.commands.registerCommand('agentfixE2e.applySettings', async () => {
+      const folder = vscode.workspace.workspaceFolders[0];
+      const bytes = await vscode.workspace.fs.readFile(vscode.Uri.joinPath(folder.uri, '.e2e-settings.json'));
+      const settings = JSON.parse(Buffer.from(bytes).toString('utf8'));
+      for (const [key, value] of Object.entries(settings)) {
+        await vscode.workspace.getConfiguration().update(key, value, vscode.ConfigurationTarget.Global);
+      }
+      vscode.window.showInformationMessage(`agentfix e2e: applied ${Object.keys(settings).join(', ')}`);
+    }),
+  );
 
   loadRules().then(() => {
     vscode.workspace.textDocuments.forEach(lint);

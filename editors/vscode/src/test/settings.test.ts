@@ -38,9 +38,9 @@ test('types, enums and minimums match the schema', () => {
   }
 });
 
-test('where the key goes can only be set in user settings', () => {
+test('where the key goes, and which programs run, can only be set in user settings', () => {
   const props = manifest.contributes.configuration.properties;
-  for (const name of ['provider', 'baseUrl', 'serverPath']) {
+  for (const name of ['provider', 'baseUrl', 'serverPath', 'languageServers']) {
     assert.equal(props[`agentfix.${name}`].scope, 'machine', name);
   }
 });
