@@ -142,6 +142,33 @@ pub struct ServerConfig {
     pub root_markers: Vec<String>,
 }
 
+/// One entry of the `commands` setting: an argv, an argv with a timeout, or
+/// (for the `autoApprove` key only) a flag.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum CommandEntry {
+    /// `"autoApprove": true` runs configured commands without asking.
+    Flag(bool),
+    /// `["cargo", "test", "-q"]`.
+    Argv(Vec<String>),
+    /// `{"command": ["cargo", "test"], "timeoutSecs": 600}`.
+    Full {
+        command: Vec<String>,
+        #[serde(rename = "timeoutSecs", default, skip_serializing_if = "Option::is_none")]
+        timeout_secs: Option<u64>,
+    },
+}
+
+/// A command the model may run through `run_command`, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandConfig {
+    pub argv: Vec<String>,
+    pub timeout: Duration,
+}
+
+/// Default timeout of a configured command.
+pub const DEFAULT_COMMAND_TIMEOUT_SECS: u64 = 300;
+
 /// agentfix settings, as the editor (camelCase JSON) or `agentfix.toml`
 /// gives them. Every field is optional; unknown fields are ignored.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
@@ -192,6 +219,9 @@ pub struct Settings {
     /// Language servers by language id (`python`, `rust`, `typescript`, `c`, `go`, …). Unset languages use the defaults found on PATH. Not allowed in agentfix.toml.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub language_servers: Option<std::collections::BTreeMap<String, ServerConfig>>,
+    /// Commands the model may run with `run_command`, by name: `{"test": ["cargo", "test", "-q"], "lint": {"command": ["ruff", "check", "."], "timeoutSecs": 60}, "autoApprove": false}`. They run in a scratch copy of the workspace with the run's edits applied; the user is asked before the first run of each (Allow once / Always in this workspace / Deny) unless `autoApprove` is true (`autoApprove` is not allowed in agentfix.toml).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commands: Option<std::collections::BTreeMap<String, CommandEntry>>,
     /// Start the default language servers found on PATH for languages not in `languageServers` (default true).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub default_language_servers: Option<bool>,
@@ -227,6 +257,11 @@ impl Settings {
         if s.base_url.is_some() || s.provider.is_some() {
             return Err(ConfigError::Invalid(format!(
                 "{FILE_NAME} may not set `provider` or `baseUrl` (a repository must not choose where your API key is sent); set them in the editor or the environment"
+            )));
+        }
+        if s.commands.as_ref().is_some_and(|c| c.contains_key("autoApprove")) {
+            return Err(ConfigError::Invalid(format!(
+                "{FILE_NAME} may not set `commands.autoApprove` (a repository must not approve its own commands); set it in the editor settings"
             )));
         }
         if s.language_servers.is_some() {
@@ -315,6 +350,10 @@ pub struct Config {
     pub partial_edits: PartialEdits,
     /// `None` when transcripts are off.
     pub transcript_dir: Option<PathBuf>,
+    /// Commands the model may run, by name.
+    pub commands: std::collections::BTreeMap<String, CommandConfig>,
+    /// Run them without asking.
+    pub commands_auto_approve: bool,
     /// Configured language servers by language id.
     pub language_servers: std::collections::HashMap<String, ServerConfig>,
     /// Whether defaults on PATH are used for other languages.
@@ -452,7 +491,12 @@ impl Config {
         .max(1);
         let settle = pick!("diagnosticsSettleMs", diagnostics_settle_ms, None::<u64>, 300);
         let diag_timeout = pick!("diagnosticsTimeoutMs", diagnostics_timeout_ms, None::<u64>, 5000);
+        let command_entries =
+            pick!("commands", commands, None::<std::collections::BTreeMap<String, CommandEntry>>, Default::default());
+        let (commands, commands_auto_approve) = resolve_commands(command_entries)?;
         Ok(Config {
+            commands,
+            commands_auto_approve,
             language_servers,
             default_language_servers,
             diagnostics_settle: Duration::from_millis(settle),
@@ -501,10 +545,73 @@ impl Config {
     }
 }
 
+/// Splits the `commands` setting into commands and the `autoApprove` flag.
+fn resolve_commands(
+    entries: std::collections::BTreeMap<String, CommandEntry>,
+) -> Result<(std::collections::BTreeMap<String, CommandConfig>, bool), ConfigError> {
+    let mut commands = std::collections::BTreeMap::new();
+    let mut auto = false;
+    for (name, entry) in entries {
+        let (argv, timeout) = match (name.as_str(), entry) {
+            ("autoApprove", CommandEntry::Flag(b)) => {
+                auto = b;
+                continue;
+            }
+            ("autoApprove", _) => {
+                return Err(ConfigError::Invalid("commands.autoApprove must be true or false".into()));
+            }
+            (_, CommandEntry::Flag(_)) => {
+                return Err(ConfigError::Invalid(format!(
+                    "commands.{name} must be a command (a list of strings), not a flag"
+                )));
+            }
+            (_, CommandEntry::Argv(argv)) => (argv, None),
+            (_, CommandEntry::Full { command, timeout_secs }) => (command, timeout_secs),
+        };
+        if argv.is_empty() || argv[0].trim().is_empty() {
+            return Err(ConfigError::Invalid(format!("commands.{name} is empty")));
+        }
+        if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            return Err(ConfigError::Invalid(format!(
+                "commands: `{name}` is not a valid name (letters, digits, - and _)"
+            )));
+        }
+        let timeout = Duration::from_secs(timeout.unwrap_or(DEFAULT_COMMAND_TIMEOUT_SECS).max(1));
+        commands.insert(name, CommandConfig { argv, timeout });
+    }
+    Ok((commands, auto))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn commands_parse_with_timeouts_and_auto_approve() {
+        let editor = Settings::from_json(&json!({"commands": {"test": ["cargo", "test", "-q"], "lint": {"command": ["ruff", "check"], "timeoutSecs": 9}, "autoApprove": true}})).unwrap();
+        let c = resolve(&Settings::default(), &editor, &[]).unwrap();
+        assert_eq!(
+            c.commands["test"],
+            CommandConfig { argv: vec!["cargo".into(), "test".into(), "-q".into()], timeout: Duration::from_secs(300) }
+        );
+        assert_eq!(c.commands["lint"].timeout, Duration::from_secs(9));
+        assert!(c.commands_auto_approve);
+        let file = Settings::from_toml("[commands]\ntest = [\"pytest\"]\n").unwrap();
+        let c = resolve(&file, &Settings::default(), &[]).unwrap();
+        assert_eq!(c.commands["test"].argv, ["pytest"]);
+        assert!(!c.commands_auto_approve);
+        assert!(
+            Settings::from_toml("[commands]\nautoApprove = true\n")
+                .unwrap_err()
+                .to_string()
+                .contains("commands.autoApprove")
+        );
+        let bad = Settings::from_json(&json!({"commands": {"test": []}})).unwrap();
+        assert_eq!(resolve(&Settings::default(), &bad, &[]).unwrap_err().to_string(), "commands.test is empty");
+        let bad = Settings::from_json(&json!({"commands": {"test": true}})).unwrap();
+        assert!(resolve(&Settings::default(), &bad, &[]).is_err());
+    }
 
     fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
         move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())

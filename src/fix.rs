@@ -12,9 +12,9 @@ use crate::config::{Config, PartialEdits};
 use crate::downstream::{Diagnostic, Symbol, SymbolSource};
 use crate::model::StreamUpdate;
 use crate::providers::ModelClient;
-use crate::tools::{ToolContext, ToolSet, Toolbox};
+use crate::tools::{Approval, Approver, CommandSpec, RunCommand, ToolContext, ToolSet, Toolbox};
 use crate::transcript::Transcript;
-use crate::workspace::{BufferSource, FileChange, Overlay, Workspace};
+use crate::workspace::{FileChange, Overlay};
 
 /// Lines of code shown around the target in the first message.
 const CONTEXT_LINES: u32 = 30;
@@ -174,6 +174,16 @@ impl ProgressLines {
     }
 }
 
+/// `commands.autoApprove`: every configured command may run.
+struct AutoApprove;
+
+#[async_trait::async_trait]
+impl Approver for AutoApprove {
+    async fn approve(&self, _: &str, _: &[String]) -> Approval {
+        Approval::Always
+    }
+}
+
 /// The result of one fix.
 pub struct FixResult {
     pub outcome: Outcome,
@@ -187,21 +197,22 @@ pub struct FixResult {
     pub transcript: Option<PathBuf>,
 }
 
-/// Runs one fix to the end. Nothing is written anywhere but the transcript.
+/// Runs one fix to the end over `overlay` (fresh, owned by the caller so it
+/// can watch what the run edits). Nothing is written anywhere but the
+/// transcript.
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     config: &Config,
     model: &dyn ModelClient,
-    workspace: Arc<Workspace>,
-    buffers: Arc<dyn BufferSource>,
+    overlay: Arc<Overlay>,
     symbols: Option<Arc<dyn SymbolSource>>,
+    approver: Option<Arc<dyn Approver>>,
     target: &Target,
     cancel: &CancellationToken,
     events: &(dyn Fn(RunEvent) + Send + Sync),
 ) -> FixResult {
     let started = std::time::Instant::now();
-    let root = workspace.primary_root().to_path_buf();
-    let overlay = Arc::new(Overlay::new(workspace, buffers.clone()));
+    let root = overlay.workspace().primary_root().to_path_buf();
     // Symbol tools only when a language server exists for the target.
     let symbols = symbols.filter(|s| s.available(&target.path));
     let outline = match (&symbols, overlay.read(&target.path)) {
@@ -236,12 +247,23 @@ pub async fn run(
             code: p.code.clone(),
         })
         .collect();
-    let toolbox = Toolbox::standard(ToolContext {
+    let mut toolbox = Toolbox::standard(ToolContext {
         overlay: overlay.clone(),
         symbols: symbols.clone(),
         target: target.path.clone(),
         editor_diagnostics,
     });
+    if let (false, Some(approver)) = (config.commands.is_empty(), approver) {
+        let approver: Arc<dyn Approver> = if config.commands_auto_approve { Arc::new(AutoApprove) } else { approver };
+        let specs = config
+            .commands
+            .iter()
+            .map(|(name, c)| (name.clone(), CommandSpec { argv: c.argv.clone(), timeout: c.timeout }))
+            .collect();
+        let tool = RunCommand::new(specs, approver);
+        let names = tool.names().join(", ");
+        toolbox.add(tool, &format!("The configured commands are: {names}."));
+    }
     let limits = Limits {
         max_turns: config.max_turns,
         max_tokens: config.max_tokens,
@@ -271,7 +293,7 @@ pub async fn run(
             .bases()
             .into_iter()
             .map(|b| {
-                let text = buffers.buffer(&b.path).map(|t| t.text);
+                let text = overlay.buffers().buffer(&b.path).map(|t| t.text);
                 (b.path, text)
             })
             .collect();

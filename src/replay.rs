@@ -18,7 +18,7 @@ use crate::fix::{self, Problem, Target};
 use crate::model::{ModelError, ModelErrorKind, ModelRequest, ModelResponse, StreamUpdate};
 use crate::providers::ModelClient;
 use crate::transcript::{self, response_from_json};
-use crate::workspace::{BufferSource, BufferText, Workspace};
+use crate::workspace::{BufferSource, BufferText, Overlay, Workspace};
 
 /// What a replay found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,9 +157,17 @@ pub async fn replay(path: &Path, root: Option<&Path>) -> Result<Report, String> 
             .with_defaults(config.default_language_servers),
     );
     let symbols: Option<Arc<dyn crate::downstream::SymbolSource>> = had_symbols.then(|| downstream.clone() as _);
-    let result =
-        fix::run(&config, &model, workspace, Arc::new(files), symbols, &target, &CancellationToken::new(), &events)
-            .await;
+    let result = fix::run(
+        &config,
+        &model,
+        Arc::new(Overlay::new(workspace, Arc::new(files))),
+        symbols,
+        None,
+        &target,
+        &CancellationToken::new(),
+        &events,
+    )
+    .await;
     downstream.stop_all().await;
     let replayed = results.into_inner().unwrap_or_else(|e| e.into_inner());
 

@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 
 use common::agentfix_bin;
 use common::mock_model::{self, MockModel, error_reply, text_reply, tool_reply};
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn agentfix(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(agentfix_bin());
@@ -130,4 +130,47 @@ fn version_and_help() {
     let out = agentfix(dir.path(), &["--help"], &[]);
     let help = String::from_utf8(out.stdout).unwrap();
     assert!(help.contains("fix") && help.contains("lsp") && help.contains("--stdio"), "{help}");
+}
+
+#[test]
+fn commands_run_only_when_allowed_on_the_command_line() {
+    let (_d, root) = workspace();
+    std::fs::write(
+        root.join("agentfix.toml"),
+        "[commands]\nshow = [\"sh\", \"-c\", \"grep -c 'b == 0' calc.py || true\"]\n",
+    )
+    .unwrap();
+    let script = |mock: &MockModel| {
+        push_fix_first(mock);
+        mock.push(tool_reply(&[("toolu_run", "run_command", json!({"name": "show"}))]));
+        mock.push(text_reply("Checked."));
+    };
+    let mock = MockModel::start();
+    script(&mock);
+    let out = run(&root, &mock, &["fix", "calc.py", "--line", "2", "--allow-command", "show"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let result = last_tool_result(&mock);
+    assert_eq!(result["is_error"], Value::Null);
+    assert!(
+        result["content"].as_str().unwrap().contains("\n1\n[exit code 0]"),
+        "the scratch copy has the edit: {result}"
+    );
+    let mock = MockModel::start();
+    script(&mock);
+    let out = run(&root, &mock, &["fix", "calc.py", "--line", "2"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("denied (pass --allow-command show to allow it)"));
+    assert_eq!(last_tool_result(&mock)["is_error"], true);
+}
+
+fn push_fix_first(mock: &MockModel) {
+    mock.push(tool_reply(&[(
+        "toolu_1",
+        "edit_file",
+        json!({"path": "calc.py", "old_text": "    return a / b\n", "new_text": "    if b == 0:\n        raise ZeroDivisionError(\"b is zero\")\n    return a / b\n"}),
+    )]));
+}
+
+fn last_tool_result(mock: &MockModel) -> Value {
+    let requests = mock.requests();
+    requests.last().unwrap().body["messages"].as_array().unwrap().last().unwrap()["content"][0].clone()
 }

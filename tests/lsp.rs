@@ -216,8 +216,8 @@ fn a_fix_reads_the_unsaved_buffer_and_ends_in_a_versioned_edit() {
         result["result"],
         json!({"applied": true, "stopReason": "end_turn", "turns": 3,
                "inputTokens": result["result"]["inputTokens"], "outputTokens": 50,
-               "message": "Agent fix: Guarded the division by zero. (1 file)",
-               "transcript": result["result"]["transcript"]})
+               "message": "Agent fix: Guarded the division by zero. (1 file, 1 hunk)",
+               "transcript": result["result"]["transcript"], "conflicts": []})
     );
     f.assert_no_violations();
     let requests = f.mock.requests();
@@ -237,7 +237,7 @@ fn a_fix_reads_the_unsaved_buffer_and_ends_in_a_versioned_edit() {
     // One versioned edit against buffer version 7 that produces the right text.
     let edits = f.editor.applied_edits();
     assert_eq!(edits.len(), 1);
-    assert_eq!(edits[0]["label"], "Agent fix: Guarded the division by zero. (1 file)");
+    assert_eq!(edits[0]["label"], "Agent fix: Guarded the division by zero. (1 file, 1 hunk)");
     let doc_changes = edits[0]["edit"]["documentChanges"].as_array().unwrap();
     assert_eq!(doc_changes.len(), 1);
     assert_eq!(doc_changes[0]["textDocument"], json!({"uri": file_uri(&path), "version": 7}));
@@ -559,7 +559,10 @@ fn configuration_is_pulled_from_the_editor_and_repulled_on_change() {
     // A run stopped by a limit offers its edits, labelled as such.
     assert_eq!(result["result"]["applied"], true);
     let label = f.editor.applied_edits()[0]["label"].as_str().unwrap().to_string();
-    assert_eq!(label, "Agent fix: Changed x; more was planned. (stopped early: the run reached maxTurns (1)) (1 file)");
+    assert_eq!(
+        label,
+        "Agent fix: Changed x; more was planned. (stopped early: the run reached maxTurns (1)) (1 file, 1 hunk)"
+    );
     assert!(
         f.editor
             .messages()

@@ -19,13 +19,24 @@ die() {
   exit 1
 }
 
+# apt-get update + install, quiet unless it fails (then its output and exit 1).
+apt_install() {
+  local log
+  log="$(mktemp)"
+  echo "== apt-get install $*"
+  # Wait for a dpkg lock held by another apt run instead of failing at once.
+  if ! { apt-get -o DPkg::Lock::Timeout=300 update -q &&
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q "$@"; } >"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    die "apt-get install $* failed"
+  fi
+  rm -f "$log"
+}
+
 # --- Neovim 0.7 (Debian) ---------------------------------------------------------
 NVIM07=/usr/bin/nvim
 if ! [ -x "$NVIM07" ]; then
-  echo "== installing Debian's neovim"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q || die "apt-get update failed"
-  apt-get install -y -q neovim || die "apt-get install neovim failed"
+  apt_install neovim
 fi
 [ -x "$NVIM07" ] || die "$NVIM07 missing after install"
 

@@ -13,7 +13,8 @@ use crate::config::{Config, Settings};
 use crate::downstream::{DiagnosticsWait, Downstream, SymbolSource};
 use crate::fix::{self, ProgressLines, Target};
 use crate::providers;
-use crate::workspace::{NoBuffers, Workspace, unified_diff};
+use crate::tools::{Approval, Approver};
+use crate::workspace::{NoBuffers, Overlay, Workspace, unified_diff};
 
 /// Exit codes of `agentfix fix`.
 pub mod exit {
@@ -44,6 +45,26 @@ pub struct FixArgs {
     /// Write the proposed edit to disk instead of only printing it.
     #[arg(long)]
     pub apply: bool,
+    /// Let the model run this configured command (see the `commands`
+    /// setting); repeatable. Others are denied.
+    #[arg(long = "allow-command", value_name = "NAME")]
+    pub allow_command: Vec<String>,
+}
+
+/// Approves exactly the commands named with `--allow-command`.
+struct AllowList(Vec<String>);
+
+#[async_trait::async_trait]
+impl Approver for AllowList {
+    async fn approve(&self, name: &str, argv: &[String]) -> Approval {
+        if self.0.iter().any(|n| n == name) {
+            eprintln!("agentfix: running `{name}` ({}) in a scratch copy", argv.join(" "));
+            Approval::Always
+        } else {
+            eprintln!("agentfix: the model asked to run `{name}`; denied (pass --allow-command {name} to allow it)");
+            Approval::Deny
+        }
+    }
 }
 
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
@@ -222,8 +243,9 @@ pub async fn fix(args: FixArgs) -> ExitCode {
         .with_defaults(config.default_language_servers),
     );
     let symbols: Arc<dyn SymbolSource> = downstream.clone();
-    let result =
-        fix::run(&config, &*model, workspace, Arc::new(NoBuffers), Some(symbols), &target, &cancel, &events).await;
+    let overlay = Arc::new(Overlay::new(workspace, Arc::new(NoBuffers)));
+    let approver: Arc<dyn Approver> = Arc::new(AllowList(args.allow_command.clone()));
+    let result = fix::run(&config, &*model, overlay, Some(symbols), Some(approver), &target, &cancel, &events).await;
     downstream.stop_all().await;
     let outcome = &result.outcome;
     let mut stdout = std::io::stdout().lock();

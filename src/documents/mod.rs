@@ -41,12 +41,35 @@ pub struct Change {
 pub enum DocumentError {
     #[error("document {0} is not open")]
     NotOpen(String),
+    #[error("the changes since version {0} are no longer kept")]
+    HistoryGone(i32),
+}
+
+/// One applied change, in UTF-8 bytes of the text just before it: bytes
+/// `start..end` became `text`. What rebasing needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edit {
+    pub start: usize,
+    pub end: usize,
+    pub text: String,
+}
+
+/// Versions of history kept per document (enough for a run's duration of
+/// typing; older runs fall back to reporting conflicts).
+const HISTORY_VERSIONS: usize = 5000;
+
+/// The changes of one document: (version before, version after, edits).
+#[derive(Debug, Default)]
+struct History {
+    steps: std::collections::VecDeque<(i32, i32, Vec<Edit>)>,
 }
 
 /// The set of open documents.
 #[derive(Debug, Default)]
 pub struct Documents {
     docs: RwLock<HashMap<String, Document>>,
+    /// Applied changes per URI, written under the `docs` write lock.
+    history: std::sync::Mutex<HashMap<String, History>>,
 }
 
 impl Documents {
@@ -73,7 +96,9 @@ impl Documents {
             version,
             rope: Rope::from_str(text),
         };
-        self.write().insert(uri.to_string(), doc);
+        let mut docs = self.write();
+        self.history.lock().unwrap_or_else(|e| e.into_inner()).remove(uri);
+        docs.insert(uri.to_string(), doc);
     }
 
     /// `didChange`: applies `changes` in order and sets the new version.
@@ -89,16 +114,40 @@ impl Documents {
         if version <= doc.version {
             tracing::warn!(uri, old = doc.version, new = version, "document version did not increase");
         }
+        let mut edits = Vec::new();
         for change in changes {
-            apply_change(&mut doc.rope, change, encoding);
+            edits.extend(apply_change(&mut doc.rope, change, encoding));
+        }
+        let mut history = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        let h = history.entry(uri.to_string()).or_default();
+        h.steps.push_back((doc.version, version, edits));
+        if h.steps.len() > HISTORY_VERSIONS {
+            h.steps.pop_front();
         }
         doc.version = version;
         Ok(())
     }
 
+    /// The edits applied since `version`, in order, and the document now.
+    pub fn changes_since(&self, uri: &str, version: i32) -> Result<(Vec<Edit>, Document), DocumentError> {
+        let docs = self.read();
+        let doc = docs.get(uri).ok_or_else(|| DocumentError::NotOpen(uri.to_string()))?;
+        if doc.version == version {
+            return Ok((Vec::new(), doc.clone()));
+        }
+        let history = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        let steps = history.get(uri).map(|h| &h.steps).ok_or(DocumentError::HistoryGone(version))?;
+        let first =
+            steps.iter().position(|(before, _, _)| *before == version).ok_or(DocumentError::HistoryGone(version))?;
+        let edits = steps.iter().skip(first).flat_map(|(_, _, e)| e.iter().cloned()).collect();
+        Ok((edits, doc.clone()))
+    }
+
     /// `didClose`.
     pub fn close(&self, uri: &str) -> Result<(), DocumentError> {
-        self.write().remove(uri).map(|_| ()).ok_or_else(|| DocumentError::NotOpen(uri.to_string()))
+        let mut docs = self.write();
+        self.history.lock().unwrap_or_else(|e| e.into_inner()).remove(uri);
+        docs.remove(uri).map(|_| ()).ok_or_else(|| DocumentError::NotOpen(uri.to_string()))
     }
 
     /// A snapshot of one document by URI.
@@ -120,17 +169,31 @@ impl Documents {
     }
 }
 
-/// Applies one change to `rope`, clamping out-of-range positions.
-fn apply_change(rope: &mut Rope, change: &Change, encoding: PositionEncoding) {
+/// Applies one change to `rope`, clamping out-of-range positions, and
+/// returns it as byte edits (a whole-text replacement becomes the line hunks
+/// between the two texts, last first, so that each applies to the text left
+/// by the previous one).
+fn apply_change(rope: &mut Rope, change: &Change, encoding: PositionEncoding) -> Vec<Edit> {
     match change.range {
-        None => *rope = Rope::from_str(&change.text),
+        None => {
+            let old = rope.to_string();
+            let mut edits: Vec<Edit> = crate::workspace::hunks(&old, &change.text)
+                .into_iter()
+                .map(|h| Edit { start: h.old_start, end: h.old_end, text: h.new_text })
+                .collect();
+            edits.reverse();
+            *rope = Rope::from_str(&change.text);
+            edits
+        }
         Some(((sl, sc), (el, ec))) => {
             let start = encoding::position_to_char(rope, sl, sc, encoding);
             let end = encoding::position_to_char(rope, el, ec, encoding);
             // A reversed range is treated as its normalised form.
             let (start, end) = (start.min(end), start.max(end));
+            let edit = Edit { start: rope.char_to_byte(start), end: rope.char_to_byte(end), text: change.text.clone() };
             rope.remove(start..end);
             rope.insert(start, &change.text);
+            vec![edit]
         }
     }
 }
@@ -202,6 +265,32 @@ mod tests {
         docs.change("u", 2, &[change(((9, 9), (12, 0)), "!")], PositionEncoding::Utf16).unwrap();
         docs.change("u", 3, &[change(((0, 50), (0, 1)), "-")], PositionEncoding::Utf16).unwrap();
         assert_eq!(docs.get("u").unwrap().rope.to_string(), "a-\ncd!");
+    }
+
+    #[test]
+    fn history_replays_to_the_current_text() {
+        let docs = Documents::new();
+        docs.open("u", None, "t", 1, "one\n漢字\nthree\n");
+        docs.change("u", 2, &[change(((1, 1), (1, 2)), "X")], PositionEncoding::Utf16).unwrap();
+        docs.change(
+            "u",
+            3,
+            &[Change { range: None, text: "zero\none\n漢X\nthree\nfour\n".into() }],
+            PositionEncoding::Utf16,
+        )
+        .unwrap();
+        docs.change("u", 4, &[change(((0, 0), (0, 0)), "😀"), change(((4, 4), (4, 4)), "!")], PositionEncoding::Utf16)
+            .unwrap();
+        let (edits, doc) = docs.changes_since("u", 1).unwrap();
+        let mut text = "one\n漢字\nthree\n".to_string();
+        for e in &edits {
+            text.replace_range(e.start..e.end, &e.text);
+        }
+        assert_eq!(text, doc.rope.to_string());
+        assert_eq!(doc.version, 4);
+        assert_eq!(docs.changes_since("u", 4).unwrap().0, vec![]);
+        assert_eq!(docs.changes_since("u", 3).unwrap().0.len(), 2);
+        assert_eq!(docs.changes_since("u", 0).unwrap_err(), DocumentError::HistoryGone(0));
     }
 
     #[test]

@@ -7,15 +7,15 @@ use std::path::PathBuf;
 
 use ropey::Rope;
 use tower_lsp_server::ls_types::{
-    ClientCapabilities, CreateFile, CreateFileOptions, Diagnostic, DiagnosticSeverity, DocumentChangeOperation,
-    DocumentChanges, NumberOrString, OneOf, OptionalVersionedTextDocumentIdentifier, Position, PositionEncodingKind,
-    Range, ResourceOp, ResourceOperationKind, TextDocumentContentChangeEvent, TextDocumentEdit, TextEdit, Uri,
-    WorkspaceEdit,
+    AnnotatedTextEdit, ChangeAnnotation, ClientCapabilities, CreateFile, CreateFileOptions, Diagnostic,
+    DiagnosticSeverity, DocumentChangeOperation, DocumentChanges, NumberOrString, OneOf,
+    OptionalVersionedTextDocumentIdentifier, Position, PositionEncodingKind, Range, ResourceOp, ResourceOperationKind,
+    TextDocumentContentChangeEvent, TextDocumentEdit, TextEdit, Uri, WorkspaceEdit,
 };
 
 use crate::documents::{Change, PositionEncoding, encoding};
 use crate::fix::Problem;
-use crate::workspace::{FileChange, hunks};
+use crate::workspace::{EditReason, FileChange, Hunk, hunks};
 
 /// Picks the position encoding from what the client offers: UTF-8, then
 /// UTF-32 (both cheaper to convert), else the mandatory UTF-16.
@@ -88,10 +88,13 @@ pub fn problem_from_proto(d: &Diagnostic) -> Problem {
 }
 
 /// What the client can take in a `WorkspaceEdit`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct EditSupport {
     pub document_changes: bool,
     pub create_files: bool,
+    /// `changeAnnotationSupport`: every hunk gets an annotation that needs
+    /// confirmation (VS Code then opens its Refactor Preview).
+    pub annotations: bool,
 }
 
 impl EditSupport {
@@ -102,58 +105,165 @@ impl EditSupport {
             && we
                 .and_then(|w| w.resource_operations.as_ref())
                 .is_some_and(|ops| ops.contains(&ResourceOperationKind::Create));
-        Self { document_changes, create_files }
+        let annotations = document_changes && we.and_then(|w| w.change_annotation_support.as_ref()).is_some();
+        Self { document_changes, create_files, annotations }
     }
 }
 
-/// Builds the edit for `changes`. Returns the edit and the display paths of
-/// changes the client cannot take (new files without `create` support).
+/// The edit of one file, ready to send: hunks on `text`, the text of the
+/// document at `version` (after any rebase).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileEdit {
+    pub path: PathBuf,
+    pub display: String,
+    /// `None` for a file not open in the editor (or a new file).
+    pub version: Option<i32>,
+    /// The text the hunks apply to (empty for a new file).
+    pub text: String,
+    pub hunks: Vec<Hunk>,
+    /// A new file: `CreateFile`, then the hunk inserts its text.
+    pub create: bool,
+    pub reasons: Vec<EditReason>,
+}
+
+impl FileEdit {
+    /// The edit of a change that needs no rebase.
+    pub fn from_change(c: &FileChange) -> Self {
+        let text = c.original.clone().unwrap_or_default();
+        FileEdit {
+            path: c.path.clone(),
+            display: c.display.clone(),
+            version: c.version,
+            hunks: hunks(&text, &c.new_text),
+            text,
+            create: c.original.is_none(),
+            reasons: c.reasons.clone(),
+        }
+    }
+}
+
+/// The model's reason for a hunk: the reason of the edit whose inserted
+/// text the hunk carries, else every reason given for the file.
+fn reason_for(hunk: &Hunk, reasons: &[EditReason]) -> Option<String> {
+    let matching: Vec<&str> = reasons
+        .iter()
+        .filter(|r| {
+            let first = r.inserted.lines().map(str::trim).find(|l| !l.is_empty());
+            first.is_some_and(|l| hunk.new_text.contains(l))
+        })
+        .map(|r| r.reason.as_str())
+        .collect();
+    let chosen: Vec<&str> =
+        if matching.is_empty() { reasons.iter().map(|r| r.reason.as_str()).collect() } else { matching };
+    let mut unique: Vec<&str> = Vec::new();
+    for r in chosen {
+        if !unique.contains(&r) {
+            unique.push(r);
+        }
+    }
+    (!unique.is_empty()).then(|| unique.join("; "))
+}
+
+/// `calc.py: lines 3-4`, `calc.py: after line 7`, `calc.py: new file`.
+fn hunk_label(file: &FileEdit, h: &Hunk) -> String {
+    if file.create {
+        return format!("{}: new file", file.display);
+    }
+    let line_of = |byte: usize| file.text[..byte.min(file.text.len())].matches('\n').count() + 1;
+    let first = line_of(h.old_start);
+    if h.old_start == h.old_end {
+        return format!("{}: insert before line {first}", file.display);
+    }
+    let last = line_of(h.old_end.saturating_sub(1).max(h.old_start));
+    if first == last {
+        format!("{}: line {first}", file.display)
+    } else {
+        format!("{}: lines {first}-{last}", file.display)
+    }
+}
+
+/// Builds the `WorkspaceEdit` for `files`. Returns it, the number of hunks
+/// in it, and the display paths of files the client cannot take (new files
+/// without `create` support).
 pub fn workspace_edit(
-    changes: &[FileChange],
+    files: &[FileEdit],
     encoding: PositionEncoding,
     support: EditSupport,
-) -> (WorkspaceEdit, Vec<String>) {
+) -> (WorkspaceEdit, usize, Vec<String>) {
     let mut skipped = Vec::new();
     let mut ops: Vec<DocumentChangeOperation> = Vec::new();
     let mut plain: HashMap<Uri, Vec<TextEdit>> = HashMap::new();
-    for change in changes {
-        let Some(uri) = Uri::from_file_path(&change.path) else {
-            skipped.push(change.display.clone());
+    let mut annotations: HashMap<String, ChangeAnnotation> = HashMap::new();
+    let mut count = 0;
+    for (fi, file) in files.iter().enumerate() {
+        let Some(uri) = Uri::from_file_path(&file.path) else {
+            skipped.push(file.display.clone());
             continue;
         };
-        let edits = match &change.original {
-            Some(original) => text_edits(original, &change.new_text, encoding),
-            None if support.create_files => {
-                ops.push(DocumentChangeOperation::Op(ResourceOp::Create(CreateFile {
-                    uri: uri.clone(),
-                    options: Some(CreateFileOptions { overwrite: Some(false), ignore_if_exists: Some(false) }),
-                    annotation_id: None,
-                })));
-                vec![TextEdit { range: Range::default(), new_text: change.new_text.clone() }]
-            }
-            None => {
-                skipped.push(change.display.clone());
-                continue;
-            }
+        if file.create && !support.create_files {
+            skipped.push(file.display.clone());
+            continue;
+        }
+        let rope = Rope::from_str(&file.text);
+        let pos = |byte: usize| {
+            let (line, character) = encoding::byte_to_position(&rope, byte, encoding);
+            Position { line, character }
         };
+        let mut edits: Vec<OneOf<TextEdit, AnnotatedTextEdit>> = Vec::new();
+        let mut plain_edits = Vec::new();
+        for (hi, h) in file.hunks.iter().enumerate() {
+            count += 1;
+            let text_edit = TextEdit {
+                range: Range { start: pos(h.old_start), end: pos(h.old_end) },
+                new_text: h.new_text.clone(),
+            };
+            if support.annotations {
+                let id = format!("agentfix-{fi}-{hi}");
+                annotations.insert(
+                    id.clone(),
+                    ChangeAnnotation {
+                        label: hunk_label(file, h),
+                        needs_confirmation: Some(true),
+                        description: reason_for(h, &file.reasons).or_else(|| Some("proposed by the agent".into())),
+                    },
+                );
+                edits.push(OneOf::Right(AnnotatedTextEdit { text_edit, annotation_id: id }));
+            } else {
+                plain_edits.push(text_edit.clone());
+                edits.push(OneOf::Left(text_edit));
+            }
+        }
+        if file.create {
+            let annotation_id = support.annotations.then(|| format!("agentfix-{fi}-0"));
+            ops.push(DocumentChangeOperation::Op(ResourceOp::Create(CreateFile {
+                uri: uri.clone(),
+                options: Some(CreateFileOptions { overwrite: Some(false), ignore_if_exists: Some(false) }),
+                annotation_id,
+            })));
+        }
         if support.document_changes {
             ops.push(DocumentChangeOperation::Edit(TextDocumentEdit {
-                text_document: OptionalVersionedTextDocumentIdentifier { uri, version: change.version },
-                edits: edits.into_iter().map(OneOf::Left).collect(),
+                text_document: OptionalVersionedTextDocumentIdentifier { uri, version: file.version },
+                edits,
             }));
         } else {
-            plain.insert(uri, edits);
+            plain.insert(uri, plain_edits);
         }
     }
     let edit = if support.document_changes {
-        WorkspaceEdit { document_changes: Some(DocumentChanges::Operations(ops)), ..Default::default() }
+        WorkspaceEdit {
+            document_changes: Some(DocumentChanges::Operations(ops)),
+            change_annotations: (!annotations.is_empty()).then_some(annotations),
+            ..Default::default()
+        }
     } else {
         WorkspaceEdit { changes: Some(plain), ..Default::default() }
     };
-    (edit, skipped)
+    (edit, count, skipped)
 }
 
 /// Line hunks from `original` to `new`, as LSP text edits in `encoding`.
+#[cfg(test)]
 pub fn text_edits(original: &str, new: &str, encoding: PositionEncoding) -> Vec<TextEdit> {
     let rope = Rope::from_str(original);
     let pos = |byte: usize| {
@@ -226,22 +336,46 @@ mod tests {
             version: None,
             original: None,
             new_text: "x\n".into(),
+            reasons: vec![],
         };
-        let (edit, skipped) = workspace_edit(
-            std::slice::from_ref(&change),
-            PositionEncoding::Utf16,
-            EditSupport { document_changes: true, create_files: true },
-        );
+        let file = FileEdit::from_change(&change);
+        let full = EditSupport { document_changes: true, create_files: true, annotations: false };
+        let (edit, n, skipped) = workspace_edit(std::slice::from_ref(&file), PositionEncoding::Utf16, full);
         assert!(skipped.is_empty());
+        assert_eq!(n, 1);
         let v = serde_json::to_value(&edit).unwrap();
         assert_eq!(v["documentChanges"][0]["kind"], "create");
         assert_eq!(v["documentChanges"][1]["textDocument"]["version"], serde_json::Value::Null);
         assert_eq!(v["documentChanges"][1]["edits"][0]["newText"], "x\n");
-        let (_, skipped) = workspace_edit(
-            &[change],
-            PositionEncoding::Utf16,
-            EditSupport { document_changes: false, create_files: false },
-        );
+        let (_, _, skipped) = workspace_edit(&[file], PositionEncoding::Utf16, EditSupport::default());
         assert_eq!(skipped, ["new.py"]);
+    }
+
+    #[test]
+    fn hunks_carry_annotations_with_the_models_reasons() {
+        let change = FileChange {
+            path: "/w/calc.py".into(),
+            display: "calc.py".into(),
+            version: Some(3),
+            original: Some("a = 1\nb = 2\nc = 3\nd = 4\n".into()),
+            new_text: "a = 10\nb = 2\nc = 3\nd = 40\n".into(),
+            reasons: vec![
+                EditReason { reason: "bump a".into(), inserted: "a = 10".into() },
+                EditReason { reason: "bump d".into(), inserted: "d = 40\n".into() },
+            ],
+        };
+        let file = FileEdit::from_change(&change);
+        let support = EditSupport { document_changes: true, create_files: true, annotations: true };
+        let (edit, n, _) = workspace_edit(&[file], PositionEncoding::Utf16, support);
+        assert_eq!(n, 2);
+        let v = serde_json::to_value(&edit).unwrap();
+        let edits = v["documentChanges"][0]["edits"].as_array().unwrap();
+        assert_eq!(edits[0]["annotationId"], "agentfix-0-0");
+        assert_eq!(
+            v["changeAnnotations"]["agentfix-0-0"],
+            serde_json::json!({"label": "calc.py: line 1", "needsConfirmation": true, "description": "bump a"})
+        );
+        assert_eq!(v["changeAnnotations"]["agentfix-0-1"]["label"], "calc.py: line 4");
+        assert_eq!(v["changeAnnotations"]["agentfix-0-1"]["description"], "bump d");
     }
 }

@@ -9,9 +9,11 @@
 //! - `progress`: `$/progress` reporting; `convert`: type conversions;
 //! - `transport`: keeps malformed input from stopping the server.
 
+mod approval;
 mod convert;
 mod ordered;
 mod progress;
+mod proposal;
 mod run;
 mod server;
 mod transport;
@@ -28,6 +30,7 @@ use tower_lsp_server::{LspService, Server};
 use crate::config::{Config, Settings};
 use crate::documents::{Documents, PositionEncoding};
 use crate::downstream::{DiagnosticsWait, Downstream};
+use crate::workspace::Overlay;
 
 /// The command the code actions carry.
 pub const FIX_COMMAND: &str = "agentfix.fix";
@@ -46,6 +49,10 @@ pub struct Session {
     state: RwLock<SessionState>,
     /// Cancellation of runs in progress, by progress token.
     runs: Mutex<HashMap<String, CancellationToken>>,
+    /// Commands approved "Always in this workspace": (root, name).
+    always: Mutex<std::collections::HashSet<(PathBuf, String)>>,
+    /// Runs in progress: their target and overlay (to see what they edit).
+    active: Mutex<HashMap<u64, (PathBuf, Arc<Overlay>)>>,
     next_run: AtomicU64,
 }
 
@@ -75,6 +82,8 @@ impl Session {
             downstream: tokio::sync::Mutex::new(None),
             state: RwLock::new(SessionState::default()),
             runs: Mutex::new(HashMap::new()),
+            active: Mutex::new(HashMap::new()),
+            always: Mutex::new(std::collections::HashSet::new()),
             next_run: AtomicU64::new(1),
         }
     }
@@ -150,6 +159,32 @@ impl Session {
         if let Some((_, ds)) = self.downstream.lock().await.take() {
             ds.stop_all().await;
         }
+    }
+
+    /// The run that already targets or has edited `path`, if any: a second
+    /// run on such a file is refused (its edits would race the first's).
+    fn busy_with(&self, path: &std::path::Path) -> Option<u64> {
+        let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        active
+            .iter()
+            .find(|(_, (target, overlay))| target == path || overlay.changes().iter().any(|c| c.path == path))
+            .map(|(id, _)| *id)
+    }
+
+    fn set_active(&self, id: u64, target: PathBuf, overlay: Arc<Overlay>) {
+        self.active.lock().unwrap_or_else(|e| e.into_inner()).insert(id, (target, overlay));
+    }
+
+    fn clear_active(&self, id: u64) {
+        self.active.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+    }
+
+    fn always_allowed(&self, root: &std::path::Path, name: &str) -> bool {
+        self.always.lock().unwrap_or_else(|e| e.into_inner()).contains(&(root.to_path_buf(), name.to_string()))
+    }
+
+    fn allow_always(&self, root: &std::path::Path, name: &str) {
+        self.always.lock().unwrap_or_else(|e| e.into_inner()).insert((root.to_path_buf(), name.to_string()));
     }
 
     fn next_run_id(&self) -> u64 {

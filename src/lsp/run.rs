@@ -16,14 +16,16 @@ use tower_lsp_server::jsonrpc::{Error, ErrorCode, Result};
 use tower_lsp_server::ls_types::request::ApplyWorkspaceEdit;
 use tower_lsp_server::ls_types::{ApplyWorkspaceEditParams, Diagnostic, MessageType, Range, Uri};
 
+use super::approval::ClientApprover;
 use super::progress::RunProgress;
-use super::{Session, convert};
+use super::{Session, convert, proposal};
 use crate::agent::{RunEvent, Stop};
 use crate::config::Config;
 use crate::downstream::SymbolSource;
 use crate::fix::{self, ProgressLine, ProgressLines, Target};
 use crate::providers;
-use crate::workspace::Workspace;
+use crate::tools::Approver;
+use crate::workspace::{Overlay, Workspace};
 
 /// At most one streamed-text progress report per this interval.
 const STREAM_THROTTLE: Duration = Duration::from_millis(250);
@@ -90,6 +92,15 @@ pub async fn execute_fix(client: Client, session: Arc<Session>, arguments: Vec<V
     }
     let ds_roots = roots.clone();
     let workspace = Arc::new(Workspace::new(roots));
+    if let Some(other) = session.busy_with(&path) {
+        let msg = format!(
+            "Agent fix is already working on {} (run {other}); wait for it to finish or cancel it, then try again.",
+            workspace.display(&path)
+        );
+        client.show_message(MessageType::WARNING, &msg).await;
+        return Err(request_failed(msg));
+    }
+    let overlay = Arc::new(Overlay::new(workspace, session.docs.clone()));
     let target = Target {
         path,
         lines: convert::range_lines(&args.range),
@@ -102,6 +113,7 @@ pub async fn execute_fix(client: Client, session: Arc<Session>, arguments: Vec<V
     // Dropping this handler (e.g. on $/cancelRequest) cancels the run.
     let _guard = cancel.clone().drop_guard();
     let run_id = session.next_run_id();
+    session.set_active(run_id, target.path.clone(), overlay.clone());
     let token_name = format!("agentfix/fix/{run_id}");
     let supports_progress = state.caps.window.as_ref().and_then(|w| w.work_done_progress).unwrap_or(false);
     let supports_apply = state.caps.workspace.as_ref().and_then(|w| w.apply_edit).unwrap_or(false);
@@ -113,6 +125,8 @@ pub async fn execute_fix(client: Client, session: Arc<Session>, arguments: Vec<V
         let client = client.clone();
         let cancel = cancel.clone();
         async move {
+            // The file is free again when the task ends, however it ends.
+            let _active = ActiveRun(session.clone(), run_id);
             session.register_run(&token_name, cancel.clone());
             let progress = RunProgress::create(&client, supports_progress, token_name.clone()).await;
             progress.begin("Agent fix", "asking the model").await;
@@ -137,16 +151,22 @@ pub async fn execute_fix(client: Client, session: Arc<Session>, arguments: Vec<V
                     let _ = tx.send(line);
                 }
             };
-            let buffers: Arc<dyn crate::workspace::BufferSource> = session.docs.clone();
             let downstream: Arc<dyn SymbolSource> = session.downstream(&config, &ds_roots).await;
+            let approver: Arc<dyn Approver> = Arc::new(ClientApprover {
+                client: client.clone(),
+                session: session.clone(),
+                root: overlay.workspace().primary_root().to_path_buf(),
+            });
             let result =
-                fix::run(&config, &*model, workspace, buffers, Some(downstream), &target, &cancel, &events).await;
+                fix::run(&config, &*model, overlay, Some(downstream), Some(approver), &target, &cancel, &events).await;
             drop(events);
             let _ = forward.await;
             session.unregister_run(&token_name);
             let outcome = &result.outcome;
             let reason = outcome.stop.describe(&result.limits);
             let mut applied = false;
+            let mut applied_unconfirmed = false;
+            let mut conflicts: Vec<String> = Vec::new();
             let mut message;
             if outcome.stop == Stop::Cancelled {
                 message = "Agent fix cancelled; nothing was changed.".to_string();
@@ -166,37 +186,60 @@ pub async fn execute_fix(client: Client, session: Arc<Session>, arguments: Vec<V
             } else if !supports_apply {
                 message = "Agent fix has a proposal, but this editor does not support workspace/applyEdit.".to_string();
             } else {
-                let (edit, skipped) = convert::workspace_edit(&result.changes, encoding, edit_support);
-                let files = result.changes.len() - skipped.len();
+                let prepared = proposal::prepare(&result.changes, &session.docs);
+                conflicts = prepared.conflicts.clone();
+                let (edit, hunks, skipped) = convert::workspace_edit(&prepared.files, encoding, edit_support);
+                let files = prepared.files.len() - skipped.len();
                 let title = first_line(&outcome.summary).or(fallback_title).unwrap_or_else(|| "proposal".into());
                 let early =
                     if outcome.stop.is_natural() { String::new() } else { format!(" (stopped early: {reason})") };
-                let label = format!("Agent fix: {title}{early} ({files} file{})", if files == 1 { "" } else { "s" });
+                let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+                let label = format!("Agent fix: {title}{early} ({}, {})", plural(files, "file"), plural(hunks, "hunk"));
                 message = label.clone();
                 if !skipped.is_empty() {
                     message.push_str(&format!("; left out (the editor cannot create files): {}", skipped.join(", ")));
                 }
-                let request =
-                    client.send_request::<ApplyWorkspaceEdit>(ApplyWorkspaceEditParams { label: Some(label), edit });
-                match tokio::time::timeout(APPLY_EDIT_TIMEOUT, request).await {
-                    Ok(Ok(r)) if r.applied => applied = true,
-                    Ok(Ok(r)) => {
-                        message = format!(
-                            "The editor did not apply the agent's proposal{}.",
-                            r.failure_reason.map(|f| format!(": {f}")).unwrap_or_default()
-                        )
+                for c in &conflicts {
+                    message.push_str(&format!("; {c}"));
+                }
+                if hunks == 0 {
+                    message = format!("Agent fix: nothing left to apply. {}", conflicts.join("; "));
+                } else {
+                    let request = client
+                        .send_request::<ApplyWorkspaceEdit>(ApplyWorkspaceEditParams { label: Some(label), edit });
+                    match tokio::time::timeout(APPLY_EDIT_TIMEOUT, request).await {
+                        Ok(Ok(r)) if r.applied => {
+                            applied = true;
+                            let missing = confirm_applied(&session, &prepared.files).await;
+                            if !missing.is_empty() {
+                                message = format!(
+                                    "The editor said it applied the agent's proposal, but {} did not change (a stale edit may have been dropped). Run Agent fix again.",
+                                    missing.join(", ")
+                                );
+                                applied_unconfirmed = true;
+                            }
+                        }
+                        Ok(Ok(r)) => {
+                            message = format!(
+                                "The editor did not apply the agent's proposal{}.",
+                                r.failure_reason.map(|f| format!(": {f}")).unwrap_or_default()
+                            )
+                        }
+                        Ok(Err(e)) => message = format!("The editor refused the agent's proposal: {}", e.message),
+                        Err(_) => message = "The editor did not answer workspace/applyEdit in time.".to_string(),
                     }
-                    Ok(Err(e)) => message = format!("The editor refused the agent's proposal: {}", e.message),
-                    Err(_) => message = "The editor did not answer workspace/applyEdit in time.".to_string(),
                 }
             }
             progress.end(message.clone()).await;
-            let shown = !applied || !result.changes.is_empty() && !outcome.stop.is_natural();
+            let shown = !applied
+                || applied_unconfirmed
+                || !conflicts.is_empty()
+                || !result.changes.is_empty() && !outcome.stop.is_natural();
             if shown {
                 let kind = match outcome.stop {
                     Stop::ModelError(_) | Stop::ToolFatal(_) => MessageType::ERROR,
                     Stop::Cancelled => MessageType::INFO,
-                    _ if applied => MessageType::INFO,
+                    _ if applied && !applied_unconfirmed && conflicts.is_empty() => MessageType::INFO,
                     _ => MessageType::WARNING,
                 };
                 client.show_message(kind, &message).await;
@@ -209,6 +252,7 @@ pub async fn execute_fix(client: Client, session: Arc<Session>, arguments: Vec<V
                 "outputTokens": outcome.usage.output_tokens,
                 "message": message,
                 "transcript": result.transcript,
+                "conflicts": conflicts,
             })
         }
     };
@@ -230,6 +274,40 @@ pub async fn execute_fix(client: Client, session: Arc<Session>, arguments: Vec<V
             client.show_message(MessageType::ERROR, &msg).await;
             Err(Error { code: ErrorCode::InternalError, message: msg.into(), data: None })
         }
+    }
+}
+
+/// Marks a run finished when dropped.
+struct ActiveRun(Arc<Session>, u64);
+
+impl Drop for ActiveRun {
+    fn drop(&mut self) {
+        self.0.clear_active(self.1);
+    }
+}
+
+/// How long to wait for the `didChange` that should follow an applied edit.
+const CONFIRM_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The open documents an applied edit did not change: some clients answer
+/// `applied: true` after silently dropping an edit for a stale version, so
+/// the `didChange` that must follow is the real confirmation.
+async fn confirm_applied(session: &Session, files: &[convert::FileEdit]) -> Vec<String> {
+    let deadline = Instant::now() + CONFIRM_TIMEOUT;
+    loop {
+        let missing: Vec<String> = files
+            .iter()
+            .filter(|f| !f.hunks.is_empty())
+            .filter_map(|f| {
+                let sent = f.version?;
+                let doc = session.docs.get_by_path(&f.path)?;
+                (doc.version <= sent).then(|| f.display.clone())
+            })
+            .collect();
+        if missing.is_empty() || Instant::now() >= deadline {
+            return missing;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
 

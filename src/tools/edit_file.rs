@@ -17,6 +17,9 @@ pub struct EditFileInput {
     pub old_text: String,
     /// The replacement text.
     pub new_text: String,
+    /// One short sentence saying why, shown to the user next to this change when they review it.
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 pub struct EditFile;
@@ -68,6 +71,9 @@ impl Tool for EditFile {
             }
         })?;
         result.map_err(ToolError::Respond)?;
+        if let Some(reason) = &input.reason {
+            ctx.overlay.note_reason(&path, reason, &input.new_text);
+        }
         if let Some((before, after)) = texts {
             summary.push_str(&super::diagnostics_feedback(ctx, &path, Some(&before), &after).await);
         }
@@ -166,7 +172,7 @@ mod tests {
     use crate::tools::test_support::context;
 
     fn input(path: &str, old: &str, new: &str) -> EditFileInput {
-        EditFileInput { path: path.into(), old_text: old.into(), new_text: new.into() }
+        EditFileInput { path: path.into(), old_text: old.into(), new_text: new.into(), reason: None }
     }
 
     #[tokio::test]

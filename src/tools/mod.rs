@@ -16,6 +16,7 @@ mod grep;
 mod hover;
 mod list_files;
 mod read_file;
+mod run_command;
 mod symbol_support;
 mod workspace_symbols;
 mod write_file;
@@ -41,6 +42,7 @@ pub use grep::Grep;
 pub use hover::Hover;
 pub use list_files::ListFiles;
 pub use read_file::ReadFile;
+pub use run_command::{Approval, Approver, CommandSpec, RunCommand, RunCommandInput};
 pub use workspace_symbols::WorkspaceSymbols;
 pub use write_file::WriteFile;
 
@@ -184,6 +186,17 @@ impl Toolbox {
         }
         let specs = tools.iter().map(|t| t.spec()).collect();
         Self { tools, specs, ctx }
+    }
+
+    /// Adds a tool built for this run; `note` is appended to its description
+    /// (for instance the names of the configured commands).
+    pub fn add<T: Tool>(&mut self, tool: T, note: &str) {
+        let mut spec = DynTool::spec(&tool);
+        if !note.is_empty() {
+            spec.description = format!("{} {note}", spec.description);
+        }
+        self.tools.push(Box::new(tool));
+        self.specs.push(spec);
     }
 
     pub fn context(&self) -> &ToolContext {

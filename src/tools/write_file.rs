@@ -14,6 +14,9 @@ pub struct WriteFileInput {
     pub path: String,
     /// The complete new text of the file.
     pub content: String,
+    /// One short sentence saying why, shown to the user next to this change when they review it.
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 pub struct WriteFile;
@@ -31,6 +34,9 @@ impl Tool for WriteFile {
         let lines = input.content.lines().count();
         let before = ctx.overlay.read(&path).ok();
         let existed = ctx.overlay.write(&path, input.content.clone())?;
+        if let Some(reason) = &input.reason {
+            ctx.overlay.note_reason(&path, reason, &input.content);
+        }
         let mut out = if existed {
             format!("Replaced the text of {shown} ({lines} lines).")
         } else {
@@ -49,11 +55,15 @@ mod tests {
     #[tokio::test]
     async fn creates_and_replaces_without_touching_disk() {
         let (_d, ctx) = context(&[("old.txt", "old\n")], &[]);
-        let out =
-            WriteFile.run(WriteFileInput { path: "pkg/new.py".into(), content: "a\nb\n".into() }, &ctx).await.unwrap();
+        let out = WriteFile
+            .run(WriteFileInput { path: "pkg/new.py".into(), content: "a\nb\n".into(), reason: None }, &ctx)
+            .await
+            .unwrap();
         assert_eq!(out, "Created pkg/new.py (2 lines).");
-        let out =
-            WriteFile.run(WriteFileInput { path: "old.txt".into(), content: "new\n".into() }, &ctx).await.unwrap();
+        let out = WriteFile
+            .run(WriteFileInput { path: "old.txt".into(), content: "new\n".into(), reason: None }, &ctx)
+            .await
+            .unwrap();
         assert_eq!(out, "Replaced the text of old.txt (1 lines).");
         let root = ctx.overlay.workspace().primary_root().to_path_buf();
         assert!(!root.join("pkg").exists());
@@ -64,10 +74,15 @@ mod tests {
     #[tokio::test]
     async fn refuses_paths_outside_and_directories() {
         let (_d, ctx) = context(&[("dir/x.txt", "")], &[]);
-        let e =
-            WriteFile.run(WriteFileInput { path: "/tmp/evil".into(), content: String::new() }, &ctx).await.unwrap_err();
+        let e = WriteFile
+            .run(WriteFileInput { path: "/tmp/evil".into(), content: String::new(), reason: None }, &ctx)
+            .await
+            .unwrap_err();
         assert_eq!(e.to_string(), "path `/tmp/evil` is outside the workspace");
-        let e = WriteFile.run(WriteFileInput { path: "dir".into(), content: String::new() }, &ctx).await.unwrap_err();
+        let e = WriteFile
+            .run(WriteFileInput { path: "dir".into(), content: String::new(), reason: None }, &ctx)
+            .await
+            .unwrap_err();
         assert_eq!(e.to_string(), "`dir` is a directory, not a file");
     }
 }

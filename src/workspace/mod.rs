@@ -7,12 +7,16 @@
 mod diff;
 mod overlay;
 mod paths;
+mod rebase;
+pub mod scratch;
 
 use std::path::{Path, PathBuf};
 
 pub use diff::{Hunk, apply_hunks, hunks, unified_diff};
-pub use overlay::{FileBase, FileChange, Overlay, OverlayError};
+pub use overlay::{EditReason, FileBase, FileChange, Overlay, OverlayError};
 pub use paths::{PathError, Workspace};
+pub use rebase::{Conflict, Rebased, TextChange, rebase};
+pub use scratch::Scratch;
 
 /// The text of an open editor buffer and its version.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -53,6 +53,17 @@ struct Entry {
     base: Base,
     /// The run's current text; `None` while a missing file is not created.
     current: Option<String>,
+    /// The model's reasons for its edits of this file, with the text each
+    /// edit inserted (to tell which hunk a reason belongs to).
+    reasons: Vec<EditReason>,
+}
+
+/// Why the model made one edit (the edit tools' optional `reason`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EditReason {
+    pub reason: String,
+    /// The text the edit inserted.
+    pub inserted: String,
 }
 
 /// One file the run changed, relative to the base it read.
@@ -66,6 +77,8 @@ pub struct FileChange {
     /// The base text; `None` for a file the run created.
     pub original: Option<String>,
     pub new_text: String,
+    /// The model's reasons for its edits of this file, in order.
+    pub reasons: Vec<EditReason>,
 }
 
 /// The base a run read for one file (for transcripts and replay).
@@ -137,7 +150,7 @@ impl Overlay {
         if !files.contains_key(path) {
             let base = self.load(path)?;
             let current = base.text().map(str::to_string);
-            files.insert(path.to_path_buf(), Entry { base, current });
+            files.insert(path.to_path_buf(), Entry { base, current, reasons: Vec::new() });
         }
         let entry = files.get_mut(path).expect("inserted above");
         f(entry)
@@ -175,6 +188,17 @@ impl Overlay {
             let current = e.current.as_deref().ok_or(OverlayError::NotFound(shown))?;
             Ok(f(current).map(|new| e.current = Some(new)))
         })
+    }
+
+    /// Records the model's reason for an edit of `path` that inserted `inserted`.
+    pub fn note_reason(&self, path: &Path, reason: &str, inserted: &str) {
+        let reason = reason.trim();
+        if reason.is_empty() {
+            return;
+        }
+        if let Some(e) = self.lock().get_mut(path) {
+            e.reasons.push(EditReason { reason: reason.chars().take(300).collect(), inserted: inserted.to_string() });
+        }
     }
 
     /// Whether the run changed anything.
@@ -224,6 +248,7 @@ impl Overlay {
                     version,
                     original,
                     new_text,
+                    reasons: e.reasons.clone(),
                 })
             })
             .collect()

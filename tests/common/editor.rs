@@ -60,6 +60,15 @@ pub struct Editor {
     pub answer_progress_create: bool,
     /// Value returned for every item of a `workspace/configuration` request (default null).
     pub configuration: Value,
+    /// Like a real editor (default true): a `workspace/applyEdit` answered with `applied: true`
+    /// is applied to the open buffers first (a versioned edit for another version is refused
+    /// with `applied: false`, as VS Code does), and a `didChange` is sent for each changed
+    /// buffer. False mimics a client that answers `applied: true` and changes nothing.
+    pub apply_to_buffers: bool,
+    /// The answer to every `window/showMessageRequest` (default null: dismissed).
+    pub message_request_answer: Value,
+    /// The open buffers: uri → (version, text).
+    buffers: HashMap<String, (i32, String)>,
 }
 
 impl Editor {
@@ -123,6 +132,9 @@ impl Editor {
             apply_response: json!({"applied": true}),
             answer_progress_create: true,
             configuration: Value::Null,
+            apply_to_buffers: true,
+            message_request_answer: Value::Null,
+            buffers: HashMap::new(),
         }
     }
 
@@ -269,6 +281,7 @@ impl Editor {
 
     /// `textDocument/didOpen`.
     pub fn open(&mut self, path: &Path, language_id: &str, version: i32, text: &str) {
+        self.buffers.insert(file_uri(path), (version, text.to_string()));
         self.notify(
             "textDocument/didOpen",
             json!({"textDocument": {
@@ -282,6 +295,7 @@ impl Editor {
 
     /// `textDocument/didChange` with one full-content change.
     pub fn change_full(&mut self, path: &Path, version: i32, text: &str) {
+        self.buffers.insert(file_uri(path), (version, text.to_string()));
         self.notify(
             "textDocument/didChange",
             json!({
@@ -295,6 +309,10 @@ impl Editor {
     /// `((start_line, start_character), (end_line, end_character))` in UTF-16 units.
     pub fn change_incremental(&mut self, path: &Path, version: i32, range: ((u32, u32), (u32, u32)), text: &str) {
         let ((start_line, start_character), (end_line, end_character)) = range;
+        if let Some((v, _)) = self.buffers.get_mut(&file_uri(path)) {
+            *v = version;
+        }
+        self.apply_incremental_to_buffer(path, range, text);
         self.notify(
             "textDocument/didChange",
             json!({
@@ -312,7 +330,50 @@ impl Editor {
 
     /// `textDocument/didClose`.
     pub fn close(&mut self, path: &Path) {
+        self.buffers.remove(&file_uri(path));
         self.notify("textDocument/didClose", json!({"textDocument": {"uri": file_uri(path)}}));
+    }
+
+    /// The editor's current text of an open buffer.
+    pub fn buffer_text(&self, path: &Path) -> Option<String> {
+        self.buffers.get(&file_uri(path)).map(|(_, t)| t.clone())
+    }
+
+    fn apply_incremental_to_buffer(&mut self, path: &Path, range: ((u32, u32), (u32, u32)), text: &str) {
+        if let Some((_, buffer)) = self.buffers.get_mut(&file_uri(path)) {
+            let ((sl, sc), (el, ec)) = range;
+            let edit = json!({"range": {"start": {"line": sl, "character": sc}, "end": {"line": el, "character": ec}}, "newText": text});
+            *buffer = super::apply_text_edits(buffer, &[edit]);
+        }
+    }
+
+    /// Applies the `documentChanges` of a `WorkspaceEdit` to the open buffers, all or nothing,
+    /// and sends a full `didChange` per changed buffer. Edits to files that are not open are
+    /// accepted and ignored (a real editor would open them).
+    fn apply_workspace_edit(&mut self, edit: &Value) -> Value {
+        let mut updates: Vec<(String, String)> = Vec::new();
+        for op in edit["documentChanges"].as_array().into_iter().flatten() {
+            let Some(uri) = op["textDocument"]["uri"].as_str() else { continue };
+            let Some((version, text)) = self.buffers.get(uri) else { continue };
+            if let Some(v) = op["textDocument"]["version"].as_i64()
+                && v != i64::from(*version)
+            {
+                return json!({"applied": false, "failureReason": format!("{uri} is at version {version}, not {v}")});
+            }
+            let edits: Vec<Value> = op["edits"].as_array().cloned().unwrap_or_default();
+            updates.push((uri.to_string(), super::apply_text_edits(text, &edits)));
+        }
+        for (uri, text) in updates {
+            let entry = self.buffers.get_mut(&uri).expect("checked above");
+            entry.0 += 1;
+            entry.1 = text.clone();
+            let version = entry.0;
+            self.notify(
+                "textDocument/didChange",
+                json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]}),
+            );
+        }
+        json!({"applied": true})
     }
 
     /// Every server→client request and notification so far, in order (responses excluded).
@@ -483,8 +544,13 @@ impl Editor {
     fn answer(&mut self, method: &str, id: Value, params: Value) {
         let result = match method {
             "workspace/applyEdit" => {
-                self.applied_edits.push(params);
-                Ok(self.apply_response.clone())
+                self.applied_edits.push(params.clone());
+                let answer = self.apply_response.clone();
+                if self.apply_to_buffers && answer["applied"] == true {
+                    Ok(self.apply_workspace_edit(&params["edit"]))
+                } else {
+                    Ok(answer)
+                }
             }
             "window/workDoneProgress/create" => {
                 if !self.answer_progress_create {
@@ -497,9 +563,8 @@ impl Editor {
                 Ok(Value::Array(vec![self.configuration.clone(); items]))
             }
             "workspace/workspaceFolders" => Ok(self.workspace_folders.clone()),
-            "client/registerCapability" | "client/unregisterCapability" | "window/showMessageRequest" => {
-                Ok(Value::Null)
-            }
+            "window/showMessageRequest" => Ok(self.message_request_answer.clone()),
+            "client/registerCapability" | "client/unregisterCapability" => Ok(Value::Null),
             _ => Err(json!({"code": -32601, "message": format!("Method not found: {method}")})),
         };
         let response = match result {

@@ -158,6 +158,8 @@ function H.setup(url, opts)
       ANTHROPIC_API_KEY = "test-key-0123",
       ANTHROPIC_BASE_URL = url,
       AGENTFIX_TRANSCRIPTS = "0",
+      -- Hermetic: no downstream language servers (pyright may or may not be on PATH).
+      AGENTFIX_DEFAULT_LANGUAGE_SERVERS = "0",
     },
     settings = { maxRetries = 0 },
   }, opts or {}))

@@ -27,6 +27,8 @@ local defaults = {
   -- Fill in the diagnostics of other sources in agentfix's code action
   -- requests (Neovim 0.10+ sends a server only its own); see below.
   inject_diagnostics = true,
+  -- Called as on_attach(client, bufnr) when a buffer gets the agentfix client.
+  on_attach = nil,
   -- How long the graceful cancel (window/workDoneProgress/cancel) may take
   -- before :AgentFixCancel also sends $/cancelRequest.
   cancel_grace_ms = 2000,
@@ -316,6 +318,7 @@ local function client_config(root)
     on_init = function(client)
       fill_code_action_diagnostics(client)
     end,
+    on_attach = M.config.on_attach,
   }
 end
 
@@ -429,11 +432,15 @@ function M.fix(opts)
   local bufnr = vim.api.nvim_get_current_buf()
   local client = M.client_for(bufnr)
   if not client then
-    M.attach(bufnr)
-    client = M.client_for(bufnr)
+    -- Not attached (yet): attaching starts or reuses the workspace's client,
+    -- which attaches the buffer once it is initialized.
+    local id = M.attach(bufnr)
+    client = M.client_for(bufnr) or (id and vim.lsp.get_client_by_id(id))
   end
   if not client then
-    vim.api.nvim_echo({ { "agentfix: no agentfix client for this buffer (setup() called?)", "ErrorMsg" } }, true, {})
+    vim.api.nvim_echo({
+      { "agentfix: no agentfix client for this buffer (setup() not called, or not a file buffer)", "ErrorMsg" },
+    }, true, {})
     return
   end
   if not client.initialized then

@@ -63,7 +63,6 @@ local function hl_setup()
   vim.cmd("highlight default link AgentfixPending WarningMsg")
   vim.cmd("highlight default link AgentfixAccepted DiffAdd")
   vim.cmd("highlight default link AgentfixRejected DiffDelete")
-  vim.cmd("highlight default link AgentfixHeader Title")
 end
 
 -- Parsing the WorkspaceEdit -----------------------------------------------
@@ -528,7 +527,13 @@ function Session:apply()
           vim.fn.bufload(bufnr)
         end
         vim.bo[bufnr].buflisted = true
-        vim.lsp.util.apply_text_edits(edits, bufnr, self.enc)
+        if f.create and f.old == "" and compat.buf_text(bufnr) == "\n" then
+          -- A new file: its text as lines (an insert into the empty buffer
+          -- would leave an extra empty last line).
+          vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, compat.text_lines(f.new))
+        else
+          vim.lsp.util.apply_text_edits(edits, bufnr, self.enc)
+        end
       end
     end
   end)
@@ -538,22 +543,32 @@ function Session:apply()
   return { applied = true }
 end
 
+-- A key the modal loop reads and ignores: it wakes the loop (blocked in
+-- getcharstr) when the review is finished from outside it (:AgentFixCancel,
+-- a closed window).
+local WAKE = "\12" -- Ctrl-L
+
 function Session:finish()
   if self.done then
     return
   end
   self.done = true
+  if self.in_modal and not self.dispatching then
+    vim.api.nvim_feedkeys(WAKE, "n", false)
+  end
   self:close_ui()
   local result = self:apply()
   self.result = result
   M.last_result = result
   sessions[self.id] = nil
   local c = self:counts()
+  -- Short notes only: the server reports the outcome too (window/showMessage
+  -- when nothing was applied, the command's result otherwise).
   if result.applied then
     vim.api.nvim_echo({
       { string.format("agentfix: applied %d of %d hunk(s); undo with u", c.accepted, c.total), "Normal" },
-    }, true, {})
-  else
+    }, false, {})
+  elseif result.failureReason ~= "rejected by the user" then
     vim.api.nvim_echo({ { "agentfix: not applied: " .. result.failureReason, "WarningMsg" } }, true, {})
   end
   if self.on_done then
@@ -594,10 +609,15 @@ function Session:modal()
   }
   local actions = self:actions()
   vim.api.nvim_echo({ { "agentfix review (this Neovim waits here until q): " .. help, "ModeMsg" } }, false, {})
+  self.in_modal = true
   while not self.done do
     vim.cmd("redraw")
     local ok, key = pcall(vim.fn.getcharstr)
+    if self.done then
+      break
+    end
     if not ok or key == "\3" then
+      self.dispatching = true
       self:set_all("rejected")
       self:finish()
       break
@@ -606,12 +626,20 @@ function Session:modal()
       local ok2, k2 = pcall(vim.fn.getcharstr)
       key = key .. (ok2 and k2 or "")
     end
-    if actions[key] then
-      actions[key]()
+    if self.done then
+      break -- woken by WAKE after a finish from outside the loop
+    elseif actions[key] then
+      self.dispatching = true
+      local aok, aerr = pcall(actions[key])
+      self.dispatching = false
+      if not aok then
+        vim.api.nvim_echo({ { "agentfix review: " .. tostring(aerr), "ErrorMsg" } }, true, {})
+      end
     elseif motions[key] or special[key] or key:match("^[%]%[][cC]$") or key == "gg" or key:match("^z[oczRMt]$") or key:sub(1, #tc("<C-w>")) == tc("<C-w>") then
       pcall(vim.cmd, "normal! " .. (special[key] or key))
     end
   end
+  self.in_modal = false
 end
 
 --- The `workspace/applyEdit` handler for the agentfix client.
@@ -679,7 +707,7 @@ function M.handle(params, client, opts)
   end
   -- Neovim 0.7–0.9: answer from the return value, after a modal review.
   s:modal()
-  return s.result
+  return s.result or { applied = false, failureReason = "the review ended without an answer" }
 end
 
 return M

@@ -1,0 +1,32 @@
+-- :AgentFixCancel while the review is open closes it and rejects everything.
+local H = dofile(os.getenv("AGENTFIX_TEST_DIR") .. "/helpers.lua")
+
+H.run(":AgentFixCancel during the review", function()
+  local url = H.start_mock(H.TWO_EDITS)
+  local root = H.workspace({ ["calc.py"] = H.CALC })
+  vim.cmd("cd " .. vim.fn.fnameescape(root))
+  local af = H.setup(url, { review = "diff" })
+  local review = require("agentfix.review")
+  local buf = H.open(root .. "/calc.py")
+  H.diagnose(buf, 1, 11, 16, "add() subtracts its arguments")
+  vim.api.nvim_win_set_cursor(0, { 2, 11 })
+  vim.cmd("AgentFix")
+  H.wait(function()
+    return review.current() ~= nil
+  end, 15000, "the review to open")
+  H.truthy(af.status():find("review", 1, true), "status() during the review: " .. af.status())
+  local s = review.current()
+  H.cursor_on_hunk(s, 1)
+  H.feed("a")
+  H.wait(function()
+    return s.files[1].hunks[1].state == "accepted"
+  end, 5000, "hunk 1 accepted")
+  vim.cmd("AgentFixCancel")
+  H.wait(function()
+    return af.last_result ~= nil
+  end, 10000, "the command's result")
+  H.eq(false, af.last_result.applied, "applied")
+  H.eq(H.CALC, table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n") .. "\n", "buffer")
+  H.eq(1, #vim.api.nvim_list_tabpages(), "review tab closed")
+  H.eq(nil, review.current(), "no review open")
+end)

@@ -1,0 +1,58 @@
+//! Asking the user before the agent runs a configured command:
+//! `window/showMessageRequest` "Allow agentfix to run `cargo test`?" with
+//! Allow once / Always in this workspace / Deny. "Always" is remembered for
+//! the workspace until the server exits. A client that does not answer in
+//! time (or cannot show the request) means "Deny".
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tower_lsp_server::Client;
+use tower_lsp_server::ls_types::{MessageActionItem, MessageType};
+
+use super::Session;
+use crate::tools::{Approval, Approver};
+
+/// How long the user has to answer.
+const ASK_TIMEOUT: Duration = Duration::from_secs(300);
+
+const ONCE: &str = "Allow once";
+const ALWAYS: &str = "Always in this workspace";
+const DENY: &str = "Deny";
+
+pub struct ClientApprover {
+    pub client: Client,
+    pub session: Arc<Session>,
+    pub root: PathBuf,
+}
+
+#[async_trait]
+impl Approver for ClientApprover {
+    async fn approve(&self, name: &str, argv: &[String]) -> Approval {
+        if self.session.always_allowed(&self.root, name) {
+            return Approval::Always;
+        }
+        let actions =
+            [ONCE, ALWAYS, DENY].map(|t| MessageActionItem { title: t.into(), properties: Default::default() });
+        let question = format!(
+            "Allow agentfix to run `{}` (command `{name}`) in a scratch copy of the workspace?",
+            argv.join(" ")
+        );
+        let asked = self.client.show_message_request(MessageType::INFO, question, Some(actions.to_vec()));
+        match tokio::time::timeout(ASK_TIMEOUT, asked).await {
+            Ok(Ok(Some(choice))) if choice.title == ONCE => Approval::Once,
+            Ok(Ok(Some(choice))) if choice.title == ALWAYS => {
+                self.session.allow_always(&self.root, name);
+                Approval::Always
+            }
+            Ok(Ok(_)) => Approval::Deny,
+            Ok(Err(e)) => {
+                tracing::warn!("window/showMessageRequest failed: {e}");
+                Approval::Deny
+            }
+            Err(_) => Approval::Deny,
+        }
+    }
+}

@@ -1,0 +1,842 @@
+//! `run_command`: run one of the commands the user configured by name (the
+//! tests, a linter, a build) over the run's proposal, and show the model the
+//! end of the output and the exit code.
+//!
+//! Why it is built this way:
+//!
+//! - **Only named commands.** The model picks a name; the program and its
+//!   arguments come from the user's configuration ([`CommandSpec`]), never
+//!   from the model, and the user approves each name through an
+//!   [`Approver`] (once, or for the rest of the run) before it first runs.
+//! - **A scratch copy, not the workspace.** The run's edits exist only in its
+//!   overlay, and nothing may touch the user's files before they accept the
+//!   proposal, so every call runs in a fresh [`Scratch`] copy of the
+//!   workspace with the edits applied (see `workspace::scratch` for what is
+//!   copied), removed afterwards.
+//! - **Killing the whole tree.** The command runs in its own process group
+//!   (stdin closed); on timeout, and after it exits, the whole group gets
+//!   SIGKILL, so test runners' grandchildren and background servers die with
+//!   it. The group is killed before the command's process is reaped, so its
+//!   id cannot have been reused by another process.
+//! - **Output the model can use.** stdout and stderr share one pipe, so they
+//!   arrive interleaved as a terminal shows them; only the last 200 lines /
+//!   30 KB are kept (failures are at the end), saying how much was cut.
+//!   Absolute paths of the copy in the output are rewritten to the
+//!   workspace's, so the model can open the files they name. A non-zero exit
+//!   code is a normal result, not a tool error: the model reads the failure
+//!   and fixes it.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use super::{Tool, ToolContext, ToolError};
+use crate::workspace::Scratch;
+
+/// At most this many lines of output are shown.
+const MAX_LINES: usize = 200;
+/// At most this many bytes of output are shown.
+const MAX_BYTES: usize = 30 * 1024;
+/// How long output is still read after the command's group was killed (a
+/// process that left the group may hold the pipe open forever).
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// How long to wait for a killed command to be reaped.
+const REAP_GRACE: Duration = Duration::from_secs(10);
+
+/// A command the user allows the agent to run, by name.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+pub struct CommandSpec {
+    /// The program and its arguments, run without a shell in a scratch copy of the workspace; use
+    /// `["sh", "-c", "…"]` for a pipeline.
+    pub argv: Vec<String>,
+    /// How long the command may run before it and every process it started are killed.
+    pub timeout: Duration,
+}
+
+/// Asks the user whether the agent may run a configured command.
+#[async_trait]
+pub trait Approver: Send + Sync {
+    /// Asks whether the agent may run `name` (`argv`); called only for commands not yet approved in this run.
+    async fn approve(&self, name: &str, argv: &[String]) -> Approval;
+}
+
+/// The user's answer to an approval request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Approval {
+    /// Run it this time; ask again next time.
+    Once,
+    /// Run it, and do not ask again in this run.
+    Always,
+    /// Do not run it.
+    Deny,
+}
+
+/// Input of `run_command`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunCommandInput {
+    /// The name of a command the user configured, e.g. `test`.
+    pub name: String,
+}
+
+/// The `run_command` tool of one run.
+pub struct RunCommand {
+    commands: BTreeMap<String, CommandSpec>,
+    approver: Arc<dyn Approver>,
+    /// Names approved with [`Approval::Always`] in this run.
+    approved: Mutex<HashSet<String>>,
+    /// Held while the user is asked, so that concurrent calls never ask
+    /// twice at once (and a second call sees an `Always`).
+    asking: tokio::sync::Mutex<()>,
+}
+
+impl RunCommand {
+    pub fn new(commands: BTreeMap<String, CommandSpec>, approver: Arc<dyn Approver>) -> Self {
+        Self { commands, approver, approved: Mutex::new(HashSet::new()), asking: tokio::sync::Mutex::new(()) }
+    }
+
+    /// The configured command names, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.commands.keys().cloned().collect()
+    }
+
+    fn is_approved(&self, name: &str) -> bool {
+        self.approved.lock().unwrap_or_else(|e| e.into_inner()).contains(name)
+    }
+
+    /// Asks the approver unless `name` was approved for the whole run.
+    async fn ensure_approved(&self, name: &str, spec: &CommandSpec) -> Result<(), ToolError> {
+        if self.is_approved(name) {
+            return Ok(());
+        }
+        let _turn = self.asking.lock().await;
+        if self.is_approved(name) {
+            return Ok(());
+        }
+        match self.approver.approve(name, &spec.argv).await {
+            Approval::Once => Ok(()),
+            Approval::Always => {
+                self.approved.lock().unwrap_or_else(|e| e.into_inner()).insert(name.to_string());
+                Ok(())
+            }
+            Approval::Deny => {
+                Err(ToolError::Respond(format!("the user denied running `{name}` ({})", display_argv(&spec.argv))))
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for RunCommand {
+    type Input = RunCommandInput;
+    const NAME: &'static str = "run_command";
+    const DESCRIPTION: &'static str = "Run one of the commands the user configured (such as the tests, a linter or \
+        a build) by name, and read the end of its output and its exit code. The command runs in a scratch copy of \
+        the workspace with all your edits applied, so it checks your proposal; it never changes the user's files, \
+        and files it writes are discarded. Only the configured commands exist: you cannot run other programs or \
+        change their arguments. The user may be asked to approve a command and may deny it. A non-zero exit code is \
+        not an error of this tool: read the output, fix the cause, and run the command again. A command that runs \
+        longer than its configured timeout is killed. Paths of the copy in the output are shown as the workspace's.";
+
+    async fn run(&self, input: RunCommandInput, ctx: &ToolContext) -> Result<String, ToolError> {
+        let Some(spec) = self.commands.get(&input.name) else {
+            return Err(ToolError::Respond(if self.commands.is_empty() {
+                format!("no command named `{}`; no commands are configured", input.name)
+            } else {
+                format!("no command named `{}`; the configured commands are: {}", input.name, self.names().join(", "))
+            }));
+        };
+        let shown = display_argv(&spec.argv);
+        if spec.argv.is_empty() {
+            return Err(ToolError::Respond(format!(
+                "the command `{}` is configured with an empty argv; the user must fix its configuration",
+                input.name
+            )));
+        }
+        self.ensure_approved(&input.name, spec).await?;
+        let overlay = Arc::clone(&ctx.overlay);
+        let prepare_failed =
+            |e: String| ToolError::Respond(format!("could not prepare a scratch copy of the workspace: {e}"));
+        let scratch = tokio::task::spawn_blocking(move || Scratch::create(&overlay))
+            .await
+            .map_err(|e| prepare_failed(e.to_string()))?
+            .map_err(|e| prepare_failed(e.to_string()))?;
+        let finished = execute(&spec.argv, &scratch, spec.timeout).await;
+        let skipped = scratch.skipped().to_vec();
+        let paths = (scratch.root().to_string_lossy().into_owned(), root_of(ctx));
+        // Removing a large tree is blocking work.
+        let _ = tokio::task::spawn_blocking(move || drop(scratch)).await;
+        let finished = finished.map_err(|e| ToolError::Respond(format!("could not start `{shown}`: {e}")))?;
+        Ok(render(&shown, &finished, spec.timeout, &skipped, &paths))
+    }
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Exited(i32),
+    Signaled(i32),
+    TimedOut,
+    Unknown,
+}
+
+/// A command that ran.
+struct Finished {
+    output: Tail,
+    end: End,
+    /// Whether the output was read to its end.
+    complete: bool,
+}
+
+type Chunks = BoxStream<'static, Vec<u8>>;
+
+/// The chunks read from `reader` until its end (or an error).
+fn chunks<R: AsyncRead + Unpin + Send + 'static>(reader: R) -> Chunks {
+    futures::stream::unfold(reader, |mut reader| async move {
+        let mut buf = vec![0u8; 8192];
+        match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((buf, reader))
+            }
+        }
+    })
+    .boxed()
+}
+
+/// Runs `argv` in the scratch copy, killed after `timeout`; errors only when
+/// the command cannot start.
+async fn execute(argv: &[String], scratch: &Scratch, timeout: Duration) -> io::Result<Finished> {
+    let Some((program, args)) = argv.split_first() else {
+        return Err(io::Error::other("the command is empty"));
+    };
+    let mut cmd = tokio::process::Command::new(program_path(program, scratch.root()));
+    cmd.args(args)
+        .current_dir(scratch.root())
+        .envs(scratch.env())
+        .env("PWD", scratch.root())
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    let reader = {
+        let (reader, writer) = io::pipe()?;
+        cmd.stdout(writer.try_clone()?).stderr(writer);
+        cmd.process_group(0);
+        reader
+    };
+    #[cfg(not(unix))]
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let spawned = cmd.spawn();
+    // The command holds our copies of the pipe's write end: close them, or
+    // the output never ends.
+    drop(cmd);
+    let mut child = spawned?;
+    let mut group = ProcessGroup::of(&child);
+    #[cfg(unix)]
+    let sources: Vec<Chunks> = vec![chunks(tokio::net::unix::pipe::Receiver::from_owned_fd(reader.into())?)];
+    #[cfg(not(unix))]
+    let sources: Vec<Chunks> = {
+        let out = child.stdout.take().map(chunks);
+        let err = child.stderr.take().map(chunks);
+        out.into_iter().chain(err).collect()
+    };
+    let mut output = futures::stream::select_all(sources);
+    let mut tail = Tail::default();
+    let mut reading = true;
+    // Exit without reaping, so the group can still be killed safely.
+    let mut exit_watch = group.leader().map(|pid| tokio::task::spawn_blocking(move || wait_exit_unreaped(pid)));
+    let mut reaped = None;
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let timed_out = loop {
+        tokio::select! {
+            exited = watch(&mut exit_watch) => match exited {
+                Ok(Ok(())) => break false,
+                // Fall back to waiting the ordinary way.
+                _ => exit_watch = None,
+            },
+            status = child.wait(), if exit_watch.is_none() => {
+                reaped = Some(status);
+                break false;
+            }
+            () = &mut deadline => break true,
+            chunk = output.next(), if reading => match chunk {
+                Some(chunk) => tail.push(&chunk),
+                None => reading = false,
+            },
+        }
+    };
+    group.kill();
+    if timed_out {
+        let _ = child.start_kill();
+    }
+    let status = match reaped {
+        Some(status) => status.ok(),
+        None => tokio::time::timeout(REAP_GRACE, child.wait()).await.ok().and_then(Result::ok),
+    };
+    let complete = !reading
+        || tokio::time::timeout(DRAIN_GRACE, async {
+            while let Some(chunk) = output.next().await {
+                tail.push(&chunk);
+            }
+        })
+        .await
+        .is_ok();
+    let end = match (timed_out, status) {
+        (true, _) => End::TimedOut,
+        (false, Some(status)) => end_of(status),
+        (false, None) => End::Unknown,
+    };
+    Ok(Finished { output: tail, end, complete })
+}
+
+/// Awaits the exit watcher, or never when there is none.
+async fn watch(
+    handle: &mut Option<tokio::task::JoinHandle<io::Result<()>>>,
+) -> Result<io::Result<()>, tokio::task::JoinError> {
+    match handle {
+        Some(handle) => handle.await,
+        None => std::future::pending().await,
+    }
+}
+
+fn end_of(status: std::process::ExitStatus) -> End {
+    if let Some(code) = status.code() {
+        return End::Exited(code);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return End::Signaled(signal);
+        }
+    }
+    End::Unknown
+}
+
+/// A relative program path with a directory (`./run-tests.sh`) names the
+/// copy's file, not one relative to the server's directory.
+fn program_path(program: &str, root: &Path) -> PathBuf {
+    let path = Path::new(program);
+    if path.is_relative() && path.components().count() > 1 { root.join(path) } else { path.to_path_buf() }
+}
+
+/// The command's process group (its leader's pid), killed with SIGKILL by
+/// [`ProcessGroup::kill`] or on drop. Valid only while the leader is not
+/// reaped: until then its pid cannot be reused.
+struct ProcessGroup(Option<i32>);
+
+impl ProcessGroup {
+    fn of(child: &tokio::process::Child) -> Self {
+        // Never 0 or 1: `kill(0)` and `kill(-1)` mean our own group and everything.
+        Self(child.id().and_then(|id| i32::try_from(id).ok()).filter(|&pid| pid > 1))
+    }
+
+    fn leader(&self) -> Option<i32> {
+        self.0
+    }
+
+    /// Kills every process of the group, once.
+    fn kill(&mut self) {
+        #[cfg(unix)]
+        if let Some(pid) = self.0.take() {
+            // SAFETY: plain system call; `pid > 1`, so `-pid` names exactly
+            // the command's group.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            self.0 = None;
+        }
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Blocks until the child `pid` has exited, leaving it unreaped.
+#[cfg(unix)]
+fn wait_exit_unreaped(pid: i32) -> io::Result<()> {
+    let id = libc::id_t::try_from(pid).map_err(io::Error::other)?;
+    loop {
+        // SAFETY: `info` is a valid, writable siginfo_t; WNOWAIT leaves the
+        // child to be reaped by tokio.
+        let r = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(libc::P_PID, id, &mut info, libc::WEXITED | libc::WNOWAIT)
+        };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn wait_exit_unreaped(_pid: i32) -> io::Result<()> {
+    Err(io::Error::other("not supported"))
+}
+
+/// The end of a command's output, bounded in memory whatever its size.
+#[derive(Debug, Default)]
+struct Tail {
+    buf: Vec<u8>,
+    /// Bytes and line breaks dropped from the front of `buf`.
+    dropped_bytes: u64,
+    dropped_lines: u64,
+    /// The last byte dropped.
+    dropped_last: Option<u8>,
+}
+
+impl Tail {
+    fn push(&mut self, chunk: &[u8]) {
+        self.buf.extend_from_slice(chunk);
+        if self.buf.len() > 4 * MAX_BYTES {
+            let cut = self.buf.len() - 2 * MAX_BYTES;
+            self.dropped_lines += line_breaks(&self.buf[..cut]);
+            self.dropped_bytes += cut as u64;
+            self.dropped_last = self.buf[..cut].last().copied();
+            self.buf.drain(..cut);
+        }
+    }
+
+    /// The last [`MAX_LINES`] lines and at most [`MAX_BYTES`], after a line
+    /// saying how much was cut above them.
+    fn render(&self) -> String {
+        let body = self.buf.strip_suffix(b"\n").unwrap_or(&self.buf);
+        let mut start = 0;
+        let mut seen = 0;
+        for (i, b) in body.iter().enumerate().rev() {
+            if *b == b'\n' {
+                seen += 1;
+                if seen == MAX_LINES {
+                    start = i + 1;
+                    break;
+                }
+            }
+        }
+        if body.len() - start > MAX_BYTES {
+            start = body.len() - MAX_BYTES;
+            // Not inside a UTF-8 sequence.
+            while body.get(start).is_some_and(|b| b & 0xC0 == 0x80) {
+                start += 1;
+            }
+        }
+        let (cut, kept) = body.split_at(start);
+        let kept = String::from_utf8_lossy(kept);
+        let cut_bytes = self.dropped_bytes + cut.len() as u64;
+        if cut_bytes == 0 {
+            return kept.into_owned();
+        }
+        let lines = self.dropped_lines + line_breaks(cut);
+        let before_kept = cut.last().copied().or(self.dropped_last);
+        let lines = match (lines, before_kept != Some(b'\n')) {
+            (0, true) => "the start of a long line".to_string(),
+            (1, false) => "1 line".to_string(),
+            (n, false) => format!("{n} lines"),
+            (n, true) => format!("{n} lines and the start of the next"),
+        };
+        format!("[… {} of earlier output cut: {lines} …]\n{kept}", size(cut_bytes))
+    }
+}
+
+/// `3088 bytes`, `98 KB`, `12 MB`.
+fn size(bytes: u64) -> String {
+    match bytes {
+        0..10_240 => format!("{bytes} bytes"),
+        10_240..10_485_760 => format!("{} KB", bytes / 1024),
+        _ => format!("{} MB", bytes / (1024 * 1024)),
+    }
+}
+
+fn line_breaks(bytes: &[u8]) -> u64 {
+    bytes.iter().filter(|b| **b == b'\n').count() as u64
+}
+
+/// The workspace's primary root as text.
+fn root_of(ctx: &ToolContext) -> String {
+    ctx.overlay.workspace().primary_root().to_string_lossy().into_owned()
+}
+
+/// `$ argv`, the output's tail, and how the command ended. `paths` is
+/// (copy's root, workspace root): absolute paths in the output name the
+/// copy, which the model cannot read, so they are shown as the workspace's.
+fn render(
+    shown: &str,
+    finished: &Finished,
+    timeout: Duration,
+    skipped: &[String],
+    (scratch_root, workspace_root): &(String, String),
+) -> String {
+    let mut out = format!("$ {shown}\n");
+    let mut text = finished.output.render();
+    if !scratch_root.is_empty() {
+        text = text.replace(scratch_root.as_str(), workspace_root);
+    }
+    if text.is_empty() {
+        out.push_str("(no output)\n");
+    } else {
+        out.push_str(&text);
+        if !text.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    if !finished.complete {
+        out.push_str("[output may be incomplete: a process that left the command's process group kept it open]\n");
+    }
+    out.push_str(&match finished.end {
+        End::Exited(code) => format!("[exit code {code}]"),
+        End::Signaled(signal) => format!("[killed by signal {signal}]"),
+        End::TimedOut => format!("[killed after {} timeout]", seconds(timeout)),
+        End::Unknown => "[exit status unknown]".to_string(),
+    });
+    if !skipped.is_empty() {
+        let some: Vec<&str> = skipped.iter().take(5).map(String::as_str).collect();
+        out.push_str(&format!(
+            "\n[note: {} entries of the workspace could not be copied for the command: {}{}]",
+            skipped.len(),
+            some.join("; "),
+            if skipped.len() > some.len() { "; …" } else { "" }
+        ));
+    }
+    out
+}
+
+/// `300 s`, `1.5 s`.
+fn seconds(d: Duration) -> String {
+    if d.subsec_nanos() == 0 { format!("{} s", d.as_secs()) } else { format!("{:.1} s", d.as_secs_f64()) }
+}
+
+/// The argv as a shell would read it: `sh -c 'cat a.txt'`.
+fn display_argv(argv: &[String]) -> String {
+    argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
+}
+
+fn shell_quote(arg: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-+=/.,:@%".contains(c);
+    if !arg.is_empty() && arg.chars().all(plain) {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::collections::VecDeque;
+    use std::time::Instant;
+
+    use super::*;
+    use crate::tools::test_support::context;
+
+    /// Answers approval requests from a script (then `Deny`) and records them.
+    #[derive(Default)]
+    struct Script {
+        answers: Mutex<VecDeque<Approval>>,
+        asked: Mutex<Vec<(String, Vec<String>)>>,
+    }
+
+    impl Script {
+        fn new(answers: &[Approval]) -> Arc<Self> {
+            Arc::new(Self { answers: Mutex::new(answers.iter().copied().collect()), ..Self::default() })
+        }
+        fn asked(&self) -> Vec<String> {
+            self.asked.lock().unwrap().iter().map(|(n, _)| n.clone()).collect()
+        }
+    }
+
+    #[async_trait]
+    impl Approver for Script {
+        async fn approve(&self, name: &str, argv: &[String]) -> Approval {
+            self.asked.lock().unwrap().push((name.to_string(), argv.to_vec()));
+            self.answers.lock().unwrap().pop_front().unwrap_or(Approval::Deny)
+        }
+    }
+
+    fn spec(argv: &[&str], timeout: Duration) -> CommandSpec {
+        CommandSpec { argv: argv.iter().map(|a| a.to_string()).collect(), timeout }
+    }
+
+    fn tool(commands: &[(&str, CommandSpec)], approver: Arc<Script>) -> RunCommand {
+        RunCommand::new(commands.iter().map(|(n, s)| (n.to_string(), s.clone())).collect(), approver)
+    }
+
+    fn sh(script: &str) -> CommandSpec {
+        spec(&["sh", "-c", script], Duration::from_secs(60))
+    }
+
+    async fn call(tool: &RunCommand, ctx: &ToolContext, name: &str) -> Result<String, ToolError> {
+        tool.run(RunCommandInput { name: name.to_string() }, ctx).await
+    }
+
+    #[tokio::test]
+    async fn the_command_sees_the_overlay_not_the_disk() {
+        let (_d, ctx) = context(&[("a.txt", "disk text\n")], &[]);
+        let root = ctx.overlay.workspace().primary_root().to_path_buf();
+        ctx.overlay.write(&root.join("a.txt"), "edited text\n".into()).unwrap();
+        let script = "cat a.txt; echo \"scratch=$AGENTFIX_SCRATCH\"; case $PWD in */agentfix-scratch-*) echo copy;; esac; \
+                      echo \"error at $PWD/a.txt:1\"";
+        let t = tool(&[("show", sh(script))], Script::new(&[Approval::Once]));
+        let out = call(&t, &ctx, "show").await.unwrap();
+        let expected = format!(
+            "$ {}\nedited text\nscratch=1\ncopy\nerror at {}:1\n[exit code 0]",
+            display_argv(&sh(script).argv),
+            root.join("a.txt").display()
+        );
+        assert_eq!(out, expected);
+    }
+
+    #[tokio::test]
+    async fn unknown_names_list_the_configured_commands() {
+        let (_d, ctx) = context(&[("a.txt", "x\n")], &[]);
+        let t = tool(&[("test", sh("true")), ("lint", sh("true"))], Script::new(&[]));
+        assert_eq!(t.names(), ["lint", "test"]);
+        assert_eq!(
+            call(&t, &ctx, "x").await,
+            Err(ToolError::Respond("no command named `x`; the configured commands are: lint, test".into()))
+        );
+        let none = tool(&[], Script::new(&[]));
+        assert_eq!(
+            call(&none, &ctx, "test").await,
+            Err(ToolError::Respond("no command named `test`; no commands are configured".into()))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_denied_command_never_runs() {
+        let (_d, ctx) = context(&[("a.txt", "x\n")], &[]);
+        let elsewhere = tempfile::tempdir().unwrap();
+        let marker = elsewhere.path().join("ran");
+        let approver = Script::new(&[Approval::Deny]);
+        let t =
+            tool(&[("mark", spec(&["touch", marker.to_str().unwrap()], Duration::from_secs(10)))], approver.clone());
+        let err = call(&t, &ctx, "mark").await.unwrap_err();
+        assert_eq!(err, ToolError::Respond(format!("the user denied running `mark` (touch {})", marker.display())));
+        assert!(!marker.exists());
+        let asked = approver.asked.lock().unwrap().clone();
+        assert_eq!(asked, [("mark".to_string(), vec!["touch".to_string(), marker.display().to_string()])]);
+    }
+
+    #[tokio::test]
+    async fn once_asks_again_and_always_does_not() {
+        let (_d, ctx) = context(&[("a.txt", "x\n")], &[]);
+        let approver = Script::new(&[Approval::Once, Approval::Once, Approval::Always]);
+        let t = tool(&[("one", sh("echo one")), ("two", sh("echo two"))], approver.clone());
+        assert!(call(&t, &ctx, "one").await.unwrap().contains("\none\n"));
+        assert!(call(&t, &ctx, "one").await.unwrap().contains("\none\n"));
+        assert_eq!(approver.asked(), ["one", "one"]);
+        for _ in 0..3 {
+            assert!(call(&t, &ctx, "two").await.unwrap().contains("\ntwo\n"));
+        }
+        assert_eq!(approver.asked(), ["one", "one", "two"]);
+        // `Always` was for `two` only; the script is now empty, so `Deny`.
+        assert!(call(&t, &ctx, "one").await.is_err());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_calls_ask_once() {
+        let (_d, ctx) = context(&[("a.txt", "x\n")], &[]);
+        let approver = Script::new(&[Approval::Always]);
+        let t = tool(&[("test", sh("echo ok"))], approver.clone());
+        let (a, b) = tokio::join!(call(&t, &ctx, "test"), call(&t, &ctx, "test"));
+        assert!(a.is_ok() && b.is_ok(), "{a:?} {b:?}");
+        assert_eq!(approver.asked(), ["test"]);
+    }
+
+    /// Whether `pid` is gone (or a zombie nobody reaped yet).
+    fn dead(pid: &str) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_timeout_kills_the_whole_process_tree() {
+        let (_d, ctx) = context(&[("a.txt", "x\n")], &[]);
+        let elsewhere = tempfile::tempdir().unwrap();
+        let marker = elsewhere.path().join("late");
+        let script =
+            format!("sleep 30 & echo \"sleeper $!\"; (sleep 2; touch '{}') & echo started; wait", marker.display());
+        let t =
+            tool(&[("hang", spec(&["sh", "-c", &script], Duration::from_secs(1)))], Script::new(&[Approval::Always]));
+        let started = Instant::now();
+        let out = call(&t, &ctx, "hang").await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+        assert!(out.contains("\nstarted\n"), "{out}");
+        assert!(out.ends_with("\n[killed after 1 s timeout]"), "{out}");
+        let pid = out.lines().find_map(|l| l.strip_prefix("sleeper ")).unwrap().to_string();
+        if Path::new("/proc/self/stat").exists() {
+            let until = Instant::now() + Duration::from_secs(3);
+            while !dead(&pid) && Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            assert!(dead(&pid), "the grandchild `sleep` {pid} survived");
+        }
+        tokio::time::sleep((started + Duration::from_millis(3500)).saturating_duration_since(Instant::now())).await;
+        assert!(!marker.exists(), "a grandchild survived the timeout");
+    }
+
+    #[tokio::test]
+    async fn background_processes_die_when_the_command_exits() {
+        let (_d, ctx) = context(&[("a.txt", "x\n")], &[]);
+        let t = tool(&[("bg", sh("sleep 30 & echo \"sleeper $!\""))], Script::new(&[Approval::Always]));
+        let started = Instant::now();
+        let out = call(&t, &ctx, "bg").await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+        assert!(out.ends_with("\n[exit code 0]"), "{out}");
+        let pid = out.lines().find_map(|l| l.strip_prefix("sleeper ")).unwrap().to_string();
+        if Path::new("/proc/self/stat").exists() {
+            let until = Instant::now() + Duration::from_secs(3);
+            while !dead(&pid) && Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            assert!(dead(&pid), "the background `sleep` {pid} survived");
+        }
+    }
+
+    #[tokio::test]
+    async fn long_output_keeps_its_tail() {
+        let (_d, ctx) = context(&[("a.txt", "x\n")], &[]);
+        let t = tool(
+            &[("lines", sh("seq 1 1000")), ("wide", sh("head -c 100000 /dev/zero | tr '\\0' x; echo; echo end"))],
+            Script::new(&[Approval::Always, Approval::Always]),
+        );
+        let out = call(&t, &ctx, "lines").await.unwrap();
+        assert!(
+            out.starts_with("$ sh -c 'seq 1 1000'\n[… 3092 bytes of earlier output cut: 800 lines …]\n801\n802\n"),
+            "{out}"
+        );
+        assert!(out.ends_with("\n999\n1000\n[exit code 0]"), "{out}");
+        assert_eq!(out.lines().count(), 203);
+        let out = call(&t, &ctx, "wide").await.unwrap();
+        assert!(out.len() < MAX_BYTES + 200, "{}", out.len());
+        assert!(out.contains("[… 67 KB of earlier output cut: the start of a long line …]\nxxx"), "{}", &out[..200]);
+        assert!(out.ends_with("xxx\nend\n[exit code 0]"), "{}", &out[out.len() - 100..]);
+    }
+
+    #[tokio::test]
+    async fn failures_are_results_with_the_exit_code_and_merged_output() {
+        let (_d, ctx) = context(&[("a.txt", "x\n")], &[]);
+        let t = tool(
+            &[("fail", sh("echo out; echo err >&2; echo out2; exit 3")), ("quiet", sh("exit 0"))],
+            Script::new(&[Approval::Always, Approval::Always]),
+        );
+        let out = call(&t, &ctx, "fail").await.unwrap();
+        assert_eq!(out, "$ sh -c 'echo out; echo err >&2; echo out2; exit 3'\nout\nerr\nout2\n[exit code 3]");
+        assert_eq!(call(&t, &ctx, "quiet").await.unwrap(), "$ sh -c 'exit 0'\n(no output)\n[exit code 0]");
+    }
+
+    #[tokio::test]
+    async fn a_command_that_cannot_start_is_a_tool_error() {
+        let (_d, ctx) = context(&[("a.txt", "x\n")], &[]);
+        let t = tool(
+            &[
+                ("missing", spec(&["agentfix-no-such-program"], Duration::from_secs(5))),
+                ("empty", spec(&[], Duration::from_secs(5))),
+            ],
+            Script::new(&[Approval::Always]),
+        );
+        let Err(ToolError::Respond(msg)) = call(&t, &ctx, "missing").await else { panic!("expected an error") };
+        assert!(msg.starts_with("could not start `agentfix-no-such-program`: "), "{msg}");
+        assert!(msg.contains("No such file"), "{msg}");
+        let Err(ToolError::Respond(msg)) = call(&t, &ctx, "empty").await else { panic!("expected an error") };
+        assert!(msg.contains("empty argv"), "{msg}");
+    }
+
+    #[tokio::test]
+    async fn the_users_workspace_is_unchanged_by_a_command_that_rewrites_files() {
+        let files = [("a.txt", "one\n"), ("src/b.rs", "two\n"), ("script.sh", "#!/bin/sh\necho from script\n")];
+        let (_d, ctx) = context(&files, &[]);
+        let root = ctx.overlay.workspace().primary_root().to_path_buf();
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(root.join("script.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        ctx.overlay.write(&root.join("src/b.rs"), "edited\n".into()).unwrap();
+        let t = tool(
+            &[
+                ("script", spec(&["./script.sh"], Duration::from_secs(10))),
+                (
+                    "rewrite",
+                    sh(
+                        "find . -type f -exec sh -c 'echo overwritten > \"$1\"' _ {} \\; ; rm -f a.txt; mkdir out; cat src/b.rs",
+                    ),
+                ),
+            ],
+            Script::new(&[Approval::Always, Approval::Always]),
+        );
+        assert!(call(&t, &ctx, "script").await.unwrap().contains("\nfrom script\n"));
+        let out = call(&t, &ctx, "rewrite").await.unwrap();
+        assert!(out.ends_with("\noverwritten\n[exit code 0]"), "{out}");
+        for (p, text) in files {
+            assert_eq!(std::fs::read_to_string(root.join(p)).unwrap(), text, "{p} changed on disk");
+        }
+        assert!(!root.join("out").exists());
+        assert_eq!(ctx.overlay.read(&root.join("src/b.rs")).unwrap(), "edited\n");
+    }
+
+    #[test]
+    fn tail_caps_lines_and_bytes() {
+        let mut tail = Tail::default();
+        assert_eq!(tail.render(), "");
+        tail.push(b"a\nb\n");
+        assert_eq!(tail.render(), "a\nb");
+        let mut tail = Tail::default();
+        for i in 0..100_000 {
+            tail.push(format!("line {i}\n").as_bytes());
+        }
+        let text = tail.render();
+        assert!(text.starts_with("[… 1061 KB of earlier output cut: 99800 lines …]\nline 99800\n"), "{}", &text[..100]);
+        assert!(text.ends_with("\nline 99999"));
+        assert_eq!(text.lines().count(), 201);
+        assert!(tail.buf.len() <= 4 * MAX_BYTES);
+        // A cut never splits a UTF-8 sequence.
+        let mut tail = Tail::default();
+        tail.push("é".repeat(MAX_BYTES).as_bytes());
+        let text = tail.render();
+        assert!(text.lines().nth(1).unwrap().chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn argv_is_shown_as_a_shell_would_read_it() {
+        let argv = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(display_argv(&argv(&["cargo", "test", "-q"])), "cargo test -q");
+        assert_eq!(display_argv(&argv(&["sh", "-c", "it's here"])), r"sh -c 'it'\''s here'");
+        assert_eq!(display_argv(&argv(&["echo", ""])), "echo ''");
+        assert_eq!(seconds(Duration::from_secs(300)), "300 s");
+        assert_eq!(seconds(Duration::from_millis(1500)), "1.5 s");
+    }
+
+    #[test]
+    fn the_input_schema_and_spec_types() {
+        let schema = crate::tools::input_schema::<RunCommandInput>();
+        assert_eq!(schema["type"], "object");
+        assert!(schema["properties"]["name"]["description"].as_str().unwrap().contains("configured"));
+        assert!(RunCommand::DESCRIPTION.contains("scratch copy"));
+        let spec: CommandSpec = serde_json::from_value(
+            serde_json::json!({"argv": ["cargo", "test"], "timeout": {"secs": 300, "nanos": 0}}),
+        )
+        .unwrap();
+        assert_eq!(spec.timeout, Duration::from_secs(300));
+        let _ = schemars::schema_for!(CommandSpec);
+    }
+}
