@@ -424,6 +424,17 @@ fn check_reports_the_configuration_and_the_connection() {
     let out = run(&ws, &bad, &["check"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("connection: FAILED"));
+    let out = run(
+        &ws,
+        &env,
+        &["check", "--offline", "--settings", r#"{"agentfix": {"model": "from-the-editor", "maxTurns": 3}}"#],
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("model: from-the-editor (editor settings)") && said.contains("maxTurns: 3 (editor settings)"),
+        "{said}"
+    );
     let out = run(&ws, &[], &["check", "--offline"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("ANTHROPIC_API_KEY is NOT set"));

@@ -91,6 +91,10 @@ pub struct CheckArgs {
     /// Do not contact the provider.
     #[arg(long)]
     pub offline: bool,
+    /// Editor settings to apply on top (JSON, as in initializationOptions),
+    /// so an editor plugin can show the configuration really in force.
+    #[arg(long, value_name = "JSON")]
+    pub settings: Option<String>,
 }
 
 /// `agentfix schema`: the JSON Schema of the settings.
@@ -133,7 +137,21 @@ pub async fn check(args: CheckArgs) -> ExitCode {
             problems += 1;
         }
     }
-    let config = match Config::load(Some(&root), &Settings::default()) {
+    let editor = match args.settings.as_deref().map(serde_json::from_str::<serde_json::Value>) {
+        None => Settings::default(),
+        Some(Ok(v)) => match Settings::from_json(&v) {
+            Ok(s) => s,
+            Err(e) => {
+                println!("settings: {e}");
+                return ExitCode::from(1);
+            }
+        },
+        Some(Err(e)) => {
+            println!("settings: not JSON: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let config = match Config::load(Some(&root), &editor) {
         Ok(c) => c,
         Err(e) => {
             println!("configuration: {e}");

@@ -49,6 +49,9 @@ pub struct Session {
     state: RwLock<SessionState>,
     /// Cancellation of runs in progress, by progress token.
     runs: Mutex<HashMap<String, CancellationToken>>,
+    /// Held for writing while `workspace/configuration` is pulled, so that a
+    /// run never starts with the settings of before the pull.
+    config_gate: tokio::sync::RwLock<()>,
     /// Commands approved "Always in this workspace": (root, name).
     always: Mutex<std::collections::HashSet<(PathBuf, String)>>,
     /// Runs in progress: their target and overlay (to see what they edit).
@@ -84,6 +87,7 @@ impl Session {
             runs: Mutex::new(HashMap::new()),
             active: Mutex::new(HashMap::new()),
             always: Mutex::new(std::collections::HashSet::new()),
+            config_gate: tokio::sync::RwLock::new(()),
             next_run: AtomicU64::new(1),
         }
     }

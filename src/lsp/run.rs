@@ -69,6 +69,8 @@ pub async fn execute_fix(client: Client, session: Arc<Session>, arguments: Vec<V
     let path = convert::uri_to_path(&args.uri).ok_or_else(|| {
         Error::invalid_params(format!("agentfix.fix works on file: URIs, not `{}`", args.uri.as_str()))
     })?;
+    // A configuration pull in progress finishes first (it is bounded).
+    drop(session.config_gate.read().await);
     let state = session.state();
     let roots = roots_for(&state.roots, &path);
     let setup = Config::load(roots.first().map(PathBuf::as_path), &state.editor_settings())

@@ -43,6 +43,7 @@ impl Backend {
         if !self.supports_configuration() {
             return;
         }
+        let _pulling = self.session.config_gate.write().await;
         let item = ConfigurationItem { scope_uri: None, section: Some("agentfix".into()) };
         match tokio::time::timeout(CONFIGURATION_TIMEOUT, self.client.configuration(vec![item])).await {
             Ok(Ok(values)) => match Settings::from_json(values.first().unwrap_or(&Value::Null)) {
@@ -182,6 +183,24 @@ impl LanguageServer for Backend {
                     ..Default::default()
                 }));
             }
+        }
+        // Some clients (Neovim 0.10+, eglot) send a server only its own
+        // diagnostics, and agentfix publishes none: offer the line itself.
+        if params.range.start == params.range.end
+            && params.context.diagnostics.is_empty()
+            && kind_allowed(only, &CodeActionKind::REFACTOR_REWRITE)
+        {
+            let title = format!("Agent fix: line {}", params.range.start.line + 1);
+            actions.push(CodeActionOrCommand::CodeAction(CodeAction {
+                title: title.clone(),
+                kind: Some(CodeActionKind::REFACTOR_REWRITE),
+                command: Some(Command {
+                    title,
+                    command: FIX_COMMAND.into(),
+                    arguments: Some(argument(json!([]), None)),
+                }),
+                ..Default::default()
+            }));
         }
         if params.range.start != params.range.end && kind_allowed(only, &CodeActionKind::REFACTOR_REWRITE) {
             let inside: Vec<_> = params

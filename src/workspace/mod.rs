@@ -2,7 +2,8 @@
 //! confinement, the editor's buffers layered over the disk, and the run's
 //! private overlay of proposed edits.
 //!
-//! Nothing in this module writes to disk.
+//! Nothing in this module writes the user's files: the overlay is memory,
+//! and `scratch` writes only its own temporary copy.
 
 mod diff;
 mod overlay;
