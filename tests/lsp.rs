@@ -609,3 +609,46 @@ fn cancel_aborts_a_streaming_request_quickly() {
     // Generous bound for a shared machine; the target (200 ms) is far below it.
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
 }
+
+#[test]
+fn clients_without_apply_edit_get_the_fix_through_code_action_resolve() {
+    let mut caps = Editor::full_capabilities();
+    caps["workspace"]["applyEdit"] = json!(false);
+    caps["textDocument"]["codeAction"]["resolveSupport"] = json!({"properties": ["edit"]});
+    let mut f = start(Setup { files: &[("a.py", "x = 1\n")], caps, ..Default::default() });
+    f.editor.open(&f.path("a.py"), "python", 2, "x = 1\n");
+    let d = diag(0, 0, 1, "x is wrong");
+    let uri = file_uri(&f.path("a.py"));
+    let resp = f.editor.request(
+        "textDocument/codeAction",
+        json!({"textDocument": {"uri": uri}, "range": d["range"], "context": {"diagnostics": [d]}}),
+    );
+    let action = resp["result"][0].clone();
+    assert!(action.get("command").is_none(), "{action}");
+    assert_eq!(action["data"]["uri"], uri);
+    f.mock.push(tool_reply(&[("t1", "edit_file", json!({"path": "a.py", "old_text": "x = 1", "new_text": "x = 2"}))]));
+    f.mock.push(text_reply("Set x to 2."));
+    let resolved = f.editor.request("codeAction/resolve", action);
+    let edit = &resolved["result"]["edit"];
+    let doc = &edit["documentChanges"][0];
+    assert_eq!(doc["textDocument"]["version"], 2, "{resolved}");
+    assert_eq!(apply_text_edits("x = 1\n", doc["edits"].as_array().unwrap()), "x = 2\n");
+    assert!(f.editor.applied_edits().is_empty(), "no workspace/applyEdit to a client that cannot take it");
+}
+
+#[test]
+fn clients_without_apply_edit_or_resolve_are_told_why() {
+    let mut caps = Editor::full_capabilities();
+    caps["workspace"]["applyEdit"] = json!(false);
+    caps["textDocument"]["codeAction"].as_object_mut().unwrap().remove("resolveSupport");
+    let mut f = start(Setup { files: &[("a.py", "x = 1\n")], caps, ..Default::default() });
+    f.mock.push(tool_reply(&[("t1", "edit_file", json!({"path": "a.py", "old_text": "x = 1", "new_text": "x = 2"}))]));
+    f.mock.push(text_reply("Set x to 2."));
+    let result = f.fix("a.py", diag(0, 0, 1, "x"));
+    assert_eq!(result["result"]["applied"], false);
+    assert_eq!(
+        result["result"]["message"],
+        "Agent fix has a proposal, but this editor does not support workspace/applyEdit."
+    );
+    assert!(f.editor.applied_edits().is_empty());
+}

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tower_lsp_server::Client;
 use tower_lsp_server::jsonrpc::{Error, ErrorCode, Result};
 use tower_lsp_server::ls_types::request::ApplyWorkspaceEdit;
-use tower_lsp_server::ls_types::{ApplyWorkspaceEditParams, Diagnostic, MessageType, Range, Uri};
+use tower_lsp_server::ls_types::{ApplyWorkspaceEditParams, Diagnostic, MessageType, Range, Uri, WorkspaceEdit};
 
 use super::approval::ClientApprover;
 use super::progress::RunProgress;
@@ -53,6 +53,24 @@ fn request_failed(message: String) -> Error {
 
 /// Handles `workspace/executeCommand` for `agentfix.fix`.
 pub async fn execute_fix(client: Client, session: Arc<Session>, arguments: Vec<Value>) -> Result<Value> {
+    run_fix(client, session, arguments, false).await.map(|(result, _)| result)
+}
+
+/// Handles `codeAction/resolve` for clients without `workspace/applyEdit`
+/// (they resolve `edit`): the same run, with the proposal returned as the
+/// action's edit instead of sent with `workspace/applyEdit`.
+pub async fn resolve_fix(client: Client, session: Arc<Session>, argument: Value) -> Result<Option<WorkspaceEdit>> {
+    run_fix(client, session, vec![argument], true).await.map(|(_, edit)| edit)
+}
+
+/// One run of `agentfix.fix`; `return_edit` returns the proposal instead of
+/// sending it.
+async fn run_fix(
+    client: Client,
+    session: Arc<Session>,
+    arguments: Vec<Value>,
+    return_edit: bool,
+) -> Result<(Value, Option<WorkspaceEdit>)> {
     let args: FixArgs = match arguments.as_slice() {
         [one] => serde_json::from_value(one.clone()).map_err(|e| {
             Error::invalid_params(format!(
@@ -168,6 +186,7 @@ pub async fn execute_fix(client: Client, session: Arc<Session>, arguments: Vec<V
             let reason = outcome.stop.describe(&result.limits);
             let mut applied = false;
             let mut applied_unconfirmed = false;
+            let mut returned: Option<WorkspaceEdit> = None;
             let mut conflicts: Vec<String> = Vec::new();
             let mut message;
             if outcome.stop == Stop::Cancelled {
@@ -185,7 +204,7 @@ pub async fn execute_fix(client: Client, session: Arc<Session>, arguments: Vec<V
                     }
                     _ => format!("Agent fix proposed no edit: {reason}."),
                 };
-            } else if !supports_apply {
+            } else if !supports_apply && !return_edit {
                 message = "Agent fix has a proposal, but this editor does not support workspace/applyEdit.".to_string();
             } else {
                 let prepared = proposal::prepare(&result.changes, &session.docs);
@@ -206,6 +225,9 @@ pub async fn execute_fix(client: Client, session: Arc<Session>, arguments: Vec<V
                 }
                 if hunks == 0 {
                     message = format!("Agent fix: nothing left to apply. {}", conflicts.join("; "));
+                } else if return_edit {
+                    returned = Some(edit);
+                    applied = true;
                 } else {
                     let request = client
                         .send_request::<ApplyWorkspaceEdit>(ApplyWorkspaceEditParams { label: Some(label), edit });
@@ -246,7 +268,7 @@ pub async fn execute_fix(client: Client, session: Arc<Session>, arguments: Vec<V
                 };
                 client.show_message(kind, &message).await;
             }
-            json!({
+            let result = json!({
                 "applied": applied,
                 "stopReason": outcome.stop.as_str(),
                 "turns": outcome.turns,
@@ -255,7 +277,8 @@ pub async fn execute_fix(client: Client, session: Arc<Session>, arguments: Vec<V
                 "message": message,
                 "transcript": result.transcript,
                 "conflicts": conflicts,
-            })
+            });
+            (result, returned)
         }
     };
     match tokio::spawn(task).await {

@@ -33,6 +33,21 @@ impl Backend {
         Self { client, session }
     }
 
+    /// Whether code actions go out without a command, to be run in
+    /// `codeAction/resolve`: a client that cannot take
+    /// `workspace/applyEdit` but resolves `edit` (Vim's ALE, old clients).
+    fn resolves_edits(&self) -> bool {
+        let caps = self.session.state().caps;
+        let apply = caps.workspace.as_ref().and_then(|w| w.apply_edit).unwrap_or(false);
+        let resolves = caps
+            .text_document
+            .as_ref()
+            .and_then(|t| t.code_action.as_ref())
+            .and_then(|c| c.resolve_support.as_ref())
+            .is_some_and(|r| r.properties.iter().any(|p| p == "edit"));
+        !apply && resolves
+    }
+
     fn supports_configuration(&self) -> bool {
         self.session.state().caps.workspace.as_ref().and_then(|w| w.configuration).unwrap_or(false)
     }
@@ -120,6 +135,7 @@ impl LanguageServer for Backend {
                 })),
                 code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {
                     code_action_kinds: Some(vec![CodeActionKind::QUICKFIX, CodeActionKind::REFACTOR_REWRITE]),
+                    resolve_provider: Some(true),
                     ..Default::default()
                 })),
                 execute_command_provider: Some(ExecuteCommandOptions {
@@ -157,6 +173,7 @@ impl LanguageServer for Backend {
     }
 
     async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
+        let resolve_edit = self.resolves_edits();
         let uri = params.text_document.uri;
         let version = self.session.docs.get(uri.as_str()).map(|d| d.version);
         let only = params.context.only.as_ref();
@@ -222,7 +239,27 @@ impl LanguageServer for Backend {
                 ..Default::default()
             }));
         }
+        if resolve_edit {
+            for action in &mut actions {
+                if let CodeActionOrCommand::CodeAction(a) = action
+                    && let Some(cmd) = a.command.take()
+                {
+                    a.data = cmd.arguments.and_then(|mut args| args.pop());
+                }
+            }
+        }
         Ok(Some(actions))
+    }
+
+    async fn code_action_resolve(&self, mut action: CodeAction) -> Result<CodeAction> {
+        // Only actions offered without a command (clients without
+        // workspace/applyEdit) are resolved: the run happens here.
+        let Some(argument) = action.data.take().filter(|_| action.command.is_none()) else {
+            return Ok(action);
+        };
+        let edit = run::resolve_fix(self.client.clone(), self.session.clone(), argument).await?;
+        action.edit = edit;
+        Ok(action)
     }
 
     async fn execute_command(&self, params: ExecuteCommandParams) -> Result<Option<Value>> {
