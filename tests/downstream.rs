@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::agentfix_bin;
 use common::mock_model::*;
+use common::{agentfix_bin, tool_results};
 use serde_json::{Value, json};
 
 /// The fake language server, built as an example next to the test binary.
@@ -75,24 +75,6 @@ fn fix(ws: &Ws, mock: &MockModel, extra: &[(&str, &str)], line: &str) -> Output 
     out
 }
 
-/// The text of every tool result, by tool_use id, across all requests.
-fn results(mock: &MockModel) -> std::collections::HashMap<String, (String, bool)> {
-    let mut out = std::collections::HashMap::new();
-    for r in mock.requests() {
-        for m in r.body["messages"].as_array().into_iter().flatten() {
-            for b in m["content"].as_array().into_iter().flatten() {
-                if b["type"] == "tool_result" {
-                    out.insert(
-                        b["tool_use_id"].as_str().unwrap().to_string(),
-                        (b["content"].as_str().unwrap_or_default().to_string(), b["is_error"] == true),
-                    );
-                }
-            }
-        }
-    }
-    out
-}
-
 fn log_of(ws: &Ws) -> String {
     std::fs::read_to_string(&ws.log).unwrap_or_default()
 }
@@ -113,7 +95,7 @@ fn symbol_tools_answer_by_name_and_line() {
     let out = fix(&ws, &mock, &[], "6");
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(mock.violations().is_empty(), "{:?}", mock.violations());
-    let r = results(&mock);
+    let r = tool_results(&mock);
     assert_eq!(
         r["t_outline"].0,
         "Outline of calc.py:\nclass Calc (lines 1-6)\n  method add (lines 2-3)\n  method div (lines 5-6)\n"
@@ -164,7 +146,7 @@ fn edits_report_the_diagnostics_they_fix_and_introduce() {
     mock.push(text_reply("Done."));
     let out = fix(&ws, &mock, &[], "8");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let r = results(&mock);
+    let r = tool_results(&mock);
     assert!(
         r["t_fix"].0.ends_with("\n\nDiagnostics of calc.py after this edit: 1 fixed, 0 introduced, 0 in all.\n- fixed (was line 8): error: ERROR is not allowed here"),
         "{}",
@@ -196,7 +178,7 @@ fn a_crashed_server_is_restarted_once() {
         "6",
     );
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(results(&mock)["t1"].0, "Definitions of `div` (main.py:3):\ncalc.py:5: def div(self, a, b):\n");
+    assert_eq!(tool_results(&mock)["t1"].0, "Definitions of `div` (main.py:3):\ncalc.py:5: def div(self, a, b):\n");
     assert_eq!(log_of(&ws).matches("initialize\n").count(), 2, "{}", log_of(&ws));
 }
 
@@ -210,7 +192,7 @@ fn a_server_that_keeps_crashing_becomes_a_tool_error() {
     mock.push(text_reply("The language server is down; nothing changed."));
     let out = fix(&ws, &mock, &[("FAKE_LSP_CRASH_ON", "textDocument/references")], "6");
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
-    let r = results(&mock);
+    let r = tool_results(&mock);
     assert!(r["t1"].1 && r["t1"].0.starts_with("language server for python unavailable: it exited"), "{:?}", r["t1"]);
     assert!(r["t2"].1 && r["t2"].0.starts_with("language server for python unavailable"), "{:?}", r["t2"]);
     assert_eq!(r["t3"], ("     3\tprint(Calc().div(1, 2))\n[main.py: lines 3-3 of 4]\n".to_string(), false));
@@ -230,7 +212,7 @@ fn a_hanging_server_times_out_and_is_restarted() {
         "6",
     );
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
-    let r = results(&mock);
+    let r = tool_results(&mock);
     assert!(r["t1"].1, "{:?}", r["t1"]);
     assert!(r["t1"].0.contains("did not answer `textDocument/hover`"), "{:?}", r["t1"]);
     assert!(started.elapsed() < Duration::from_secs(60));
@@ -300,7 +282,7 @@ fn through_the_editor_servers_see_unsaved_buffers_and_get_them_back() {
     let arg = json!({"uri": uri, "version": 4, "range": {"start": {"line": 10, "character": 0}, "end": {"line": 10, "character": 0}}, "diagnostics": []});
     let resp = editor.request("workspace/executeCommand", json!({"command": "agentfix.fix", "arguments": [arg]}));
     assert_eq!(resp["result"]["applied"], true, "{resp}");
-    let r = results(&mock);
+    let r = tool_results(&mock);
     assert_eq!(r["t_def"].0, "Definitions of `helper` (calc.py:12):\ncalc.py:1: def helper():\n");
     assert!(r["t_edit"].0.contains("1 fixed, 0 introduced"), "{}", r["t_edit"].0);
     // The server had the buffer (v1), the run's edit (v2), then the buffer again (v3).

@@ -9,8 +9,8 @@ mod common;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use common::agentfix_bin;
 use common::mock_model::*;
+use common::{agentfix_bin, tool_results};
 use serde_json::json;
 
 fn works(program: &str, args: &[&str]) -> bool {
@@ -46,23 +46,6 @@ fn run(root: &PathBuf, mock: &MockModel, file: &str, line: &str) -> Output {
     cmd.output().unwrap()
 }
 
-fn results(mock: &MockModel) -> std::collections::HashMap<String, (String, bool)> {
-    let mut out = std::collections::HashMap::new();
-    for r in mock.requests() {
-        for m in r.body["messages"].as_array().into_iter().flatten() {
-            for b in m["content"].as_array().into_iter().flatten() {
-                if b["type"] == "tool_result" {
-                    out.insert(
-                        b["tool_use_id"].as_str().unwrap().to_string(),
-                        (b["content"].as_str().unwrap_or_default().to_string(), b["is_error"] == true),
-                    );
-                }
-            }
-        }
-    }
-    out
-}
-
 const MODELS: &str = "class User:\n    def __init__(self, name: str) -> None:\n        self.name = name\n\n\ndef make_user(name: str) -> User:\n    return User(name)\n";
 const APP: &str = "from models import make_user\n\nuser = make_user(\"ann\")\nage: int = user.name\n";
 
@@ -93,7 +76,7 @@ fn pyright_answers_symbols_across_files_and_confirms_a_fix() {
     let out = run(&root, &mock, "app.py", "4");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let r = results(&mock);
+    let r = tool_results(&mock);
     let outline = &r["t_outline"].0;
     assert!(
         outline.contains("class User (lines 1-3)") && outline.contains("function make_user (lines 6-7)"),
@@ -144,7 +127,7 @@ fn rust_analyzer_answers_symbols_when_installed() {
     mock.push(text_reply("Looked."));
     let out = run(&root, &mock, "src/lib.rs", "6");
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
-    let r = results(&mock);
+    let r = tool_results(&mock);
     assert!(r["t_outline"].0.contains("function double (lines 1-3)"), "{:?}", r["t_outline"]);
     assert!(r["t_def"].0.contains("src/lib.rs:1: pub fn double"), "{:?}", r["t_def"]);
 }

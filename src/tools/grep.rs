@@ -46,13 +46,7 @@ impl Tool for Grep {
             .map_err(|e| ToolError::Respond(format!("invalid regular expression `{}`: {e}", input.pattern)))?;
         let include = match input.include.as_deref().filter(|p| !p.is_empty()) {
             None => None,
-            Some(p) => Some(
-                globset::GlobBuilder::new(p)
-                    .literal_separator(p.contains('/'))
-                    .build()
-                    .map_err(|e| ToolError::Respond(format!("invalid glob `{p}`: {e}")))?
-                    .compile_matcher(),
-            ),
+            Some(p) => Some(super::glob(p)?),
         };
         let target = match input.path.as_deref() {
             Some(p) if !p.trim().is_empty() && p.trim() != "." => ctx.overlay.resolve(p)?,

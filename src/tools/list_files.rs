@@ -41,13 +41,7 @@ impl Tool for ListFiles {
         }
         let glob = match input.pattern.as_deref().filter(|p| !p.is_empty()) {
             None => None,
-            Some(p) => Some(
-                globset::GlobBuilder::new(p)
-                    .literal_separator(p.contains('/'))
-                    .build()
-                    .map_err(|e| ToolError::Respond(format!("invalid glob `{p}`: {e}")))?
-                    .compile_matcher(),
-            ),
+            Some(p) => Some(super::glob(p)?),
         };
         // Walk more than we show so that a selective glob still finds matches.
         let (files, walk_truncated) = files_under(ctx, &dir, MAX_FILES * 20);

@@ -296,6 +296,15 @@ pub(crate) async fn diagnostics_feedback(
     out
 }
 
+/// A glob for relative paths; one without `/` matches at any depth.
+pub(crate) fn glob(pattern: &str) -> Result<globset::GlobMatcher, ToolError> {
+    globset::GlobBuilder::new(pattern)
+        .literal_separator(pattern.contains('/'))
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|e| ToolError::Respond(format!("invalid glob `{pattern}`: {e}")))
+}
+
 /// Numbers lines for the model: `   12\ttext`.
 pub(crate) fn numbered(line_no: usize, text: &str) -> String {
     format!("{line_no:>6}\t{text}")

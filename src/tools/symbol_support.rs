@@ -7,6 +7,48 @@ use std::path::Path;
 use super::{ToolContext, ToolError, clip};
 use crate::downstream::{Location, SymbolSource};
 
+/// Where a symbol is, as the model names it: the input of `find_definition`
+/// and `find_references`.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+pub struct SymbolAt {
+    /// Path of the file where the symbol appears, relative to the workspace root.
+    pub path: String,
+    /// The 1-based line where the symbol appears.
+    pub line: u64,
+    /// The symbol's text as it appears on that line, e.g. `compute_total`.
+    pub symbol: String,
+    /// Which occurrence on the line, 1-based, when the symbol appears several times (default 1).
+    #[serde(default)]
+    pub occurrence: Option<u32>,
+    /// Page of results, 1-based (50 per page).
+    #[serde(default)]
+    pub page: Option<u32>,
+}
+
+/// Which location query to make.
+#[derive(Debug, Clone, Copy)]
+pub enum LocationQuery {
+    Definition,
+    References,
+}
+
+/// Resolves `input` to a position and renders the locations the server
+/// gives for it: `Definitions of `x` (a.py:3):` then `path:line: snippet`.
+pub async fn locations(ctx: &ToolContext, input: &SymbolAt, query: LocationQuery) -> Result<String, ToolError> {
+    let (abs, text, shown, line_text) = line_of(ctx, &input.path, input.line)?;
+    let (column, note) = find_column(&line_text, &input.symbol, input.occurrence, &shown, input.line)?;
+    let source = source(ctx)?;
+    let line = (input.line - 1) as u32;
+    let (found, title, what) = match query {
+        LocationQuery::Definition => (source.definition(&abs, &text, line, column).await, "Definitions", "definitions"),
+        LocationQuery::References => (source.references(&abs, &text, line, column).await, "References", "references"),
+    };
+    let found = found.map_err(ToolError::Respond)?;
+    let mut out = format!("{title} of `{}` ({shown}:{}){note}:\n", input.symbol, input.line);
+    out.push_str(&render_locations(ctx, &found, input.page, what));
+    Ok(out)
+}
+
 /// Results per page for the paginated symbol tools.
 pub const PAGE: usize = 50;
 

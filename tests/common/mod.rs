@@ -125,3 +125,22 @@ pub fn apply_text_edits(text: &str, edits: &[Value]) -> String {
     out.push_str(&text[cursor..]);
     out
 }
+
+/// Every `tool_result` the mock model received, by `tool_use_id`: the text and
+/// whether it was an error.
+pub fn tool_results(mock: &mock_model::MockModel) -> std::collections::HashMap<String, (String, bool)> {
+    let mut out = std::collections::HashMap::new();
+    for r in mock.requests() {
+        for m in r.body["messages"].as_array().into_iter().flatten() {
+            for b in m["content"].as_array().into_iter().flatten() {
+                if b["type"] == "tool_result" {
+                    out.insert(
+                        b["tool_use_id"].as_str().unwrap_or_default().to_string(),
+                        (b["content"].as_str().unwrap_or_default().to_string(), b["is_error"] == true),
+                    );
+                }
+            }
+        }
+    }
+    out
+}
