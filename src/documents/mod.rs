@@ -68,6 +68,8 @@ struct History {
 #[derive(Debug, Default)]
 pub struct Documents {
     docs: RwLock<HashMap<String, Document>>,
+    /// URI of the document open at each path, written under the `docs` write lock.
+    paths: RwLock<HashMap<PathBuf, String>>,
     /// Applied changes per URI, written under the `docs` write lock.
     history: std::sync::Mutex<HashMap<String, History>>,
 }
@@ -98,6 +100,9 @@ impl Documents {
         };
         let mut docs = self.write();
         self.history.lock().unwrap_or_else(|e| e.into_inner()).remove(uri);
+        if let Some(p) = &doc.path {
+            self.paths.write().unwrap_or_else(|e| e.into_inner()).insert(p.clone(), uri.to_string());
+        }
         docs.insert(uri.to_string(), doc);
     }
 
@@ -147,7 +152,14 @@ impl Documents {
     pub fn close(&self, uri: &str) -> Result<(), DocumentError> {
         let mut docs = self.write();
         self.history.lock().unwrap_or_else(|e| e.into_inner()).remove(uri);
-        docs.remove(uri).map(|_| ()).ok_or_else(|| DocumentError::NotOpen(uri.to_string()))
+        let doc = docs.remove(uri).ok_or_else(|| DocumentError::NotOpen(uri.to_string()))?;
+        if let Some(p) = &doc.path {
+            let mut paths = self.paths.write().unwrap_or_else(|e| e.into_inner());
+            if paths.get(p).is_some_and(|u| u == uri) {
+                paths.remove(p);
+            }
+        }
+        Ok(())
     }
 
     /// A snapshot of one document by URI.
@@ -157,7 +169,9 @@ impl Documents {
 
     /// A snapshot of the document open at `path`, if any.
     pub fn get_by_path(&self, path: &Path) -> Option<Document> {
-        self.read().values().find(|d| d.path.as_deref() == Some(path)).cloned()
+        let docs = self.read();
+        let uri = self.paths.read().unwrap_or_else(|e| e.into_inner()).get(path).cloned()?;
+        docs.get(&uri).cloned()
     }
 
     pub fn len(&self) -> usize {

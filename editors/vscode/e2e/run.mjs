@@ -5,7 +5,9 @@
 // settings through the configuration API.
 //
 // The story: set the API key with the command; Ctrl+. on the error, pick
-// "Agent fix: …"; the edit lands in the buffer unsaved; Ctrl+S writes it; a
+// "Agent fix: …"; the proposal opens in the Refactor Preview (the server
+// annotates every hunk as needing confirmation), where the hunk is ticked and
+// applied; the edit is in the buffer unsaved; Ctrl+S writes it; a
 // setting changed while the server runs is in force for the next run; a run
 // with an instruction is cancelled from the progress notification, another
 // with "Agent fix: Cancel"; the key is in no log. Screenshots of each key
@@ -448,12 +450,38 @@ step('Ctrl+. on the error offers "Agent fix: …"', async () => {
   await item.click();
 });
 
-step('the fix lands in the editor buffer, unsaved', async () => {
-  await waitFor('the edit in the editor', async () => (await editorText()).includes('return a / b if b != 0 else 0.0'));
+step('the proposal opens in the Refactor Preview, one checkbox per hunk; Apply puts it in the buffer', async () => {
+  // The server marks every hunk with a change annotation that needs
+  // confirmation, so VS Code shows the Refactor Preview instead of applying;
+  // a server without annotations would have the edit land directly.
+  const preview = page.locator('.bulk-edit-panel');
+  const fixed = async () => (await editorText()).includes('return a / b if b != 0 else 0.0');
+  await waitFor('the Refactor Preview (or the edit)', async () => (await preview.isVisible()) || (await fixed()));
+  if (await preview.isVisible()) {
+    const fileRow = preview.locator('.monaco-list-row', { hasText: 'calc.py' }).first();
+    await fileRow.waitFor({ timeout: WAIT });
+    const hunks = preview.locator('.monaco-list-row', { hasText: 'if b != 0 else 0.0' });
+    assert.equal(await hunks.count(), 1, 'one hunk row');
+    assert.equal(fs.readFileSync(calc, 'utf8'), ORIGINAL, 'nothing applied while the preview is open');
+    assert.ok(!(await fixed()), 'nothing in the buffer while the preview is open');
+    await screenshot('2-refactor-preview');
+    // VS Code leaves hunks that need confirmation unchecked: tick the file (all its hunks).
+    const fileBox = fileRow.locator('.monaco-checkbox').first();
+    if (!(await fileBox.evaluate((e) => e.classList.contains('checked')))) {
+      await fileBox.click();
+    }
+    await waitFor('the hunk to be checked', async () => hunks.first().locator('.monaco-checkbox.checked').isVisible());
+    await preview.locator('.monaco-button', { hasText: /^Apply$/ }).click();
+    await preview.waitFor({ state: 'hidden', timeout: WAIT });
+  }
+  await waitFor('the edit in the editor', fixed);
+});
+
+step('the fix is in the editor buffer, unsaved', async () => {
   assert.equal(fs.readFileSync(calc, 'utf8'), ORIGINAL, 'nothing written to disk yet');
   await page.locator('.tab.active.dirty', { hasText: 'calc.py' }).waitFor({ timeout: WAIT });
   await waitFor('the status bar to show the result', async () => /end_turn/.test(await statusText()));
-  await screenshot('2-edit-applied-unsaved');
+  await screenshot('3-edit-applied-unsaved');
   const r = requests();
   assert.equal(r.length, 2, 'two model requests: the edit, then the summary');
   assert.ok(r.every((q) => q.method === 'POST' && q.path === '/v1/messages'));
@@ -468,7 +496,7 @@ step('Ctrl+S writes the fix to disk', async () => {
   await page.locator('.tab.active:not(.dirty)', { hasText: 'calc.py' }).waitFor({ timeout: WAIT });
   // The fixture linter no longer sees the unguarded division.
   await waitFor('the squiggle to go', async () => (await page.locator('.monaco-editor .squiggly-error').count()) === 0);
-  await screenshot('3-saved');
+  await screenshot('4-saved');
 });
 
 step('a settings change reaches the running server (agentfix.maxOutputTokens → max_tokens)', async () => {
@@ -498,7 +526,7 @@ step('"Agent fix with instruction…" sends the instruction; the progress notifi
   assert.equal(requests()[2].body.max_tokens, 1234, 'the changed setting is in force');
   await waitFor('the status bar to show the run', async () => /Agent fix: running/.test(await statusText()));
   await sleep(500); // let the toast finish sliding in
-  await screenshot('4-progress-with-cancel');
+  await screenshot('5-progress-with-cancel');
   await toast.locator('.monaco-button', { hasText: 'Cancel' }).click();
   await waitFor('the status bar to show the cancelled run', async () => /cancelled/.test(await statusText()));
   await toast.waitFor({ state: 'hidden', timeout: WAIT });
@@ -517,7 +545,7 @@ step('"Agent fix" then "Agent fix: Cancel" cancels the run', async () => {
   await runCommand('Agent fix: Cancel');
   await waitFor('the status bar to show the cancelled run', async () => /cancelled/.test(await statusText()));
   await toast.waitFor({ state: 'hidden', timeout: WAIT });
-  await screenshot('5-cancelled');
+  await screenshot('6-cancelled');
   assert.equal(fs.readFileSync(calc, 'utf8'), FIXED);
   assert.equal(await page.locator('.tab.active.dirty').count(), 0, 'the buffer is untouched');
 });
