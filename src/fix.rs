@@ -135,6 +135,8 @@ pub fn task_prompt(target: &Target, overlay: &Overlay, outline: Option<&str>) ->
 #[derive(Default)]
 pub struct ProgressLines {
     turn: std::sync::atomic::AtomicU32,
+    /// Input + output tokens so far.
+    tokens: std::sync::atomic::AtomicU64,
     text: std::sync::Mutex<String>,
 }
 
@@ -156,7 +158,10 @@ impl ProgressLines {
                 self.text.lock().unwrap_or_else(|e| e.into_inner()).clear();
                 None
             }
-            RunEvent::ToolCalls { turn, calls } => plain(format!("turn {turn}: {}", calls.join(", "))),
+            RunEvent::ToolCalls { turn, calls } => {
+                let tokens = thousands(self.tokens.load(Relaxed));
+                plain(format!("turn {turn}: {} ({tokens} tokens)", calls.join(", ")))
+            }
             RunEvent::Stream(StreamUpdate::ToolStart(name)) => plain(format!("turn {turn}: preparing {name}")),
             RunEvent::Stream(StreamUpdate::Retrying { attempt, delay_ms, reason }) => {
                 plain(format!("retry {attempt} in {:.1} s: {reason}", *delay_ms as f64 / 1000.0))
@@ -169,7 +174,11 @@ impl ProgressLines {
                 let tail: String = chars[chars.len().saturating_sub(80)..].iter().collect();
                 Some(ProgressLine { text: format!("turn {turn}: {tail}"), streaming: true })
             }
-            RunEvent::Response { .. } | RunEvent::ToolResult { .. } => None,
+            RunEvent::Response { response, .. } => {
+                self.tokens.fetch_add(response.usage.total(), Relaxed);
+                None
+            }
+            RunEvent::ToolResult { .. } => None,
         }
     }
 }
@@ -182,6 +191,19 @@ impl Approver for AutoApprove {
     async fn approve(&self, _: &str, _: &[String]) -> Approval {
         Approval::Always
     }
+}
+
+/// `12,345`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// The result of one fix.
@@ -362,6 +384,23 @@ mod tests {
             "class Calc (lines 5-21)\n  method add (lines 6-8)\n  method div (lines 10-13)"
         );
         assert_eq!(enclosing_outline(&outline, 4), None);
+    }
+
+    #[test]
+    fn progress_lines_name_the_calls_and_the_tokens_so_far() {
+        use crate::model::{Message, ModelResponse, StopReason, Usage};
+        let lines = ProgressLines::default();
+        assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(thousands(999), "999");
+        lines.line(&RunEvent::Request { turn: 2, new_messages: vec![], max_output_tokens: 1, allow_tools: true });
+        let response = ModelResponse {
+            message: Message::user_text("x"),
+            stop_reason: StopReason::ToolUse,
+            usage: Usage { input_tokens: 4000, output_tokens: 600 },
+        };
+        assert_eq!(lines.line(&RunEvent::Response { turn: 2, response, elapsed_ms: 1 }), None);
+        let line = lines.line(&RunEvent::ToolCalls { turn: 2, calls: vec!["read_file a.py".into()] }).unwrap();
+        assert_eq!(line, ProgressLine { text: "turn 2: read_file a.py (4,600 tokens)".into(), streaming: false });
     }
 
     #[test]

@@ -262,10 +262,19 @@ fn a_fix_reads_the_unsaved_buffer_and_ends_in_a_versioned_edit() {
     assert_eq!(kinds.first(), Some(&"begin"));
     assert_eq!(kinds.last(), Some(&"end"));
     assert_eq!(progress[0]["value"]["title"], "Agent fix");
+    assert_eq!(progress[0]["value"]["message"], "turn 1: asking the model");
+    let calls = progress
+        .iter()
+        .filter_map(|p| p["value"]["message"].as_str())
+        .find(|m| m.starts_with("turn 1: read_file"))
+        .unwrap();
+    assert!(calls.ends_with(" tokens)"), "{calls}");
     let reports: Vec<&str> = progress
         .iter()
         .filter(|p| p["value"]["kind"] == "report")
         .map(|p| p["value"]["message"].as_str().unwrap())
+        // The token count at the end varies with the mock's arithmetic.
+        .map(|m| m.split(" (").next().unwrap())
         .collect();
     // The model's streamed text, the tool being prepared, then the calls.
     assert_eq!(
@@ -651,4 +660,21 @@ fn clients_without_apply_edit_or_resolve_are_told_why() {
         "Agent fix has a proposal, but this editor does not support workspace/applyEdit."
     );
     assert!(f.editor.applied_edits().is_empty());
+}
+
+#[test]
+fn a_client_work_done_token_is_used_and_cancels_its_own_run() {
+    let mut f = fixture(&[("a.py", "x\n")]);
+    f.mock.push(Reply::Delay(Duration::from_secs(20), Box::new(text_reply("late"))));
+    let arg = f.fix_argument("a.py", diag(0, 0, 1, "x"));
+    let id = f.editor.send_request(
+        "workspace/executeCommand",
+        json!({"command": "agentfix.fix", "arguments": [arg], "workDoneToken": "my-run-7"}),
+    );
+    let begin = f.editor.wait_for_notification("$/progress", |p| p["value"]["kind"] == "begin", LONG);
+    assert_eq!(begin["token"], "my-run-7");
+    assert!(!f.editor.messages().iter().any(|m| m["method"] == "window/workDoneProgress/create"));
+    f.editor.notify("window/workDoneProgress/cancel", json!({"token": "my-run-7"}));
+    let resp = f.editor.wait_response(id, LONG);
+    assert_eq!(resp["result"]["stopReason"], "cancelled", "{resp}");
 }

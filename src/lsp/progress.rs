@@ -24,8 +24,13 @@ pub struct RunProgress {
 }
 
 impl RunProgress {
-    /// Creates the token `name` if the client supports progress.
-    pub async fn create(client: &Client, supported: bool, name: String) -> Self {
+    /// Uses the client's own token when it sent one with the request (no
+    /// creation needed), else creates the token `name` if the client
+    /// supports progress.
+    pub async fn create(client: &Client, supported: bool, given: Option<NumberOrString>, name: String) -> Self {
+        if let Some(token) = given {
+            return Self { client: client.clone(), token: Some(token) };
+        }
         let token = NumberOrString::String(name);
         let accepted = supported
             && match tokio::time::timeout(CREATE_TIMEOUT, client.create_work_done_progress(token.clone())).await {

@@ -14,7 +14,9 @@ use tokio_util::sync::CancellationToken;
 use tower_lsp_server::Client;
 use tower_lsp_server::jsonrpc::{Error, ErrorCode, Result};
 use tower_lsp_server::ls_types::request::ApplyWorkspaceEdit;
-use tower_lsp_server::ls_types::{ApplyWorkspaceEditParams, Diagnostic, MessageType, Range, Uri, WorkspaceEdit};
+use tower_lsp_server::ls_types::{
+    ApplyWorkspaceEditParams, Diagnostic, MessageType, NumberOrString, Range, Uri, WorkspaceEdit,
+};
 
 use super::approval::ClientApprover;
 use super::progress::RunProgress;
@@ -52,15 +54,20 @@ fn request_failed(message: String) -> Error {
 }
 
 /// Handles `workspace/executeCommand` for `agentfix.fix`.
-pub async fn execute_fix(client: Client, session: Arc<Session>, arguments: Vec<Value>) -> Result<Value> {
-    run_fix(client, session, arguments, false).await.map(|(result, _)| result)
+pub async fn execute_fix(
+    client: Client,
+    session: Arc<Session>,
+    arguments: Vec<Value>,
+    work_done_token: Option<NumberOrString>,
+) -> Result<Value> {
+    run_fix(client, session, arguments, work_done_token, false).await.map(|(result, _)| result)
 }
 
 /// Handles `codeAction/resolve` for clients without `workspace/applyEdit`
 /// (they resolve `edit`): the same run, with the proposal returned as the
 /// action's edit instead of sent with `workspace/applyEdit`.
 pub async fn resolve_fix(client: Client, session: Arc<Session>, argument: Value) -> Result<Option<WorkspaceEdit>> {
-    run_fix(client, session, vec![argument], true).await.map(|(_, edit)| edit)
+    run_fix(client, session, vec![argument], None, true).await.map(|(_, edit)| edit)
 }
 
 /// One run of `agentfix.fix`; `return_edit` returns the proposal instead of
@@ -69,6 +76,7 @@ async fn run_fix(
     client: Client,
     session: Arc<Session>,
     arguments: Vec<Value>,
+    work_done_token: Option<NumberOrString>,
     return_edit: bool,
 ) -> Result<(Value, Option<WorkspaceEdit>)> {
     let args: FixArgs = match arguments.as_slice() {
@@ -134,7 +142,13 @@ async fn run_fix(
     let _guard = cancel.clone().drop_guard();
     let run_id = session.next_run_id();
     session.set_active(run_id, target.path.clone(), overlay.clone());
-    let token_name = format!("agentfix/fix/{run_id}");
+    // The client's token when it sent one (then cancel by that token works
+    // per run), else our own.
+    let token_name = match &work_done_token {
+        Some(NumberOrString::String(s)) => s.clone(),
+        Some(NumberOrString::Number(n)) => n.to_string(),
+        None => format!("agentfix/fix/{run_id}"),
+    };
     let supports_progress = state.caps.window.as_ref().and_then(|w| w.work_done_progress).unwrap_or(false);
     let supports_apply = state.caps.workspace.as_ref().and_then(|w| w.apply_edit).unwrap_or(false);
     let edit_support = convert::EditSupport::of(&state.caps);
@@ -148,8 +162,8 @@ async fn run_fix(
             // The file is free again when the task ends, however it ends.
             let _active = ActiveRun(session.clone(), run_id);
             session.register_run(&token_name, cancel.clone());
-            let progress = RunProgress::create(&client, supports_progress, token_name.clone()).await;
-            progress.begin("Agent fix", "asking the model").await;
+            let progress = RunProgress::create(&client, supports_progress, work_done_token, token_name.clone()).await;
+            progress.begin("Agent fix", "turn 1: asking the model").await;
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressLine>();
             let forward = {
                 let progress = progress.clone();
@@ -244,10 +258,10 @@ async fn run_fix(
                             }
                         }
                         Ok(Ok(r)) => {
-                            message = format!(
-                                "The editor did not apply the agent's proposal{}.",
-                                r.failure_reason.map(|f| format!(": {f}")).unwrap_or_default()
-                            )
+                            message = match r.failure_reason {
+                                Some(f) => format!("The editor did not apply the agent's proposal: {f}."),
+                                None => "The editor did not apply the agent's proposal (in a review such as VS Code's Refactor Preview, tick the changes to apply).".to_string(),
+                            }
                         }
                         Ok(Err(e)) => message = format!("The editor refused the agent's proposal: {}", e.message),
                         Err(_) => message = "The editor did not answer workspace/applyEdit in time.".to_string(),

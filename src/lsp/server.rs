@@ -265,7 +265,8 @@ impl LanguageServer for Backend {
     async fn execute_command(&self, params: ExecuteCommandParams) -> Result<Option<Value>> {
         match params.command.as_str() {
             FIX_COMMAND => {
-                run::execute_fix(self.client.clone(), self.session.clone(), params.arguments).await.map(Some)
+                let token = params.work_done_progress_params.work_done_token;
+                run::execute_fix(self.client.clone(), self.session.clone(), params.arguments, token).await.map(Some)
             }
             "agentfix.debug.panic" if std::env::var_os("AGENTFIX_DEBUG_COMMANDS").is_some() => {
                 panic!("debug panic requested")
