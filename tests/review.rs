@@ -23,6 +23,10 @@ struct Fx {
 }
 
 fn start(init: Value) -> Fx {
+    start_with(init, Editor::full_capabilities())
+}
+
+fn start_with(init: Value, caps: Value) -> Fx {
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap().join("ws");
     std::fs::create_dir_all(&root).unwrap();
@@ -40,7 +44,7 @@ fn start(init: Value) -> Fx {
             ("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0"),
         ],
     );
-    editor.initialize(&root, Editor::full_capabilities(), init);
+    editor.initialize(&root, caps, init);
     Fx { _dir: dir, root, mock, editor }
 }
 
@@ -304,33 +308,17 @@ fn a_denied_command_is_a_tool_error_and_auto_approve_skips_the_question() {
 
 #[test]
 fn unannotated_clients_get_plain_versioned_edits() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
-    std::fs::write(root.join("calc.py"), CALC).unwrap();
-    let mock = MockModel::start();
-    let base = mock.base_url();
-    let mut editor = Editor::spawn(
-        agentfix_bin(),
-        &["--stdio"],
-        &root,
-        &[
-            ("ANTHROPIC_API_KEY", API_KEY),
-            ("ANTHROPIC_BASE_URL", &base),
-            ("AGENTFIX_TRANSCRIPTS", "0"),
-            ("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0"),
-        ],
-    );
     let mut caps = Editor::full_capabilities();
     caps["workspace"]["workspaceEdit"].as_object_mut().unwrap().remove("changeAnnotationSupport");
-    editor.initialize(&root, caps, Value::Null);
-    let path = root.join("calc.py");
-    editor.open(&path, "python", 1, CALC);
-    mock.push(reply(&[edit("t1", "a / b", "a // b", "int division")]));
-    mock.push(text_reply("Integer division."));
+    let mut f = start_with(Value::Null, caps);
+    let path = f.calc();
+    f.editor.open(&path, "python", 1, CALC);
+    f.mock.push(reply(&[edit("t1", "a / b", "a // b", "int division")]));
+    f.mock.push(text_reply("Integer division."));
     let arg = json!({"uri": file_uri(&path), "version": 1, "range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 0}}, "diagnostics": []});
-    let resp = editor.request("workspace/executeCommand", json!({"command": "agentfix.fix", "arguments": [arg]}));
+    let resp = f.editor.request("workspace/executeCommand", json!({"command": "agentfix.fix", "arguments": [arg]}));
     assert_eq!(resp["result"]["applied"], true);
-    let edit = &editor.applied_edits()[0]["edit"];
+    let edit = &f.editor.applied_edits()[0]["edit"];
     assert!(edit.get("changeAnnotations").is_none());
     let edits = edit["documentChanges"][0]["edits"].as_array().unwrap();
     assert!(edits[0].get("annotationId").is_none());
