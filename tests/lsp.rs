@@ -256,7 +256,9 @@ fn a_fix_reads_the_unsaved_buffer_and_ends_in_a_versioned_edit() {
         "def div(a, b):\n    # unsaved comment 漢😀\n    if b == 0:\n        return 0\n    return a / b\n"
     );
     assert_eq!(std::fs::read_to_string(&path).unwrap(), disk, "the server must never write to disk");
-    // Progress: begin, a report naming the tool calls, end.
+    // Progress: begin, a report naming the tool calls, end (which travels
+    // apart from the response: wait for it).
+    f.editor.wait_for_notification("$/progress", |p| p["value"]["kind"] == "end", LONG);
     let progress = f.editor.notifications("$/progress");
     let kinds: Vec<&str> = progress.iter().map(|p| p["value"]["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds.first(), Some(&"begin"));
@@ -317,8 +319,11 @@ fn two_tool_calls_in_one_turn_and_tool_errors_are_fed_back_by_id() {
     assert!(result_text(&results[0]).contains("unknown tool `no_such_tool`"));
     // No edit: no applyEdit, and the user is told why.
     assert!(f.editor.applied_edits().is_empty());
-    let shown = f.editor.notifications("window/showMessage");
-    assert!(shown.iter().any(|m| m["message"].as_str().unwrap().contains("proposed no edit")), "{shown:?}");
+    f.editor.wait_for_notification(
+        "window/showMessage",
+        |m| m["message"].as_str().unwrap_or_default().contains("proposed no edit"),
+        LONG,
+    );
 }
 
 #[test]
@@ -335,8 +340,12 @@ fn max_turns_stops_a_run_that_never_ends() {
     assert_eq!(requests.len(), 3);
     assert_eq!(requests[2].body["tool_choice"], json!({"type": "none"}));
     assert!(requests[1].body.get("tool_choice").is_none());
-    let shown = f.editor.notifications("window/showMessage");
-    assert!(shown.iter().any(|m| m["message"].as_str().unwrap().contains("maxTurns (2)")), "{shown:?}");
+    // The message travels apart from the response: wait for it.
+    f.editor.wait_for_notification(
+        "window/showMessage",
+        |m| m["message"].as_str().unwrap_or_default().contains("maxTurns (2)"),
+        LONG,
+    );
 }
 
 #[test]
