@@ -178,6 +178,30 @@ function H.open(path)
   return buf
 end
 
+--- The common start of a test: calc.py in a fresh workspace (made the
+--- current directory), setup() in diff review mode, the buffer opened with
+--- a diagnostic on line 2, the cursor at column `col` of line 2, and
+--- :AgentFix run. Returns the plugin, the buffer and the root.
+function H.fix_calc(url, col)
+  local root = H.workspace({ ["calc.py"] = H.CALC })
+  vim.cmd("cd " .. vim.fn.fnameescape(root))
+  local af = H.setup(url, { review = "diff" })
+  local buf = H.open(root .. "/calc.py")
+  H.diagnose(buf, 1, 11, 16, "add() subtracts its arguments")
+  vim.api.nvim_win_set_cursor(0, { 2, col or 11 })
+  vim.cmd("AgentFix")
+  return af, buf, root
+end
+
+--- Waits for the review of the proposal to open and returns its session.
+function H.wait_review()
+  local review = require("agentfix.review")
+  H.wait(function()
+    return review.current() ~= nil
+  end, 15000, "the review to open")
+  return review.current()
+end
+
 --- Puts the cursor on hunk `i` of the open review (proposed side).
 function H.cursor_on_hunk(session, i)
   local f = session.files[session.file_index]

@@ -4,14 +4,8 @@ local H = dofile(os.getenv("AGENTFIX_TEST_DIR") .. "/helpers.lua")
 
 H.run(":AgentFixCancel during a hanging model request", function()
   local url, log = H.start_mock({ { hang = true } })
-  local root = H.workspace({ ["calc.py"] = H.CALC })
-  vim.cmd("cd " .. vim.fn.fnameescape(root))
-  local af = H.setup(url, { review = "diff" })
+  local af, buf, root = H.fix_calc(url)
   local review = require("agentfix.review")
-  local buf = H.open(root .. "/calc.py")
-  H.diagnose(buf, 1, 11, 16, "add() subtracts its arguments")
-  vim.api.nvim_win_set_cursor(0, { 2, 11 })
-  vim.cmd("AgentFix")
   -- Running, with the server's progress token known, and the model asked.
   H.wait(function()
     local r = af.runs()[1]

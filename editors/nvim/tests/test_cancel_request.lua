@@ -5,13 +5,7 @@ local H = dofile(os.getenv("AGENTFIX_TEST_DIR") .. "/helpers.lua")
 
 H.run(":AgentFixCancel with $/cancelRequest", function()
   local url, log = H.start_mock({ { hang = true } })
-  local root = H.workspace({ ["calc.py"] = H.CALC })
-  vim.cmd("cd " .. vim.fn.fnameescape(root))
-  local af = H.setup(url, { review = "diff" })
-  local buf = H.open(root .. "/calc.py")
-  H.diagnose(buf, 1, 11, 16, "add() subtracts its arguments")
-  vim.api.nvim_win_set_cursor(0, { 2, 11 })
-  vim.cmd("AgentFix")
+  local af, buf, root = H.fix_calc(url)
   H.wait(function()
     local r = af.runs()[1]
     return r and r.request_id and #H.mock_requests(log) >= 1

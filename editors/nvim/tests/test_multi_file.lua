@@ -17,18 +17,8 @@ H.run("diff review: an edited file and a new file", function()
     },
     { text = "Fixed add, added a test." },
   })
-  local root = H.workspace({ ["calc.py"] = H.CALC })
-  vim.cmd("cd " .. vim.fn.fnameescape(root))
-  local af = H.setup(url, { review = "diff" })
-  local review = require("agentfix.review")
-  local buf = H.open(root .. "/calc.py")
-  H.diagnose(buf, 1, 11, 16, "add() subtracts its arguments")
-  vim.api.nvim_win_set_cursor(0, { 2, 11 })
-  vim.cmd("AgentFix")
-  H.wait(function()
-    return review.current() ~= nil
-  end, 15000, "the review to open")
-  local s = review.current()
+  local af, buf, root = H.fix_calc(url)
+  local s = H.wait_review()
   H.eq(2, #s.files, "files in the proposal")
   local names = { s.files[1].display, s.files[2].display }
   table.sort(names)
