@@ -11,27 +11,9 @@
 # "nvim tests: N passed, M failed" (non-zero exit on any failure).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
-cd "$repo"
-
-die() {
-  echo "editors/nvim/ci.sh: $*" >&2
-  exit 1
-}
-
-# apt-get update + install, quiet unless it fails (then its output and exit 1).
-apt_install() {
-  local log
-  log="$(mktemp)"
-  echo "== apt-get install $*"
-  # Wait for a dpkg lock held by another apt run instead of failing at once.
-  if ! { apt-get -o DPkg::Lock::Timeout=300 update -q &&
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q "$@"; } >"$log" 2>&1; then
-    tail -n 40 "$log" >&2
-    die "apt-get install $* failed"
-  fi
-  rm -f "$log"
-}
+script="editors/nvim/ci.sh"
+# shellcheck source=../ci-lib.sh
+source "$here/../ci-lib.sh"
 
 # --- Neovim 0.7 (Debian) ---------------------------------------------------------
 NVIM07=/usr/bin/nvim
