@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use tower_lsp_server::jsonrpc::{Error, Result};
 use tower_lsp_server::ls_types::{
     CodeAction, CodeActionKind, CodeActionOptions, CodeActionOrCommand, CodeActionParams, CodeActionProviderCapability,
-    CodeActionResponse, Command, ConfigurationItem, DidChangeConfigurationParams, ExecuteCommandOptions,
+    CodeActionResponse, Command, ConfigurationItem, Diagnostic, DidChangeConfigurationParams, ExecuteCommandOptions,
     ExecuteCommandParams, InitializeParams, InitializeResult, InitializedParams, MessageType, NumberOrString,
     ServerCapabilities, ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions,
     WorkDoneProgressCancelParams,
@@ -178,74 +178,46 @@ impl LanguageServer for Backend {
         let version = self.session.docs.get(uri.as_str()).map(|d| d.version);
         let only = params.context.only.as_ref();
         let mut actions = Vec::new();
-        let argument = |diagnostics: Value, instruction: Option<&str>| {
-            let mut arg = json!({"uri": uri, "version": version, "range": params.range, "diagnostics": diagnostics});
-            if let Some(i) = instruction {
-                arg["instruction"] = json!(i);
-            }
-            vec![arg]
+        // One fix action; clients that run the fix in codeAction/resolve get
+        // it without a command, the argument in `data`.
+        let action = |title: String, kind: CodeActionKind, diagnostics: Vec<Diagnostic>, attach: bool| {
+            let arg = json!({"uri": uri, "version": version, "range": params.range, "diagnostics": diagnostics});
+            let (command, data) = if resolve_edit {
+                (None, Some(arg))
+            } else {
+                (Some(Command { title: title.clone(), command: FIX_COMMAND.into(), arguments: Some(vec![arg]) }), None)
+            };
+            CodeActionOrCommand::CodeAction(CodeAction {
+                title,
+                kind: Some(kind),
+                diagnostics: attach.then_some(diagnostics),
+                command,
+                data,
+                ..Default::default()
+            })
         };
+        let overlapping: Vec<Diagnostic> =
+            params.context.diagnostics.iter().filter(|d| convert::overlaps(&d.range, &params.range)).cloned().collect();
         if kind_allowed(only, &CodeActionKind::QUICKFIX) {
-            for d in params.context.diagnostics.iter().filter(|d| convert::overlaps(&d.range, &params.range)) {
-                let title = action_title(&d.message);
-                actions.push(CodeActionOrCommand::CodeAction(CodeAction {
-                    title: title.clone(),
-                    kind: Some(CodeActionKind::QUICKFIX),
-                    diagnostics: Some(vec![d.clone()]),
-                    command: Some(Command {
-                        title,
-                        command: FIX_COMMAND.into(),
-                        arguments: Some(argument(json!([d]), None)),
-                    }),
-                    ..Default::default()
-                }));
+            for d in &overlapping {
+                actions.push(action(action_title(&d.message), CodeActionKind::QUICKFIX, vec![d.clone()], true));
             }
         }
-        // Some clients (Neovim 0.10+, eglot) send a server only its own
-        // diagnostics, and agentfix publishes none: offer the line itself.
-        if params.range.start == params.range.end
-            && params.context.diagnostics.is_empty()
-            && kind_allowed(only, &CodeActionKind::REFACTOR_REWRITE)
-        {
-            let title = format!("Agent fix: line {}", params.range.start.line + 1);
-            actions.push(CodeActionOrCommand::CodeAction(CodeAction {
-                title: title.clone(),
-                kind: Some(CodeActionKind::REFACTOR_REWRITE),
-                command: Some(Command {
-                    title,
-                    command: FIX_COMMAND.into(),
-                    arguments: Some(argument(json!([]), None)),
-                }),
-                ..Default::default()
-            }));
-        }
-        if params.range.start != params.range.end && kind_allowed(only, &CodeActionKind::REFACTOR_REWRITE) {
-            let inside: Vec<_> = params
-                .context
-                .diagnostics
-                .iter()
-                .filter(|d| convert::overlaps(&d.range, &params.range))
-                .cloned()
-                .collect();
-            let title = "Agent fix: selection".to_string();
-            actions.push(CodeActionOrCommand::CodeAction(CodeAction {
-                title: title.clone(),
-                kind: Some(CodeActionKind::REFACTOR_REWRITE),
-                command: Some(Command {
-                    title,
-                    command: FIX_COMMAND.into(),
-                    arguments: Some(argument(json!(inside), None)),
-                }),
-                ..Default::default()
-            }));
-        }
-        if resolve_edit {
-            for action in &mut actions {
-                if let CodeActionOrCommand::CodeAction(a) = action
-                    && let Some(cmd) = a.command.take()
-                {
-                    a.data = cmd.arguments.and_then(|mut args| args.pop());
-                }
+        let empty = params.range.start == params.range.end;
+        if kind_allowed(only, &CodeActionKind::REFACTOR_REWRITE) {
+            // Some clients (Neovim 0.10+, eglot) send a server only its own
+            // diagnostics, and agentfix publishes none: offer the line itself.
+            if empty && params.context.diagnostics.is_empty() {
+                let title = format!("Agent fix: line {}", params.range.start.line + 1);
+                actions.push(action(title, CodeActionKind::REFACTOR_REWRITE, Vec::new(), false));
+            }
+            if !empty {
+                actions.push(action(
+                    "Agent fix: selection".into(),
+                    CodeActionKind::REFACTOR_REWRITE,
+                    overlapping,
+                    false,
+                ));
             }
         }
         Ok(Some(actions))

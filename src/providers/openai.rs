@@ -231,16 +231,9 @@ fn encode_message(m: &Message, out: &mut Vec<Value>) {
                     out.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": content}));
                 }
             }
-            let text: Vec<&str> = m
-                .content
-                .iter()
-                .filter_map(|b| match b {
-                    Block::Text { text } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect();
+            let text = m.text();
             if !text.is_empty() {
-                out.push(json!({"role": "user", "content": text.join("\n")}));
+                out.push(json!({"role": "user", "content": text}));
             }
         }
     }
