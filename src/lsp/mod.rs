@@ -100,8 +100,14 @@ impl Session {
         f(&mut self.state.write().unwrap_or_else(|e| e.into_inner()));
     }
 
+    /// Reads the state under its lock, without cloning it (for the hot
+    /// paths: code actions, document sync).
+    fn read_state<T>(&self, f: impl FnOnce(&SessionState) -> T) -> T {
+        f(&self.state.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
     fn encoding(&self) -> PositionEncoding {
-        self.state.read().unwrap_or_else(|e| e.into_inner()).encoding
+        self.read_state(|s| s.encoding)
     }
 
     fn register_run(&self, token: &str, cancel: CancellationToken) {

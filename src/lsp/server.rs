@@ -37,19 +37,21 @@ impl Backend {
     /// `codeAction/resolve`: a client that cannot take
     /// `workspace/applyEdit` but resolves `edit` (Vim's ALE, old clients).
     fn resolves_edits(&self) -> bool {
-        let caps = self.session.state().caps;
-        let apply = caps.workspace.as_ref().and_then(|w| w.apply_edit).unwrap_or(false);
-        let resolves = caps
-            .text_document
-            .as_ref()
-            .and_then(|t| t.code_action.as_ref())
-            .and_then(|c| c.resolve_support.as_ref())
-            .is_some_and(|r| r.properties.iter().any(|p| p == "edit"));
-        !apply && resolves
+        self.session.read_state(|state| {
+            let caps = &state.caps;
+            let apply = caps.workspace.as_ref().and_then(|w| w.apply_edit).unwrap_or(false);
+            let resolves = caps
+                .text_document
+                .as_ref()
+                .and_then(|t| t.code_action.as_ref())
+                .and_then(|c| c.resolve_support.as_ref())
+                .is_some_and(|r| r.properties.iter().any(|p| p == "edit"));
+            !apply && resolves
+        })
     }
 
     fn supports_configuration(&self) -> bool {
-        self.session.state().caps.workspace.as_ref().and_then(|w| w.configuration).unwrap_or(false)
+        self.session.read_state(|s| s.caps.workspace.as_ref().and_then(|w| w.configuration).unwrap_or(false))
     }
 
     /// Pulls the `agentfix` section with `workspace/configuration`, when the
