@@ -84,15 +84,20 @@ fn main() {
     let _ = std::io::stdout().flush();
     let log = arg("--log");
     let mut written = 0;
-    let flush_log = |written: &mut usize| {
+    let mut all = String::new();
+    // Readers poll the log while requests arrive: write a complete new file
+    // and rename it over the old one, so a reader never sees half a line.
+    let mut flush_log = |written: &mut usize| {
         if let Some(log) = &log {
             let requests = mock.requests();
             if requests.len() > *written {
-                let mut f = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("log file");
                 for r in &requests[*written..] {
                     let line = serde_json::json!({"method": r.method, "path": r.path, "body": r.body});
-                    writeln!(f, "{line}").expect("write log");
+                    all.push_str(&format!("{line}\n"));
                 }
+                let tmp = format!("{log}.tmp");
+                std::fs::write(&tmp, &all).expect("write log");
+                std::fs::rename(&tmp, log).expect("replace log");
                 *written = requests.len();
             }
         }

@@ -236,8 +236,17 @@ fn an_apply_the_editor_did_not_perform_is_noticed() {
     f.mock.push(text_reply("Integer division."));
     let id = f.send_fix(1);
     let resp = f.editor.wait_response(id, Duration::from_secs(30));
-    let msg = resp["result"]["message"].as_str().unwrap();
+    assert_eq!(resp["result"]["applied"], true);
+    // The check runs apart from the answer (some clients send the didChange
+    // only after it), and warns when the change never comes.
+    let shown = f.editor.wait_for_notification(
+        "window/showMessage",
+        |m| m["message"].as_str().unwrap_or_default().starts_with("The editor said it applied"),
+        Duration::from_secs(10),
+    );
+    let msg = shown["message"].as_str().unwrap();
     assert!(msg.starts_with("The editor said it applied the agent's proposal, but calc.py did not change"), "{msg}");
+    assert_eq!(shown["type"], 2);
 }
 
 fn command_init(auto: bool) -> Value {

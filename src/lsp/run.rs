@@ -199,7 +199,6 @@ async fn run_fix(
             let outcome = &result.outcome;
             let reason = outcome.stop.describe(&result.limits);
             let mut applied = false;
-            let mut applied_unconfirmed = false;
             let mut returned: Option<WorkspaceEdit> = None;
             let mut conflicts: Vec<String> = Vec::new();
             let mut message;
@@ -248,14 +247,20 @@ async fn run_fix(
                     match tokio::time::timeout(APPLY_EDIT_TIMEOUT, request).await {
                         Ok(Ok(r)) if r.applied => {
                             applied = true;
-                            let missing = confirm_applied(&session, &prepared.files).await;
-                            if !missing.is_empty() {
-                                message = format!(
-                                    "The editor said it applied the agent's proposal, but {} did not change (a stale edit may have been dropped). Run Agent fix again.",
-                                    missing.join(", ")
-                                );
-                                applied_unconfirmed = true;
-                            }
+                            // Confirmed apart from the answer: some clients
+                            // (eglot) send the didChange only once the command
+                            // has returned.
+                            let (session, client, files) = (session.clone(), client.clone(), prepared.files.clone());
+                            tokio::spawn(async move {
+                                let missing = confirm_applied(&session, &files).await;
+                                if !missing.is_empty() {
+                                    let msg = format!(
+                                        "The editor said it applied the agent's proposal, but {} did not change (a stale edit may have been dropped). Run Agent fix again.",
+                                        missing.join(", ")
+                                    );
+                                    client.show_message(MessageType::WARNING, msg).await;
+                                }
+                            });
                         }
                         Ok(Ok(r)) => {
                             message = match r.failure_reason {
@@ -269,15 +274,12 @@ async fn run_fix(
                 }
             }
             progress.end(message.clone()).await;
-            let shown = !applied
-                || applied_unconfirmed
-                || !conflicts.is_empty()
-                || !result.changes.is_empty() && !outcome.stop.is_natural();
+            let shown = !applied || !conflicts.is_empty() || !result.changes.is_empty() && !outcome.stop.is_natural();
             if shown {
                 let kind = match outcome.stop {
                     Stop::ModelError(_) | Stop::ToolFatal(_) => MessageType::ERROR,
                     Stop::Cancelled => MessageType::INFO,
-                    _ if applied && !applied_unconfirmed && conflicts.is_empty() => MessageType::INFO,
+                    _ if applied && conflicts.is_empty() => MessageType::INFO,
                     _ => MessageType::WARNING,
                 };
                 client.show_message(kind, &message).await;
