@@ -10,7 +10,8 @@
 //!   with `FAKE_LSP_CRASH_ONCE=path`, only if `path` does not exist yet (it
 //!   is created), so a restarted server works;
 //! - `FAKE_LSP_HANG_ON=method`: never answer that request;
-//! - `FAKE_LSP_LOG=path`: append every method received, one per line.
+//! - `FAKE_LSP_LOG=path`: append every method received, one per line;
+//! - `FAKE_LSP_ENV_TO=path`: write its environment there at start, `K=V` a line.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -197,6 +198,10 @@ fn main() {
     let crash_once = std::env::var("FAKE_LSP_CRASH_ONCE").ok();
     let hang_on = std::env::var("FAKE_LSP_HANG_ON").ok();
     let log = std::env::var("FAKE_LSP_LOG").ok();
+    if let Ok(path) = std::env::var("FAKE_LSP_ENV_TO") {
+        let env: String = std::env::vars().map(|(k, v)| format!("{k}={v}\n")).collect();
+        let _ = std::fs::write(path, env);
+    }
     let mut state = State { root: std::env::current_dir().unwrap_or_default(), docs: BTreeMap::new() };
     let mut reader = BufReader::new(std::io::stdin().lock());
     eprintln!("fake_lsp: started");

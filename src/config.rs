@@ -143,12 +143,15 @@ pub struct ServerConfig {
 }
 
 /// One entry of the `commands` setting: an argv, an argv with a timeout, or
-/// (for the `autoApprove` key only) a flag.
+/// (for the `autoApprove` and `network` keys only) a flag, or (for the
+/// `sandbox` key only) a word.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum CommandEntry {
-    /// `"autoApprove": true` runs configured commands without asking.
+    /// `"autoApprove": true` runs configured commands without asking; `"network": true` lets them reach the network.
     Flag(bool),
+    /// `"sandbox": "landlock"` (the default) or `"off"`.
+    Word(String),
     /// `["cargo", "test", "-q"]`.
     Argv(Vec<String>),
     /// `{"command": ["cargo", "test"], "timeoutSecs": 600}`.
@@ -168,6 +171,17 @@ pub struct CommandConfig {
 
 /// Default timeout of a configured command.
 pub const DEFAULT_COMMAND_TIMEOUT_SECS: u64 = 300;
+
+/// The `commands.sandbox` setting: how configured commands are confined.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CommandSandbox {
+    /// Landlock (Linux): writes only in the scratch copy, its temporary
+    /// directory and the build cache; no network unless `commands.network`.
+    #[default]
+    Landlock,
+    /// No sandbox: commands can do whatever the user can.
+    Off,
+}
 
 /// agentfix settings, as the editor (camelCase JSON) or `agentfix.toml`
 /// gives them. Every field is optional; unknown fields are ignored.
@@ -219,7 +233,7 @@ pub struct Settings {
     /// Language servers by language id (`python`, `rust`, `typescript`, `c`, `go`, …). Unset languages use the defaults found on PATH. Not allowed in agentfix.toml.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub language_servers: Option<std::collections::BTreeMap<String, ServerConfig>>,
-    /// Commands the model may run with `run_command`, by name: `{"test": ["cargo", "test", "-q"], "lint": {"command": ["ruff", "check", "."], "timeoutSecs": 60}, "autoApprove": false}`. They run in a scratch copy of the workspace with the run's edits applied; the user is asked before the first run of each (Allow once / Always in this workspace / Deny) unless `autoApprove` is true (`autoApprove` is not allowed in agentfix.toml).
+    /// Commands the model may run with `run_command`, by name: `{"test": ["cargo", "test", "-q"], "lint": {"command": ["ruff", "check", "."], "timeoutSecs": 60}, "autoApprove": false}`. They run in a scratch copy of the workspace with the run's edits applied; the user is asked before the first run of each (Allow once / Always in this workspace / Deny) unless `autoApprove` is true. On Linux they run in a Landlock sandbox: they may write only in the copy, a private temporary directory and the build cache, and reach no network; `"sandbox": "off"` turns the sandbox off (where the kernel has no Landlock, commands are refused until you do), `"network": true` allows the network. `autoApprove`, `sandbox` and `network` are not allowed in agentfix.toml.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub commands: Option<std::collections::BTreeMap<String, CommandEntry>>,
     /// Start the default language servers found on PATH for languages not in `languageServers` (default true).
@@ -234,6 +248,12 @@ pub struct Settings {
     /// Longest wait in milliseconds for a language server's answer to one query (default 20000); a server that does not answer is restarted once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub language_server_timeout_ms: Option<u64>,
+    /// More protected files, as gitignore-style patterns (`secrets/`, `*.sqlite`), added to the built-in deny-list (`.env`, `*.pem`, `.ssh/`, …), which cannot be removed. The model can never read, list, search or edit a protected file. agentfix.toml may add patterns too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exclude: Option<Vec<String>>,
+    /// Credential-shaped environment variables (`NPM_TOKEN`, `MY_*`) that commands and language servers may still inherit; the provider keys never are. Not allowed in agentfix.toml.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub env_allow: Option<Vec<String>>,
 }
 
 impl Settings {
@@ -262,6 +282,18 @@ impl Settings {
         if s.commands.as_ref().is_some_and(|c| c.contains_key("autoApprove")) {
             return Err(ConfigError::Invalid(format!(
                 "{FILE_NAME} may not set `commands.autoApprove` (a repository must not approve its own commands); set it in the editor settings"
+            )));
+        }
+        for key in ["sandbox", "network"] {
+            if s.commands.as_ref().is_some_and(|c| c.contains_key(key)) {
+                return Err(ConfigError::Invalid(format!(
+                    "{FILE_NAME} may not set `commands.{key}` (a repository must not loosen the sandbox of its own commands); set it in the editor settings"
+                )));
+            }
+        }
+        if s.env_allow.is_some() {
+            return Err(ConfigError::Invalid(format!(
+                "{FILE_NAME} may not set `envAllow` (a repository must not choose which of your credentials its commands see); set it in the editor settings"
             )));
         }
         if s.language_servers.is_some() {
@@ -354,6 +386,10 @@ pub struct Config {
     pub commands: std::collections::BTreeMap<String, CommandConfig>,
     /// Run them without asking.
     pub commands_auto_approve: bool,
+    /// How they are confined (`commands.sandbox`).
+    pub commands_sandbox: CommandSandbox,
+    /// Whether they may reach the network (`commands.network`).
+    pub commands_network: bool,
     /// Configured language servers by language id.
     pub language_servers: std::collections::HashMap<String, ServerConfig>,
     /// Whether defaults on PATH are used for other languages.
@@ -361,6 +397,11 @@ pub struct Config {
     pub diagnostics_settle: Duration,
     pub diagnostics_timeout: Duration,
     pub language_server_timeout: Duration,
+    /// Patterns of protected files beyond the built-in deny-list: the
+    /// project's and the editor's together (a layer adds, never removes).
+    pub exclude: Vec<String>,
+    /// Credential variables children may inherit (`envAllow`).
+    pub env_allow: Vec<String>,
     /// Where each setting came from, by camelCase name.
     pub sources: Vec<(&'static str, Source)>,
 }
@@ -493,10 +534,46 @@ impl Config {
         let diag_timeout = pick!("diagnosticsTimeoutMs", diagnostics_timeout_ms, None::<u64>, 5000);
         let command_entries =
             pick!("commands", commands, None::<std::collections::BTreeMap<String, CommandEntry>>, Default::default());
-        let (commands, commands_auto_approve) = resolve_commands(command_entries)?;
+        let ResolvedCommands {
+            commands,
+            auto_approve: commands_auto_approve,
+            sandbox: commands_sandbox,
+            network: commands_network,
+        } = resolve_commands(command_entries)?;
+        // Protected patterns add up over the layers; none removes a default.
+        let exclude: Vec<String> = file
+            .exclude
+            .iter()
+            .chain(editor.exclude.iter())
+            .flatten()
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .collect();
+        sources.push((
+            "exclude",
+            match (&file.exclude, &editor.exclude) {
+                (_, Some(_)) => Source::Editor,
+                (Some(_), None) => Source::File,
+                _ => Source::Default,
+            },
+        ));
+        let env_allow = pick!(
+            "envAllow",
+            env_allow,
+            env("AGENTFIX_ENV_ALLOW").map(|v| v
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()),
+            Vec::new()
+        );
         Ok(Config {
+            exclude,
+            env_allow,
             commands,
             commands_auto_approve,
+            commands_sandbox,
+            commands_network,
             language_servers,
             default_language_servers,
             diagnostics_settle: Duration::from_millis(settle),
@@ -540,17 +617,33 @@ impl Config {
         }
     }
 
+    /// Scrubs this configuration's API key (and credential shapes) from text.
+    pub fn key_redactor(&self) -> crate::secrets::Redactor {
+        crate::secrets::Redactor::new(self.api_key.iter().map(|k| k.expose().to_string()))
+    }
+
     pub fn source(&self, name: &str) -> Source {
         self.sources.iter().find(|(n, _)| *n == name).map_or(Source::Default, |(_, s)| *s)
     }
 }
 
-/// Splits the `commands` setting into commands and the `autoApprove` flag.
+/// The `commands` setting, split into commands and the special keys.
+struct ResolvedCommands {
+    commands: std::collections::BTreeMap<String, CommandConfig>,
+    auto_approve: bool,
+    sandbox: CommandSandbox,
+    network: bool,
+}
+
+/// Splits the `commands` setting into commands and the `autoApprove`,
+/// `sandbox` and `network` keys.
 fn resolve_commands(
     entries: std::collections::BTreeMap<String, CommandEntry>,
-) -> Result<(std::collections::BTreeMap<String, CommandConfig>, bool), ConfigError> {
+) -> Result<ResolvedCommands, ConfigError> {
     let mut commands = std::collections::BTreeMap::new();
     let mut auto = false;
+    let mut sandbox = CommandSandbox::default();
+    let mut network = false;
     for (name, entry) in entries {
         let (argv, timeout) = match (name.as_str(), entry) {
             ("autoApprove", CommandEntry::Flag(b)) => {
@@ -560,9 +653,27 @@ fn resolve_commands(
             ("autoApprove", _) => {
                 return Err(ConfigError::Invalid("commands.autoApprove must be true or false".into()));
             }
-            (_, CommandEntry::Flag(_)) => {
+            ("network", CommandEntry::Flag(b)) => {
+                network = b;
+                continue;
+            }
+            ("network", _) => {
+                return Err(ConfigError::Invalid("commands.network must be true or false".into()));
+            }
+            ("sandbox", CommandEntry::Word(w)) if w == "landlock" => {
+                sandbox = CommandSandbox::Landlock;
+                continue;
+            }
+            ("sandbox", CommandEntry::Word(w)) if w == "off" => {
+                sandbox = CommandSandbox::Off;
+                continue;
+            }
+            ("sandbox", _) => {
+                return Err(ConfigError::Invalid("commands.sandbox must be \"landlock\" or \"off\"".into()));
+            }
+            (_, CommandEntry::Flag(_) | CommandEntry::Word(_)) => {
                 return Err(ConfigError::Invalid(format!(
-                    "commands.{name} must be a command (a list of strings), not a flag"
+                    "commands.{name} must be a command (a list of strings), not a flag or a word"
                 )));
             }
             (_, CommandEntry::Argv(argv)) => (argv, None),
@@ -579,7 +690,7 @@ fn resolve_commands(
         let timeout = Duration::from_secs(timeout.unwrap_or(DEFAULT_COMMAND_TIMEOUT_SECS).max(1));
         commands.insert(name, CommandConfig { argv, timeout });
     }
-    Ok((commands, auto))
+    Ok(ResolvedCommands { commands, auto_approve: auto, sandbox, network })
 }
 
 #[cfg(test)]
@@ -611,6 +722,44 @@ mod tests {
         assert_eq!(resolve(&Settings::default(), &bad, &[]).unwrap_err().to_string(), "commands.test is empty");
         let bad = Settings::from_json(&json!({"commands": {"test": true}})).unwrap();
         assert!(resolve(&Settings::default(), &bad, &[]).is_err());
+    }
+
+    #[test]
+    fn the_sandbox_is_on_and_offline_by_default_and_only_the_editor_changes_that() {
+        let c = resolve(&Settings::default(), &Settings::default(), &[]).unwrap();
+        assert_eq!((c.commands_sandbox, c.commands_network), (CommandSandbox::Landlock, false));
+        let editor =
+            Settings::from_json(&json!({"commands": {"test": ["pytest"], "sandbox": "off", "network": true}})).unwrap();
+        let c = resolve(&Settings::default(), &editor, &[]).unwrap();
+        assert_eq!((c.commands_sandbox, c.commands_network), (CommandSandbox::Off, true));
+        assert_eq!(c.commands.keys().collect::<Vec<_>>(), ["test"]);
+        let editor = Settings::from_json(&json!({"commands": {"sandbox": "landlock", "network": false}})).unwrap();
+        let c = resolve(&Settings::default(), &editor, &[]).unwrap();
+        assert_eq!((c.commands_sandbox, c.commands_network), (CommandSandbox::Landlock, false));
+        assert!(c.commands.is_empty());
+        // A repository cannot loosen the sandbox of its own commands.
+        for text in [
+            "[commands]\nsandbox = \"off\"\n",
+            "[commands]\nsandbox = \"landlock\"\n",
+            "[commands]\nnetwork = true\n",
+            "[commands]\ntest = [\"pytest\"]\nnetwork = false\n",
+        ] {
+            let e = Settings::from_toml(text).unwrap_err().to_string();
+            assert!(e.contains("may not set `commands."), "{text}: {e}");
+            assert!(e.contains("sandbox") || e.contains("network"), "{text}: {e}");
+        }
+        // Wrong shapes are errors that name the key.
+        for (value, key) in [
+            (json!({"sandbox": "bubblewrap"}), "commands.sandbox"),
+            (json!({"sandbox": true}), "commands.sandbox"),
+            (json!({"network": "yes"}), "commands.network"),
+            (json!({"network": ["curl"]}), "commands.network"),
+            (json!({"test": "pytest"}), "commands.test"),
+        ] {
+            let editor = Settings::from_json(&json!({ "commands": value })).unwrap();
+            let e = resolve(&Settings::default(), &editor, &[]).unwrap_err().to_string();
+            assert!(e.contains(key), "{value}: {e}");
+        }
     }
 
     fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {

@@ -125,7 +125,9 @@ pub fn task_prompt(target: &Target, overlay: &Overlay, outline: Option<&str>) ->
     if let Some(outline) = outline {
         out.push_str(&format!("\nEnclosing symbols, from the language server:\n{outline}\n"));
     }
-    out.push_str(&format!("\nThe workspace root is `{}`; tool paths are relative to it.", ws.primary_root().display()));
+    // Paths relative to the root, never the absolute root: code the model
+    // writes must not learn where the user's real files are.
+    out.push_str("\nTool paths are relative to the workspace root.");
     out
 }
 
@@ -180,6 +182,30 @@ impl ProgressLines {
             }
             RunEvent::ToolResult { .. } => None,
         }
+    }
+}
+
+/// The tools, with the API key scrubbed from every result: a file or a
+/// command's output that holds it must not send it to the model. Only the
+/// exact key: other credential-shaped text in source code stays as it is,
+/// or the model could not edit it.
+struct KeyScrubbed<'a> {
+    inner: &'a dyn ToolSet,
+    redactor: crate::secrets::Redactor,
+}
+
+#[async_trait::async_trait]
+impl ToolSet for KeyScrubbed<'_> {
+    fn specs(&self) -> Vec<crate::model::ToolSpec> {
+        self.inner.specs()
+    }
+
+    async fn call(&self, name: &str, input: &serde_json::Value) -> crate::tools::ToolOutput {
+        let mut out = self.inner.call(name, input).await;
+        if let std::borrow::Cow::Owned(clean) = self.redactor.redact_exact(&out.content) {
+            out.content = clean;
+        }
+        out
     }
 }
 
@@ -282,7 +308,13 @@ pub async fn run(
             .iter()
             .map(|(name, c)| (name.clone(), CommandSpec { argv: c.argv.clone(), timeout: c.timeout }))
             .collect();
-        let tool = RunCommand::new(specs, approver);
+        let sandbox = match config.commands_sandbox {
+            crate::config::CommandSandbox::Off => crate::sandbox::Sandbox::Off,
+            crate::config::CommandSandbox::Landlock => {
+                crate::sandbox::Sandbox::Landlock { network: config.commands_network }
+            }
+        };
+        let tool = RunCommand::new(specs, approver).with_sandbox(sandbox).with_env_allow(config.env_allow.clone());
         let names = tool.names().join(", ");
         toolbox.add(tool, &format!("The configured commands are: {names}."));
     }
@@ -307,7 +339,8 @@ pub async fn run(
         }
         events(e);
     };
-    let outcome = agent::run(SYSTEM_PROMPT, prompt, model, &toolbox, &limits, cancel, &observe).await;
+    let tools = KeyScrubbed { inner: &toolbox, redactor: config.key_redactor() };
+    let outcome = agent::run(SYSTEM_PROMPT, prompt, model, &tools, &limits, cancel, &observe).await;
     let mut changes = overlay.changes();
     if let Some(s) = &symbols {
         // Language servers go back to the editor's text.

@@ -11,6 +11,8 @@ pub mod lsp;
 pub mod model;
 pub mod providers;
 pub mod replay;
+pub mod sandbox;
+pub mod secrets;
 pub mod tools;
 pub mod transcript;
 pub mod workspace;

@@ -32,10 +32,19 @@ enum Command {
     Replay(agentfix::cli::ReplayArgs),
     /// Print the JSON Schema of the settings.
     Schema,
+    /// Internal: run a command in the sandbox (started by `run_command`).
+    #[command(name = "__sandbox-exec", hide = true)]
+    SandboxExec(agentfix::sandbox::ExecArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The sandbox helper must restrict itself while it is single-threaded:
+    // before logging and the runtime.
+    let command = match cli.command {
+        Some(Command::SandboxExec(args)) => return agentfix::sandbox::exec(args),
+        command => command,
+    };
     // Logs go to stderr only: stdout carries the protocol.
     let filter = EnvFilter::try_from_env("AGENTFIX_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
@@ -48,11 +57,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match cli.command {
+    match command {
         Some(Command::Fix(args)) => runtime.block_on(agentfix::cli::fix(args)),
         Some(Command::Check(args)) => runtime.block_on(agentfix::cli::check(args)),
         Some(Command::Replay(args)) => runtime.block_on(agentfix::cli::replay(args)),
         Some(Command::Schema) => agentfix::cli::schema(),
+        Some(Command::SandboxExec(_)) => unreachable!("handled before the runtime starts"),
         Some(Command::Lsp) | None => {
             let _ = cli.stdio;
             runtime.block_on(agentfix::lsp::serve_stdio());

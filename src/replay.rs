@@ -128,7 +128,7 @@ pub async fn replay(path: &Path, root: Option<&Path>) -> Result<Report, String> 
         let text = f["text"].as_str().map(str::to_string);
         match (f["source"].as_str(), f["version"].as_i64(), text) {
             (Some("buffer"), Some(v), Some(text)) => {
-                files.buffers.insert(p, BufferText { text, version: v as i32 });
+                files.buffers.insert(p, BufferText { text, version: v as i32, pin: Default::default() });
             }
             (_, _, text) => {
                 files.disk.insert(p, text);

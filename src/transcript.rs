@@ -7,7 +7,10 @@
 //! reason, usage and time) and one `tool_result` per call, and finally `end`
 //! (stop reason, usage, every file the run read with the buffer version and
 //! text it read, and the proposed changes). The API key never appears: it is
-//! not part of what is recorded, and every line is scrubbed of it anyway.
+//! not part of what is recorded, and every string of every record is
+//! scrubbed of it anyway, and of anything shaped like a credential (see
+//! `secrets::Redactor`). Protected files are never read, so never recorded.
+//! Transcripts are readable by their owner only (mode 0600, folder 0700).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -20,6 +23,7 @@ use crate::agent::{Outcome, RunEvent};
 use crate::config::Config;
 use crate::fix::Target;
 use crate::model::{Block, Message, ModelResponse, Role, StopReason, ToolSpec, Usage};
+use crate::secrets::Redactor;
 use crate::workspace::{FileBase, FileChange};
 
 /// Format version of the transcript lines.
@@ -30,23 +34,40 @@ pub const VERSION: u32 = 1;
 pub struct Transcript {
     path: PathBuf,
     out: Mutex<Option<BufWriter<File>>>,
-    secrets: Vec<String>,
+    redactor: Redactor,
+}
+
+/// Every string in `v` (keys included) with secrets scrubbed.
+fn scrub(v: Value, r: &Redactor) -> Value {
+    match v {
+        Value::String(s) => Value::String(r.redact(&s).into_owned()),
+        Value::Array(a) => Value::Array(a.into_iter().map(|v| scrub(v, r)).collect()),
+        Value::Object(o) => {
+            Value::Object(o.into_iter().map(|(k, v)| (r.redact(&k).into_owned(), scrub(v, r))).collect())
+        }
+        other => other,
+    }
 }
 
 impl Transcript {
     /// Creates `dir/<time>-<pid>-<n>.jsonl`.
     pub fn create(dir: &Path, secrets: Vec<String>) -> std::io::Result<Self> {
         std::fs::create_dir_all(dir)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        }
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let path = dir.join(format!("{}-{}-{n}.jsonl", now.as_millis(), std::process::id()));
-        let file = File::create(&path)?;
-        Ok(Self {
-            path,
-            out: Mutex::new(Some(BufWriter::new(file))),
-            secrets: secrets.into_iter().filter(|s| s.len() >= 8).collect(),
-        })
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let file = options.open(&path)?;
+        Ok(Self { path, out: Mutex::new(Some(BufWriter::new(file))), redactor: Redactor::new(secrets) })
     }
 
     pub fn path(&self) -> &Path {
@@ -54,12 +75,7 @@ impl Transcript {
     }
 
     fn write(&self, record: Value) {
-        let mut line = record.to_string();
-        for s in &self.secrets {
-            if line.contains(s.as_str()) {
-                line = line.replace(s.as_str(), "<redacted>");
-            }
-        }
+        let line = scrub(record, &self.redactor).to_string();
         let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(w) = out.as_mut()
             && let Err(e) = writeln!(w, "{line}").and_then(|_| w.flush())
@@ -266,7 +282,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let t = Transcript::create(dir.path(), vec!["sk-ant-secret-123".into()]).unwrap();
         t.write(json!({"type": "x", "text": "the key is sk-ant-secret-123"}));
+        // Credential-shaped strings anywhere in a record, a cut-off private key included.
+        t.write(json!({"type": "tool_result", "content": [{"text": "AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA"}], "auth": "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.x"}));
         let text = std::fs::read_to_string(t.path()).unwrap();
-        assert_eq!(text, "{\"text\":\"the key is <redacted>\",\"type\":\"x\"}\n");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "{\"text\":\"the key is [REDACTED]\",\"type\":\"x\"}");
+        let second: Value = serde_json::from_str(lines[1]).expect("still JSON");
+        assert_eq!(second["content"][0]["text"], "AWS_ACCESS_KEY_ID=[REDACTED]\n[REDACTED]");
+        assert_eq!(second["auth"], "Authorization: Bearer [REDACTED]");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(std::fs::metadata(t.path()).unwrap().permissions().mode() & 0o777, 0o600);
+        }
     }
 }

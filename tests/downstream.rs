@@ -69,7 +69,7 @@ fn fix(ws: &Ws, mock: &MockModel, extra: &[(&str, &str)], line: &str) -> Output 
         .env("AGENTFIX_TRANSCRIPTS", "0")
         .env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0")
         .env("AGENTFIX_LANGUAGE_SERVERS", servers(&fake_env))
-        .envs(extra.iter().copied().filter(|(k, _)| k.starts_with("AGENTFIX")));
+        .envs(extra.iter().copied().filter(|(k, _)| !k.starts_with("FAKE_LSP")));
     let out = cmd.output().unwrap();
     eprintln!("agentfix stderr:\n{}", String::from_utf8_lossy(&out.stderr));
     out
@@ -291,4 +291,64 @@ fn through_the_editor_servers_see_unsaved_buffers_and_get_them_back() {
     assert_eq!(syncs, ["textDocument/didOpen v1", "textDocument/didChange v2", "textDocument/didChange v3"], "{log}");
     editor.shutdown();
     assert!(log_of(&ws).ends_with("shutdown\nexit\n"), "{}", log_of(&ws));
+}
+
+#[test]
+fn a_language_server_never_inherits_the_key_or_other_credentials() {
+    let ws = workspace();
+    let dump = ws.root.parent().unwrap().join("server-env");
+    let mock = MockModel::start();
+    mock.push(tool_reply(&[("t_outline", "document_symbols", json!({"path": "calc.py"}))]));
+    mock.push(text_reply("Looked."));
+    let out = fix(
+        &ws,
+        &mock,
+        &[
+            ("FAKE_LSP_ENV_TO", dump.to_str().unwrap()),
+            ("GITHUB_TOKEN", "ghp_not_for_servers"),
+            ("AWS_SECRET_ACCESS_KEY", "aws-not-for-servers"),
+            ("NPM_TOKEN", "npm-allowed"),
+            ("AGENTFIX_ENV_ALLOW", "NPM_TOKEN"),
+        ],
+        "6",
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let env = std::fs::read_to_string(&dump).expect("the server started and wrote its environment");
+    assert!(env.lines().any(|l| l.starts_with("PATH=")), "{env}");
+    assert!(env.contains("NPM_TOKEN=npm-allowed"), "an allowed variable passes: {env}");
+    for leak in [API_KEY, "ghp_not_for_servers", "aws-not-for-servers"] {
+        assert!(!env.contains(leak), "{leak} reached the language server");
+    }
+    assert!(!env.contains("ANTHROPIC_API_KEY="));
+}
+
+#[test]
+fn symbol_results_in_protected_files_are_dropped() {
+    let ws = workspace();
+    // The project adds a protected pattern; the defaults (.env) hold anyway.
+    std::fs::write(ws.root.join("agentfix.toml"), "exclude = [\"vault.py\"]\n").unwrap();
+    std::fs::write(ws.root.join("vault.py"), "class Calcium:\n    pass\n").unwrap();
+    std::fs::write(ws.root.join(".env"), "TOKEN=calc-secret\n").unwrap();
+    let mock = MockModel::start();
+    mock.push(tool_reply(&[
+        ("t_ws", "workspace_symbols", json!({"query": "Cal"})),
+        ("t_read", "read_file", json!({"path": "vault.py"})),
+        ("t_env", "read_file", json!({"path": ".env"})),
+        ("t_list", "list_files", json!({})),
+        ("t_grep", "grep", json!({"pattern": "Calcium|calc-secret"})),
+    ]));
+    mock.push(text_reply("Looked."));
+    let out = fix(&ws, &mock, &[], "6");
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = tool_results(&mock);
+    assert!(r["t_ws"].0.contains("class Calc"), "{}", r["t_ws"].0);
+    assert!(!r["t_ws"].0.contains("vault.py") && !r["t_ws"].0.contains("Calcium"), "{}", r["t_ws"].0);
+    assert!(r["t_ws"].0.contains("1 result(s) in protected files left out"), "{}", r["t_ws"].0);
+    for id in ["t_read", "t_env"] {
+        assert!(r[id].1, "{id} is an error");
+        assert!(r[id].0.contains("is a protected file"), "{}", r[id].0);
+    }
+    assert_eq!(r["t_list"].0, "agentfix.toml\ncalc.py\nmain.py\n");
+    assert_eq!(r["t_grep"].0, "No matches for `Calcium|calc-secret`.");
+    assert!(!mock.requests_text().contains("TOKEN=calc-secret"), "the secret never reached the model");
 }

@@ -157,6 +157,25 @@ fn permanent_failures_are_not_retried_and_say_what_to_do() {
 }
 
 #[test]
+fn an_error_body_that_echoes_the_key_is_scrubbed_everywhere() {
+    let ws = workspace("");
+    let mock = MockModel::start();
+    // A proxy that echoes the request's headers in its error body.
+    mock.push(error_reply(
+        400,
+        "invalid_request_error",
+        &format!("bad request; headers: x-api-key: {API_KEY}, Authorization: Bearer {API_KEY}"),
+    ));
+    let out = fix(&ws, &mock);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let all = format!("{}{}", stderr(&out), String::from_utf8_lossy(&out.stdout));
+    assert!(all.contains("the API refused the request: bad request"), "{all}");
+    assert!(!all.contains(API_KEY), "{all}");
+    let transcript = std::fs::read_to_string(transcript_of(&ws)).unwrap();
+    assert!(!transcript.contains(API_KEY));
+}
+
+#[test]
 fn a_stalled_stream_hits_the_idle_timeout_and_is_retried() {
     let ws = workspace("idleTimeoutSecs = 1\n");
     let mock = MockModel::start();
@@ -366,7 +385,8 @@ fn transcripts_replay_and_report_the_first_divergence() {
     let path = transcript_of(&ws);
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(!text.contains(API_KEY), "the key never reaches a transcript");
-    assert!(text.contains("<redacted>"));
+    assert!(!mock.requests_text().contains(API_KEY), "nor the model, through a tool result");
+    assert!(text.contains("[REDACTED]"));
     let kinds: Vec<String> =
         text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["type"].as_str().unwrap().to_string()).collect();
     assert_eq!(kinds.first().map(String::as_str), Some("start"));

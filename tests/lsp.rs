@@ -687,3 +687,131 @@ fn a_client_work_done_token_is_used_and_cancels_its_own_run() {
     let resp = f.editor.wait_response(id, LONG);
     assert_eq!(resp["result"]["stopReason"], "cancelled", "{resp}");
 }
+
+fn fix_uri(f: &mut Fixture, uri: &str) -> Value {
+    f.execute(json!({"uri": uri, "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "diagnostics": []}))
+}
+
+#[test]
+fn untitled_remote_and_nul_uris_are_refused_with_a_clear_message() {
+    let mut f = fixture(&[("a.py", "x\n")]);
+    f.editor.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": "untitled:Untitled-1", "languageId": "python", "version": 1, "text": "import os\n"}}),
+    );
+    let a = f.path("a.py");
+    for uri in [
+        "untitled:Untitled-1".to_string(),
+        "file://fileserver/share/a.py".to_string(),
+        format!("{}%00.txt", file_uri(&a)),
+        "git:/a.py?ref=HEAD".to_string(),
+    ] {
+        let resp = fix_uri(&mut f, &uri);
+        let err = resp["error"]["message"].as_str().unwrap_or_default().to_string();
+        assert!(err.contains("only on files saved on this machine"), "{uri}: {resp}");
+    }
+    assert!(f.mock.requests().is_empty(), "nothing was sent to the model");
+    // The server lives on.
+    assert!(f.editor.request("textDocument/codeAction", json!({"textDocument": {"uri": file_uri(&a)},
+        "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "context": {"diagnostics": []}}))["result"]
+        .is_array());
+}
+
+#[test]
+fn a_file_outside_the_workspace_folders_is_seen_alone() {
+    let mut f = fixture(&[("in.py", "inside = 1\n")]);
+    let outside = f.root.parent().unwrap().join("home");
+    std::fs::create_dir_all(outside.join(".ssh")).unwrap();
+    std::fs::write(outside.join("notes.txt"), "a note\n").unwrap();
+    std::fs::write(outside.join("other.txt"), "private other\n").unwrap();
+    std::fs::write(outside.join(".ssh/id_rsa"), "PRIVATE KEY\n").unwrap();
+    let notes = outside.join("notes.txt");
+    f.editor.open(&notes, "plaintext", 1, "a note\n");
+    let abs = |p: &Path| p.to_str().unwrap().to_string();
+    f.mock.push(tool_reply(&[
+        ("t_self", "read_file", json!({"path": abs(&notes)})),
+        ("t_other", "read_file", json!({"path": abs(&outside.join("other.txt"))})),
+        ("t_key", "read_file", json!({"path": abs(&outside.join(".ssh/id_rsa"))})),
+        ("t_etc", "read_file", json!({"path": "/etc/hostname"})),
+        ("t_list", "list_files", json!({"path": abs(&outside)})),
+        ("t_all", "list_files", json!({})),
+        ("t_grep", "grep", json!({"pattern": "private|PRIVATE"})),
+    ]));
+    f.mock.push(tool_reply(&[(
+        "t_edit",
+        "edit_file",
+        json!({"path": abs(&notes), "old_text": "a note", "new_text": "a better note"}),
+    )]));
+    f.mock.push(text_reply("Improved the note."));
+    let result = fix_uri(&mut f, &file_uri(&notes));
+    assert_eq!(result["result"]["applied"], true, "{result}");
+    f.assert_no_violations();
+    let requests = f.mock.requests();
+    let by_id: std::collections::HashMap<String, (String, bool)> = tool_results(&requests[1])
+        .iter()
+        .map(|b| (b["tool_use_id"].as_str().unwrap().to_string(), (result_text(b), b["is_error"] == true)))
+        .collect();
+    assert!(by_id["t_self"].0.contains("a note") && !by_id["t_self"].1);
+    for id in ["t_other", "t_key", "t_etc", "t_list"] {
+        assert!(by_id[id].1, "{id} must fail: {:?}", by_id[id]);
+        assert!(by_id[id].0.contains("outside the workspace"), "{id}: {}", by_id[id].0);
+    }
+    assert_eq!(by_id["t_all"].0, "in.py\n", "the workspace, without the target's folder");
+    assert!(!by_id["t_grep"].0.contains("private other"), "{}", by_id["t_grep"].0);
+    assert!(!f.mock.requests_text().contains("PRIVATE KEY\\n"));
+    assert_eq!(f.editor.buffer_text(&notes).unwrap(), "a better note\n");
+}
+
+#[test]
+fn a_protected_target_is_refused() {
+    let mut f = fixture(&[(".env", "API_TOKEN=abc\n"), ("config/.env.local", "X=1\n"), ("certs/tls.key", "k\n")]);
+    for rel in [".env", "config/.env.local", "certs/tls.key"] {
+        let uri = file_uri(&f.path(rel));
+        let resp = fix_uri(&mut f, &uri);
+        let err = resp["error"]["message"].as_str().unwrap_or_default().to_string();
+        assert!(err.contains("is a protected file"), "{rel}: {resp}");
+    }
+    assert!(f.mock.requests().is_empty());
+    let shown = f.editor.wait_for_notification("window/showMessage", |m| m["type"] == 2, LONG);
+    assert!(shown["message"].as_str().unwrap().contains("protected"), "{shown}");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_dangling_link_out_of_the_workspace_is_never_written_or_proposed() {
+    let mut f = fixture(&[("a.py", "x = 1\n")]);
+    let outside = f.root.parent().unwrap().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(outside.join("planted.py"), f.path("planted.py")).unwrap();
+    f.mock.push(tool_reply(&[
+        ("t_write", "write_file", json!({"path": "planted.py", "content": "import os\n"})),
+        ("t_edit", "edit_file", json!({"path": "a.py", "old_text": "x = 1", "new_text": "x = 2"})),
+    ]));
+    f.mock.push(text_reply("Done."));
+    let result = f.fix("a.py", diag(0, 0, 1, "x"));
+    assert_eq!(result["result"]["applied"], true, "{result}");
+    let results = tool_results(&f.mock.requests()[1]);
+    assert_eq!(results[0]["is_error"], true);
+    assert!(result_text(&results[0]).contains("outside the workspace"), "{}", result_text(&results[0]));
+    let edits = f.editor.applied_edits();
+    let text = edits[0].to_string();
+    assert!(!text.contains("planted") && !text.contains("\"create\""), "{text}");
+    assert!(!outside.join("planted.py").exists());
+}
+
+#[test]
+fn an_error_that_echoes_the_key_never_reaches_the_editor() {
+    let mut f = fixture(&[("a.py", "x\n")]);
+    f.mock.push(mock_model::error_reply(
+        400,
+        "invalid_request_error",
+        &format!("proxy says: Authorization: Bearer {k} (x-api-key {k})", k = mock_model::API_KEY),
+    ));
+    let result = f.fix("a.py", diag(0, 0, 1, "x"));
+    assert_eq!(result["result"]["stopReason"], "model_error");
+    let shown = f.editor.wait_for_notification("window/showMessage", |m| m["type"] == 1, LONG);
+    f.editor.wait_for_notification("$/progress", |p| p["value"]["kind"] == "end", LONG);
+    assert!(shown["message"].as_str().unwrap().contains("proxy says"), "{shown}");
+    let everything = serde_json::to_string(&f.editor.messages()).unwrap() + &result.to_string() + &f.editor.stderr();
+    assert!(!everything.contains(mock_model::API_KEY), "the key reached the editor: {everything}");
+}

@@ -170,6 +170,57 @@ fn typing_during_the_run_is_kept_and_overlapping_hunks_are_reported() {
     assert_eq!(shown["type"], 2);
 }
 
+/// Starts a run that edits `div`'s body after a pause, and waits until the
+/// model has the request (the run has read the buffer).
+fn fix_div_slowly(f: &mut Fx, version: i32) -> i64 {
+    f.mock.push(Reply::Delay(
+        Duration::from_millis(1500),
+        Box::new(reply(&[edit("t1", "    return a / b\n", "    return a / b if b else 0\n", "guard b")])),
+    ));
+    f.mock.push(text_reply("Guarded b."));
+    let id = f.send_fix(version);
+    f.wait_requests(1);
+    id
+}
+
+#[test]
+fn a_buffer_reopened_at_the_same_version_gets_edits_made_for_its_text() {
+    let mut f = start(Value::Null);
+    let path = f.calc();
+    f.editor.open(&path, "python", 1, CALC);
+    let id = fix_div_slowly(&mut f, 1);
+    // Closed without saving and reopened, again as version 1, with other text.
+    let reloaded = format!("# reloaded from disk\n{CALC}");
+    f.editor.close(&path);
+    f.editor.open(&path, "python", 1, &reloaded);
+    let resp = f.editor.wait_response(id, Duration::from_secs(30));
+    assert_eq!(resp["result"]["applied"], true, "{resp}");
+    assert_eq!(resp["result"]["conflicts"], json!([]), "{resp}");
+    let doc = &f.editor.applied_edits()[0]["edit"]["documentChanges"][0];
+    assert_eq!(doc["textDocument"]["version"], 1);
+    assert_eq!(
+        f.editor.buffer_text(&path).unwrap(),
+        reloaded.replace("    return a / b\n", "    return a / b if b else 0\n"),
+        "no line duplicated or dropped"
+    );
+}
+
+#[test]
+fn versions_that_go_back_and_forth_are_not_mistaken_for_no_change() {
+    let mut f = start(Value::Null);
+    let path = f.calc();
+    f.editor.open(&path, "python", 5, CALC);
+    let id = fix_div_slowly(&mut f, 5);
+    f.editor.change_incremental(&path, 4, ((0, 0), (0, 0)), "# one\n");
+    f.editor.change_incremental(&path, 5, ((0, 0), (0, 0)), "# two\n");
+    let resp = f.editor.wait_response(id, Duration::from_secs(30));
+    assert_eq!(resp["result"]["applied"], true, "{resp}");
+    assert_eq!(
+        f.editor.buffer_text(&path).unwrap(),
+        format!("# two\n# one\n{}", CALC.replace("    return a / b\n", "    return a / b if b else 0\n"))
+    );
+}
+
 #[test]
 fn a_file_closed_during_the_run_is_reported_not_applied() {
     let mut f = start(Value::Null);
@@ -270,7 +321,7 @@ fn run_command_asks_first_and_runs_in_a_scratch_copy_with_the_edits() {
     assert_eq!(asked.len(), 1, "asked once, then remembered");
     assert_eq!(
         asked[0]["params"]["message"],
-        "Allow agentfix to run `sh -c cat calc.py; echo done > marker` (command `show`) in a scratch copy of the workspace?"
+        "Allow agentfix to run `sh -c 'cat calc.py; echo done > marker'` (command `show`) in a scratch copy of the workspace?"
     );
     let titles: Vec<&str> =
         asked[0]["params"]["actions"].as_array().unwrap().iter().map(|a| a["title"].as_str().unwrap()).collect();

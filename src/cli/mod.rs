@@ -216,17 +216,26 @@ pub async fn fix(args: FixArgs) -> ExitCode {
         }
         Err(e) => return fail(exit::USAGE, format!("{}: {e}", args.path.display())),
     };
-    let workspace = Arc::new(Workspace::new(vec![root.clone()]));
+    let config = match Config::load(Some(&root), &Settings::default()) {
+        Ok(c) => c,
+        Err(e) => return fail(exit::USAGE, e),
+    };
+    let workspace = Arc::new(Workspace::new(vec![root.clone()]).with_protected(&config.exclude));
     if !workspace.contains(&path) {
         return fail(
             exit::USAGE,
             format!("{} is outside the workspace root {}; pass --root", path.display(), root.display()),
         );
     }
-    let config = match Config::load(Some(&root), &Settings::default()) {
-        Ok(c) => c,
-        Err(e) => return fail(exit::USAGE, e),
-    };
+    if workspace.is_protected(&path) {
+        return fail(
+            exit::USAGE,
+            format!(
+                "{} is a protected file (secrets such as .env files, keys and credentials are never sent to the model)",
+                workspace.display(&path)
+            ),
+        );
+    }
     let model = match providers::from_config(&config) {
         Ok(m) => m,
         Err(e) => return fail(exit::USAGE, e),
@@ -258,7 +267,8 @@ pub async fn fix(args: FixArgs) -> ExitCode {
                 query: config.language_server_timeout,
             },
         )
-        .with_defaults(config.default_language_servers),
+        .with_defaults(config.default_language_servers)
+        .with_env_allow(config.env_allow.clone()),
     );
     let symbols: Arc<dyn SymbolSource> = downstream.clone();
     let overlay = Arc::new(Overlay::new(workspace, Arc::new(NoBuffers)));

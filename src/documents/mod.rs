@@ -15,7 +15,7 @@ use ropey::Rope;
 
 pub use encoding::PositionEncoding;
 
-use crate::workspace::{BufferSource, BufferText};
+use crate::workspace::{BufferPin, BufferSource, BufferText};
 
 /// One open buffer, as the editor last described it.
 #[derive(Debug, Clone)]
@@ -26,6 +26,18 @@ pub struct Document {
     pub language_id: String,
     pub version: i32,
     pub rope: Rope,
+    /// New at every `didOpen`, unique in the session.
+    pub generation: u64,
+    /// Changes applied since the open: with `generation`, names one state
+    /// of the text where the version number cannot.
+    pub seq: u64,
+}
+
+impl Document {
+    /// This state of this document.
+    pub fn pin(&self) -> BufferPin {
+        BufferPin { generation: self.generation, seq: self.seq }
+    }
 }
 
 /// One content change of a `didChange`: a replaced range, or the whole text.
@@ -43,6 +55,8 @@ pub enum DocumentError {
     NotOpen(String),
     #[error("the changes since version {0} are no longer kept")]
     HistoryGone(i32),
+    #[error("document {0} was closed and opened again")]
+    Reopened(String),
 }
 
 /// One applied change, in UTF-8 bytes of the text just before it: bytes
@@ -58,10 +72,10 @@ pub struct Edit {
 /// typing; older runs fall back to reporting conflicts).
 const HISTORY_VERSIONS: usize = 5000;
 
-/// The changes of one document: (version before, version after, edits).
+/// The changes of one document: (seq before, version after, edits).
 #[derive(Debug, Default)]
 struct History {
-    steps: std::collections::VecDeque<(i32, i32, Vec<Edit>)>,
+    steps: std::collections::VecDeque<(u64, i32, Vec<Edit>)>,
 }
 
 /// The set of open documents.
@@ -72,6 +86,8 @@ pub struct Documents {
     paths: RwLock<HashMap<PathBuf, String>>,
     /// Applied changes per URI, written under the `docs` write lock.
     history: std::sync::Mutex<HashMap<String, History>>,
+    /// The last generation handed out.
+    generations: std::sync::atomic::AtomicU64,
 }
 
 impl Documents {
@@ -97,6 +113,8 @@ impl Documents {
             language_id: language_id.to_string(),
             version,
             rope: Rope::from_str(text),
+            generation: self.generations.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1,
+            seq: 0,
         };
         let mut docs = self.write();
         self.history.lock().unwrap_or_else(|e| e.into_inner()).remove(uri);
@@ -125,25 +143,30 @@ impl Documents {
         }
         let mut history = self.history.lock().unwrap_or_else(|e| e.into_inner());
         let h = history.entry(uri.to_string()).or_default();
-        h.steps.push_back((doc.version, version, edits));
+        h.steps.push_back((doc.seq, version, edits));
         if h.steps.len() > HISTORY_VERSIONS {
             h.steps.pop_front();
         }
         doc.version = version;
+        doc.seq += 1;
         Ok(())
     }
 
-    /// The edits applied since `version`, in order, and the document now.
-    pub fn changes_since(&self, uri: &str, version: i32) -> Result<(Vec<Edit>, Document), DocumentError> {
+    /// The edits applied since the state `pin` of the document at `uri`, in
+    /// order, and the document now. Versions play no part: they may repeat.
+    pub fn changes_since(&self, uri: &str, pin: BufferPin) -> Result<(Vec<Edit>, Document), DocumentError> {
         let docs = self.read();
         let doc = docs.get(uri).ok_or_else(|| DocumentError::NotOpen(uri.to_string()))?;
-        if doc.version == version {
+        if doc.generation != pin.generation {
+            return Err(DocumentError::Reopened(uri.to_string()));
+        }
+        if doc.seq == pin.seq {
             return Ok((Vec::new(), doc.clone()));
         }
+        let gone = || DocumentError::HistoryGone(doc.version);
         let history = self.history.lock().unwrap_or_else(|e| e.into_inner());
-        let steps = history.get(uri).map(|h| &h.steps).ok_or(DocumentError::HistoryGone(version))?;
-        let first =
-            steps.iter().position(|(before, _, _)| *before == version).ok_or(DocumentError::HistoryGone(version))?;
+        let steps = history.get(uri).map(|h| &h.steps).ok_or_else(gone)?;
+        let first = steps.iter().position(|(before, _, _)| *before == pin.seq).ok_or_else(gone)?;
         let edits = steps.iter().skip(first).flat_map(|(_, _, e)| e.iter().cloned()).collect();
         Ok((edits, doc.clone()))
     }
@@ -214,7 +237,7 @@ fn apply_change(rope: &mut Rope, change: &Change, encoding: PositionEncoding) ->
 
 impl BufferSource for Documents {
     fn buffer(&self, path: &Path) -> Option<BufferText> {
-        self.get_by_path(path).map(|d| BufferText { text: d.rope.to_string(), version: d.version })
+        self.get_by_path(path).map(|d| BufferText { text: d.rope.to_string(), version: d.version, pin: d.pin() })
     }
 
     fn open_paths(&self) -> Vec<PathBuf> {
@@ -295,16 +318,22 @@ mod tests {
         .unwrap();
         docs.change("u", 4, &[change(((0, 0), (0, 0)), "😀"), change(((4, 4), (4, 4)), "!")], PositionEncoding::Utf16)
             .unwrap();
-        let (edits, doc) = docs.changes_since("u", 1).unwrap();
+        let pin = |seq| BufferPin { generation: 1, seq };
+        let (edits, doc) = docs.changes_since("u", pin(0)).unwrap();
         let mut text = "one\n漢字\nthree\n".to_string();
         for e in &edits {
             text.replace_range(e.start..e.end, &e.text);
         }
         assert_eq!(text, doc.rope.to_string());
         assert_eq!(doc.version, 4);
-        assert_eq!(docs.changes_since("u", 4).unwrap().0, vec![]);
-        assert_eq!(docs.changes_since("u", 3).unwrap().0.len(), 2);
-        assert_eq!(docs.changes_since("u", 0).unwrap_err(), DocumentError::HistoryGone(0));
+        assert_eq!(docs.changes_since("u", pin(3)).unwrap().0, vec![]);
+        assert_eq!(docs.changes_since("u", pin(2)).unwrap().0.len(), 2);
+        assert_eq!(docs.changes_since("u", pin(9)).unwrap_err(), DocumentError::HistoryGone(4));
+        // A reopened document is another document, whatever its version.
+        docs.close("u").unwrap();
+        docs.open("u", None, "t", 1, "one\n");
+        assert_eq!(docs.changes_since("u", pin(0)).unwrap_err(), DocumentError::Reopened("u".into()));
+        assert_eq!(docs.get("u").unwrap().pin(), BufferPin { generation: 2, seq: 0 });
     }
 
     #[test]

@@ -83,9 +83,15 @@ impl Client {
         initialization_options: Option<Value>,
         settings: Value,
         timeout: Duration,
+        env_allow: &[String],
     ) -> Result<Client, String> {
         let (program, args) = command.split_first().ok_or_else(|| format!("{name}: empty command"))?;
-        let mut child = Command::new(program)
+        let mut cmd = Command::new(program);
+        // A language server never sees the provider key or other credentials.
+        for var in crate::secrets::credential_vars(env_allow) {
+            cmd.env_remove(var);
+        }
+        let mut child = cmd
             .args(args)
             .current_dir(root)
             .stdin(Stdio::piped())

@@ -174,6 +174,8 @@ pub struct Downstream {
     wait: DiagnosticsWait,
     /// Documents given a non-editor text, to put back at release.
     dirty: Mutex<HashSet<PathBuf>>,
+    /// Credential variables the servers may inherit (`envAllow`).
+    env_allow: Vec<String>,
 }
 
 impl Downstream {
@@ -187,7 +189,14 @@ impl Downstream {
             servers: tokio::sync::Mutex::new(HashMap::new()),
             wait,
             dirty: Mutex::new(HashSet::new()),
+            env_allow: Vec::new(),
         }
+    }
+
+    /// Credential variables the servers may inherit (`envAllow`).
+    pub fn with_env_allow(mut self, allow: Vec<String>) -> Self {
+        self.env_allow = allow;
+        self
     }
 
     /// Whether the defaults found on PATH serve unconfigured languages.
@@ -282,6 +291,7 @@ impl Downstream {
             config.initialization_options.clone(),
             settings,
             START_TIMEOUT,
+            &self.env_allow,
         )
         .await
         {

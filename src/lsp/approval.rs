@@ -1,6 +1,8 @@
 //! Asking the user before the agent runs a configured command:
 //! `window/showMessageRequest` "Allow agentfix to run `cargo test`?" with
-//! Allow once / Always in this workspace / Deny. "Always" is remembered for
+//! Allow once / Always in this workspace / Deny, the argv shown exactly
+//! (shell-quoted, control characters escaped: see
+//! `tools::run_command::display_argv`). "Always" is remembered for
 //! the workspace until the server exits. A client that does not answer in
 //! time (or cannot show the request) means "Deny".
 
@@ -13,7 +15,7 @@ use tower_lsp_server::Client;
 use tower_lsp_server::ls_types::{MessageActionItem, MessageType};
 
 use super::Session;
-use crate::tools::{Approval, Approver};
+use crate::tools::{Approval, Approver, RunCommand};
 
 /// How long the user has to answer.
 const ASK_TIMEOUT: Duration = Duration::from_secs(300);
@@ -36,9 +38,11 @@ impl Approver for ClientApprover {
         }
         let actions =
             [ONCE, ALWAYS, DENY].map(|t| MessageActionItem { title: t.into(), properties: Default::default() });
+        // The exact argv, shell-quoted with control characters escaped: a
+        // repository-defined command cannot hide its tail behind line breaks.
         let question = format!(
             "Allow agentfix to run `{}` (command `{name}`) in a scratch copy of the workspace?",
-            argv.join(" ")
+            RunCommand::display_argv(argv)
         );
         let asked = self.client.show_message_request(MessageType::INFO, question, Some(actions.to_vec()));
         match tokio::time::timeout(ASK_TIMEOUT, asked).await {

@@ -39,8 +39,22 @@ pub fn encoding_kind(e: PositionEncoding) -> PositionEncodingKind {
     }
 }
 
+/// The local file a `file:` URI names. Anything else is `None`: other
+/// schemes (`untitled:`, `git:`), a host (`file://server/x`, a network share
+/// we cannot confine), a relative path, and a `%00` that would cut the path
+/// short in a system call.
 pub fn uri_to_path(uri: &Uri) -> Option<PathBuf> {
-    uri.to_file_path().map(|p| p.into_owned())
+    if !uri.scheme().as_str().eq_ignore_ascii_case("file") {
+        return None;
+    }
+    if let Some(a) = uri.authority()
+        && !(a.host().is_empty() || a.host().eq_ignore_ascii_case("localhost"))
+    {
+        return None;
+    }
+    let path = uri.to_file_path()?.into_owned();
+    let ok = path.is_absolute() && !path.as_os_str().as_encoded_bytes().contains(&0);
+    ok.then(|| crate::workspace::normalize(&path))
 }
 
 pub fn change_from_proto(c: TextDocumentContentChangeEvent) -> Change {
@@ -334,6 +348,7 @@ mod tests {
             path: "/w/new.py".into(),
             display: "new.py".into(),
             version: None,
+            pin: None,
             original: None,
             new_text: "x\n".into(),
             reasons: vec![],
@@ -357,6 +372,7 @@ mod tests {
             path: "/w/calc.py".into(),
             display: "calc.py".into(),
             version: Some(3),
+            pin: None,
             original: Some("a = 1\nb = 2\nc = 3\nd = 4\n".into()),
             new_text: "a = 10\nb = 2\nc = 3\nd = 40\n".into(),
             reasons: vec![

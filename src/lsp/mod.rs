@@ -145,6 +145,7 @@ impl Session {
             && old.diagnostics_timeout == config.diagnostics_timeout
             && old.language_server_timeout == config.language_server_timeout
             && old.default_language_servers == config.default_language_servers
+            && old.env_allow == config.env_allow
             && ds.roots() == roots
         {
             return ds.clone();
@@ -159,7 +160,8 @@ impl Session {
         };
         let ds = Arc::new(
             Downstream::new(config.language_servers.clone(), roots.to_vec(), wait)
-                .with_defaults(config.default_language_servers),
+                .with_defaults(config.default_language_servers)
+                .with_env_allow(config.env_allow.clone()),
         );
         *slot = Some((config.clone(), ds.clone()));
         ds

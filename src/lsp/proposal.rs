@@ -33,6 +33,19 @@ fn diff_changes(from: &str, to: &str) -> Vec<TextChange> {
     changes
 }
 
+/// Whether applying `edits` to `base` gives `now` (a recorded history is
+/// trusted only when it leads to the text the editor holds).
+fn replays(base: &str, edits: &[crate::documents::Edit], now: &str) -> bool {
+    let mut text = base.to_string();
+    for e in edits {
+        if e.start > e.end || e.end > text.len() || !text.is_char_boundary(e.start) || !text.is_char_boundary(e.end) {
+            return false;
+        }
+        text.replace_range(e.start..e.end, &e.text);
+    }
+    text == now
+}
+
 /// Carries `file`'s hunks over `changes` onto `current`.
 fn rebased(
     proposal: &mut Proposal,
@@ -58,6 +71,17 @@ fn rebased(
     }
 }
 
+/// Carries `file`'s hunks from `original` to `now` by content: as they are
+/// when the text is the same, else over the diff between the two.
+fn by_content(proposal: &mut Proposal, file: FileEdit, original: &str, now: String, version: Option<i32>, why: &str) {
+    if now == original {
+        proposal.files.push(FileEdit { version, ..file });
+    } else {
+        let changes = diff_changes(original, &now);
+        rebased(proposal, file, now, version, &changes, why);
+    }
+}
+
 fn all_conflict(proposal: &mut Proposal, file: &FileEdit, why: &str) {
     proposal.conflicts.push(format!("{}: {} change(s) not applied because {why}", file.display, file.hunks.len()));
 }
@@ -71,62 +95,68 @@ pub fn prepare(changes: &[FileChange], docs: &Documents) -> Proposal {
         match (&change.original, change.version) {
             // A new file: it must still not exist.
             (None, _) => {
-                if open.is_some() || change.path.exists() {
+                // `symlink_metadata`: a link (dangling or not) counts as existing.
+                if open.is_some() || std::fs::symlink_metadata(&change.path).is_ok() {
                     all_conflict(&mut proposal, &file, "the file was created outside the run meanwhile");
                 } else {
                     proposal.files.push(file);
                 }
             }
-            // Read from an editor buffer at version `v`.
-            (Some(_), Some(v)) => match open {
+            // Read from an editor buffer: pinned by its state, not its
+            // version number (numbering restarts when a buffer is reopened,
+            // and some clients go v5, v4, v5).
+            (Some(original), Some(_)) => match open {
                 None => all_conflict(&mut proposal, &file, "the file was closed in the editor during the run"),
-                Some(doc) if doc.version == v => proposal.files.push(file),
-                Some(doc) => match docs.changes_since(&doc.uri, v) {
-                    Ok((edits, now)) => {
-                        let changes: Vec<TextChange> = edits
-                            .into_iter()
-                            .map(|e| TextChange { start: e.start, end: e.end, text: e.text })
-                            .collect();
-                        rebased(
+                Some(doc) => {
+                    let now = doc.rope.to_string();
+                    let history = change.pin.and_then(|pin| docs.changes_since(&doc.uri, pin).ok());
+                    match history {
+                        // The same open document, unchanged.
+                        Some((edits, _)) if edits.is_empty() && &now == original => {
+                            proposal.files.push(FileEdit { version: Some(doc.version), ..file })
+                        }
+                        // The same open document, typed in: carry the hunks over
+                        // the recorded changes (checked to lead to the text now).
+                        Some((edits, _)) if replays(original, &edits, &now) => {
+                            let changes: Vec<TextChange> = edits
+                                .into_iter()
+                                .map(|e| TextChange { start: e.start, end: e.end, text: e.text })
+                                .collect();
+                            rebased(
+                                &mut proposal,
+                                file,
+                                now,
+                                Some(doc.version),
+                                &changes,
+                                "you edited the same lines during the run",
+                            );
+                        }
+                        // Reopened, or its history is gone: go by content.
+                        _ => by_content(
                             &mut proposal,
                             file,
-                            now.rope.to_string(),
-                            Some(now.version),
-                            &changes,
-                            "you edited the same lines during the run",
-                        );
+                            original,
+                            now,
+                            Some(doc.version),
+                            "the file's text changed under the run (it was reopened or reloaded) on the same lines",
+                        ),
                     }
-                    Err(_) => all_conflict(
-                        &mut proposal,
-                        &file,
-                        "the file changed too much during the run to carry the changes over",
-                    ),
-                },
+                }
             },
             // Read from the disk.
             (Some(original), None) => match open {
-                Some(doc) => {
-                    let now = doc.rope.to_string();
-                    if &now == original {
-                        proposal.files.push(FileEdit { version: Some(doc.version), ..file });
-                    } else {
-                        let changes = diff_changes(original, &now);
-                        rebased(
-                            &mut proposal,
-                            file,
-                            now,
-                            Some(doc.version),
-                            &changes,
-                            "the file was opened and edited during the run",
-                        );
-                    }
-                }
+                Some(doc) => by_content(
+                    &mut proposal,
+                    file,
+                    original,
+                    doc.rope.to_string(),
+                    Some(doc.version),
+                    "the file was opened and edited during the run",
+                ),
                 None => match std::fs::read_to_string(&change.path) {
                     Err(_) => all_conflict(&mut proposal, &file, "the file was deleted or renamed during the run"),
-                    Ok(now) if &now == original => proposal.files.push(file),
                     Ok(now) => {
-                        let changes = diff_changes(original, &now);
-                        rebased(&mut proposal, file, now, None, &changes, "the file changed on disk during the run");
+                        by_content(&mut proposal, file, original, now, None, "the file changed on disk during the run")
                     }
                 },
             },
@@ -145,6 +175,7 @@ mod tests {
             path: path.into(),
             display: path.trim_start_matches('/').into(),
             version,
+            pin: version.map(|_| crate::workspace::BufferPin { generation: 1, seq: 0 }),
             original: original.map(Into::into),
             new_text: new_text.into(),
             reasons: vec![],
@@ -228,5 +259,48 @@ mod tests {
             crate::workspace::apply_hunks(&p.files[0].text, &p.files[0].hunks),
             "ONE\ntwo\nthree\nfour\nfive\nsix\n"
         );
+    }
+
+    /// What the agent proposes for `BASE`: line 2 in capitals.
+    const AGENT: &str = "one\nTWO\nthree\nfour\nfive\n";
+
+    #[test]
+    fn a_buffer_reopened_at_the_same_version_with_other_text_is_rebased_by_content() {
+        let docs = Documents::new();
+        docs.open("file:///w/a", Some("/w/a".into()), "t", 1, BASE);
+        // The user closes the buffer without saving; the client reopens it,
+        // again as version 1, with the disk's text.
+        docs.close("file:///w/a").unwrap();
+        docs.open("file:///w/a", Some("/w/a".into()), "t", 1, "one\ntwo\nthree\n");
+        let p = prepare(&[change("/w/a", Some(1), Some(BASE), AGENT)], &docs);
+        assert!(p.conflicts.is_empty(), "{:?}", p.conflicts);
+        let f = &p.files[0];
+        assert_eq!(f.version, Some(1));
+        assert_eq!(f.text, "one\ntwo\nthree\n", "the hunks are computed for the text the editor holds");
+        assert_eq!(crate::workspace::apply_hunks(&f.text, &f.hunks), "one\nTWO\nthree\n");
+        // Reopened with the agent's lines changed by the user: a conflict, not a blind apply.
+        docs.close("file:///w/a").unwrap();
+        docs.open("file:///w/a", Some("/w/a".into()), "t", 1, "one\n2\nthree\nfour\nfive\n");
+        let p = prepare(&[change("/w/a", Some(1), Some(BASE), AGENT)], &docs);
+        assert!(p.files.is_empty());
+        assert!(p.conflicts[0].contains("reopened"), "{:?}", p.conflicts);
+    }
+
+    #[test]
+    fn versions_that_go_back_and_forth_are_rebased_over_the_real_changes() {
+        let docs = Documents::new();
+        docs.open("file:///w/a", Some("/w/a".into()), "t", 5, BASE);
+        let edit = |v, at: ((u32, u32), (u32, u32)), text: &str| {
+            docs.change("file:///w/a", v, &[Change { range: Some(at), text: text.into() }], PositionEncoding::Utf16)
+                .unwrap()
+        };
+        edit(4, ((0, 0), (0, 0)), "zero\n");
+        edit(5, ((5, 0), (5, 4)), "FIVE");
+        // Version 5 again, but not the text the run read at version 5.
+        let p = prepare(&[change("/w/a", Some(5), Some(BASE), AGENT)], &docs);
+        assert!(p.conflicts.is_empty(), "{:?}", p.conflicts);
+        let f = &p.files[0];
+        assert_eq!(f.version, Some(5));
+        assert_eq!(crate::workspace::apply_hunks(&f.text, &f.hunks), "zero\none\nTWO\nthree\nfour\nFIVE\n");
     }
 }

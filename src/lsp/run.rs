@@ -92,13 +92,20 @@ async fn run_fix(
             )));
         }
     };
-    let path = convert::uri_to_path(&args.uri).ok_or_else(|| {
-        Error::invalid_params(format!("agentfix.fix works on file: URIs, not `{}`", args.uri.as_str()))
-    })?;
+    let Some(path) = convert::uri_to_path(&args.uri) else {
+        let msg = format!(
+            "Agent fix works only on files saved on this machine (a local file: URI), not on `{}`; save the buffer in a workspace folder and try again.",
+            args.uri.as_str()
+        );
+        client.show_message(MessageType::WARNING, &msg).await;
+        return Err(Error::invalid_params(msg));
+    };
     // A configuration pull in progress finishes first (it is bounded).
     drop(session.config_gate.read().await);
     let state = session.state();
-    let roots = roots_for(&state.roots, &path);
+    // The session's folders, whatever the target: a file outside them is
+    // added alone (never its folder), and no agentfix.toml is read for it.
+    let roots = state.roots.clone();
     let setup = Config::load(roots.first().map(PathBuf::as_path), &state.editor_settings())
         .and_then(|config| providers::from_config(&config).map(|model| (config, model)));
     let (config, model) = match setup {
@@ -119,7 +126,15 @@ async fn run_fix(
         );
     }
     let ds_roots = roots.clone();
-    let workspace = Arc::new(Workspace::new(roots));
+    let workspace = Arc::new(Workspace::new(roots).with_protected(&config.exclude).with_file(path.clone()));
+    if workspace.is_protected(&path) || crate::workspace::real_path(&path).is_some_and(|r| workspace.is_protected(&r)) {
+        let msg = format!(
+            "Agent fix does not work on {}: it is a protected file (secrets such as .env files, keys and credentials are never sent to the model).",
+            workspace.display(&path)
+        );
+        client.show_message(MessageType::WARNING, &msg).await;
+        return Err(request_failed(msg));
+    }
     if let Some(other) = session.busy_with(&path) {
         let msg = format!(
             "Agent fix is already working on {} (run {other}); wait for it to finish or cancel it, then try again.",
@@ -165,8 +180,12 @@ async fn run_fix(
             let progress = RunProgress::create(&client, supports_progress, work_done_token, token_name.clone()).await;
             progress.begin("Agent fix", "turn 1: asking the model").await;
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressLine>();
+            // Whatever reaches the user is scrubbed of the key and of
+            // credential-shaped strings (a model or a proxy may echo them).
+            let redactor = config.key_redactor();
             let forward = {
                 let progress = progress.clone();
+                let redactor = redactor.clone();
                 tokio::spawn(async move {
                     // Streamed text is throttled; tool calls and retries always go out.
                     let mut last_sent: Option<Instant> = None;
@@ -175,7 +194,7 @@ async fn run_fix(
                             continue;
                         }
                         last_sent = Some(Instant::now());
-                        progress.report(line.text).await;
+                        progress.report(redactor.redact(&line.text).into_owned()).await;
                     }
                 })
             };
@@ -273,6 +292,7 @@ async fn run_fix(
                     }
                 }
             }
+            let message = redactor.redact(&message).into_owned();
             progress.end(message.clone()).await;
             let shown = !applied || !conflicts.is_empty() || !result.changes.is_empty() && !outcome.stop.is_natural();
             if shown {
@@ -359,14 +379,4 @@ fn first_line(s: &str) -> Option<String> {
         t.push('…');
     }
     Some(t)
-}
-
-/// The workspace roots for a run on `path`: the session's roots when one
-/// contains the file, else the file's directory.
-fn roots_for(roots: &[PathBuf], path: &std::path::Path) -> Vec<PathBuf> {
-    if roots.iter().any(|r| path.starts_with(r)) {
-        roots.to_vec()
-    } else {
-        path.parent().map(|p| vec![p.to_path_buf()]).unwrap_or_default()
-    }
 }

@@ -21,6 +21,7 @@ pub use openai::OpenAi;
 
 use crate::config::{Config, ConfigError, ProviderKind};
 use crate::model::{ModelError, ModelRequest, ModelResponse, StreamUpdate};
+use crate::secrets::Redactor;
 
 /// A model that answers one request at a time. Dropping the future aborts
 /// the HTTP request (that is how the loop cancels).
@@ -56,11 +57,52 @@ pub fn endpoint(config: &Config) -> Result<Endpoint, ConfigError> {
 /// key): the caller shows the error, and no request is sent.
 pub fn from_config(config: &Config) -> Result<Arc<dyn ModelClient>, ConfigError> {
     let endpoint = endpoint(config)?;
-    Ok(match config.provider {
+    let redactor = Redactor::new(endpoint.api_key.iter().map(|k| k.expose().to_string()));
+    let inner: Arc<dyn ModelClient> = match config.provider {
         ProviderKind::Anthropic => Arc::new(Anthropic::new(endpoint)),
         ProviderKind::Openai => Arc::new(OpenAi::new(endpoint, openai::Flavor::OpenAi)),
         ProviderKind::OpenaiCompatible => Arc::new(OpenAi::new(endpoint, openai::Flavor::Compatible)),
-    })
+    };
+    Ok(Arc::new(Redacting { inner, redactor }))
+}
+
+/// Scrubs the key (and any credential-shaped string, such as an
+/// `Authorization` value) from every error and retry reason a provider
+/// reports: some proxies echo the request's headers in their error bodies,
+/// and these texts reach messages, results, progress and logs.
+struct Redacting {
+    inner: Arc<dyn ModelClient>,
+    redactor: Redactor,
+}
+
+impl Redacting {
+    fn error(&self, mut e: ModelError) -> ModelError {
+        e.message = self.redactor.redact(&e.message).into_owned();
+        e
+    }
+}
+
+#[async_trait]
+impl ModelClient for Redacting {
+    async fn complete(
+        &self,
+        request: ModelRequest<'_>,
+        updates: &(dyn Fn(StreamUpdate) + Send + Sync),
+    ) -> Result<ModelResponse, ModelError> {
+        let scrubbed = |u: StreamUpdate| {
+            updates(match u {
+                StreamUpdate::Retrying { attempt, delay_ms, reason } => {
+                    StreamUpdate::Retrying { attempt, delay_ms, reason: self.redactor.redact(&reason).into_owned() }
+                }
+                other => other,
+            })
+        };
+        self.inner.complete(request, &scrubbed).await.map_err(|e| self.error(e))
+    }
+
+    async fn check(&self) -> Result<String, ModelError> {
+        self.inner.check().await.map_err(|e| self.error(e))
+    }
 }
 
 /// A short timeout for the connection check of `agentfix check`.

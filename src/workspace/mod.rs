@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 pub use diff::{Hunk, apply_hunks, hunks, unified_diff};
 pub use overlay::{EditReason, FileBase, FileChange, Overlay, OverlayError};
-pub use paths::{PathError, Workspace};
+pub use paths::{DEFAULT_PROTECTED, PathError, Protected, Workspace, normalize, real_path};
 pub use rebase::{Conflict, Rebased, TextChange, rebase};
 pub use scratch::Scratch;
 
@@ -24,6 +24,19 @@ pub use scratch::Scratch;
 pub struct BufferText {
     pub text: String,
     pub version: i32,
+    /// Which document and which state of it this text is: versions alone
+    /// cannot tell (a reopened buffer starts again at 1; some clients send
+    /// v5, v4, v5).
+    pub pin: BufferPin,
+}
+
+/// One state of one open document: `generation` is new at every `didOpen`
+/// (no pin taken before a close can match the document opened after it);
+/// `seq` counts the changes applied since that open.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct BufferPin {
+    pub generation: u64,
+    pub seq: u64,
 }
 
 /// Where unsaved editor buffers come from. The LSP server's document store

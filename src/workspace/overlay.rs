@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{BufferSource, PathError, Workspace};
+use super::{BufferPin, BufferSource, PathError, Workspace, real_path};
 
 /// Files larger than this are not loaded into a run.
 const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
@@ -16,6 +16,8 @@ const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
 pub enum OverlayError {
     #[error(transparent)]
     Path(#[from] PathError),
+    #[error("`{0}` is not a regular file")]
+    NotRegular(String),
     #[error("file `{0}` does not exist")]
     NotFound(String),
     #[error("`{0}` is a directory, not a file")]
@@ -31,8 +33,8 @@ pub enum OverlayError {
 /// Where a file's base text came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Base {
-    /// An open editor buffer at this version.
-    Buffer { text: String, version: i32 },
+    /// An open editor buffer at this version (and this state of it).
+    Buffer { text: String, version: i32, pin: BufferPin },
     /// The disk (no buffer open).
     Disk { text: String },
     /// The file did not exist.
@@ -74,6 +76,9 @@ pub struct FileChange {
     pub display: String,
     /// The buffer version the run read; `None` when it read the disk.
     pub version: Option<i32>,
+    /// The state of the buffer the run read (which open of the document,
+    /// how many changes into it); `None` when it read the disk.
+    pub pin: Option<BufferPin>,
     /// The base text; `None` for a file the run created.
     pub original: Option<String>,
     pub new_text: String,
@@ -122,8 +127,17 @@ impl Overlay {
 
     fn load(&self, path: &Path) -> Result<Base, OverlayError> {
         let shown = self.workspace.display(path);
+        // Whoever named the path (the model through `resolve`, the editor's
+        // target), the overlay itself never loads a path outside the run's
+        // view or a protected one.
+        if !self.workspace.contains(path) {
+            return Err(PathError::Outside(shown).into());
+        }
+        if self.workspace.is_protected(path) || real_path(path).is_some_and(|r| self.workspace.is_protected(&r)) {
+            return Err(PathError::Protected(shown).into());
+        }
         if let Some(buf) = self.buffers.buffer(path) {
-            return Ok(Base::Buffer { text: buf.text, version: buf.version });
+            return Ok(Base::Buffer { text: buf.text, version: buf.version, pin: buf.pin });
         }
         if let Some(pinned) = self.buffers.disk_text(path) {
             return Ok(pinned.map_or(Base::Missing, |text| Base::Disk { text }));
@@ -132,6 +146,8 @@ impl Overlay {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Base::Missing),
             Err(e) => return Err(OverlayError::Io(shown, e.to_string())),
             Ok(m) if m.is_dir() => return Err(OverlayError::IsDirectory(shown)),
+            // A FIFO, socket or device could block or never end.
+            Ok(m) if !m.is_file() => return Err(OverlayError::NotRegular(shown)),
             Ok(m) if m.len() > MAX_FILE_BYTES => return Err(OverlayError::TooLarge(shown)),
             Ok(_) => {}
         }
@@ -206,11 +222,17 @@ impl Overlay {
         self.lock().values().any(|e| e.current.as_deref() != e.base.text())
     }
 
-    /// The text of every file the run has seen and whose current text
-    /// differs from the buffer or disk: used by `grep` and `list_files` so
-    /// that the run sees its own edits.
+    /// The files the run created or changed (their current text; `None`
+    /// for one it emptied out of existence): used by `grep` and
+    /// `list_files` so that the run sees its own edits. A file only read is
+    /// not here, so reading a hidden or ignored file does not make later
+    /// walks include it.
     pub fn touched(&self) -> Vec<(PathBuf, Option<String>)> {
-        self.lock().iter().map(|(p, e)| (p.clone(), e.current.clone())).collect()
+        self.lock()
+            .iter()
+            .filter(|(_, e)| e.current.as_deref() != e.base.text())
+            .map(|(p, e)| (p.clone(), e.current.clone()))
+            .collect()
     }
 
     /// Every file the run read or wrote, with the base it started from.
@@ -219,7 +241,7 @@ impl Overlay {
             .iter()
             .map(|(path, e)| {
                 let (source, version, text) = match &e.base {
-                    Base::Buffer { text, version } => ("buffer", Some(*version), Some(text.clone())),
+                    Base::Buffer { text, version, .. } => ("buffer", Some(*version), Some(text.clone())),
                     Base::Disk { text } => ("disk", None, Some(text.clone())),
                     Base::Missing => ("missing", None, None),
                 };
@@ -237,15 +259,16 @@ impl Overlay {
                 if Some(new_text.as_str()) == e.base.text() {
                     return None;
                 }
-                let (version, original) = match &e.base {
-                    Base::Buffer { text, version } => (Some(*version), Some(text.clone())),
-                    Base::Disk { text } => (None, Some(text.clone())),
-                    Base::Missing => (None, None),
+                let (version, pin, original) = match &e.base {
+                    Base::Buffer { text, version, pin } => (Some(*version), Some(*pin), Some(text.clone())),
+                    Base::Disk { text } => (None, None, Some(text.clone())),
+                    Base::Missing => (None, None, None),
                 };
                 Some(FileChange {
                     path: path.clone(),
                     display: self.workspace.display(path),
                     version,
+                    pin,
                     original,
                     new_text,
                     reasons: e.reasons.clone(),
@@ -263,7 +286,7 @@ mod tests {
     struct OneBuffer(PathBuf, String, i32);
     impl BufferSource for OneBuffer {
         fn buffer(&self, path: &Path) -> Option<BufferText> {
-            (path == self.0).then(|| BufferText { text: self.1.clone(), version: self.2 })
+            (path == self.0).then(|| BufferText { text: self.1.clone(), version: self.2, pin: Default::default() })
         }
         fn open_paths(&self) -> Vec<PathBuf> {
             vec![self.0.clone()]

@@ -2,14 +2,125 @@
 //! resolved here, and anything that leaves the roots (`..`, an absolute path
 //! elsewhere, a symlink pointing out) is refused.
 
+use std::collections::VecDeque;
+use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PathError {
     #[error("path `{0}` is outside the workspace")]
     Outside(String),
+    #[error(
+        "`{0}` is a protected file (secrets such as .env, keys and credentials are never shown to the model or edited); do not try to read or change it"
+    )]
+    Protected(String),
     #[error("path is empty")]
     Empty,
+}
+
+/// The built-in deny-list of protected files: gitignore-style patterns that
+/// match at any depth (a trailing `/` means a directory and all under it).
+/// Settings can add to it (`exclude`), never remove from it.
+pub const DEFAULT_PROTECTED: &[&str] = &[
+    ".env",
+    ".env.*",
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "*.jks",
+    "*.keystore",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ed25519*",
+    "id_ecdsa*",
+    ".ssh/",
+    ".gnupg/",
+    ".aws/",
+    ".azure/",
+    ".config/gcloud/",
+    ".docker/config.json",
+    ".kube/config",
+    ".npmrc",
+    ".pypirc",
+    ".netrc",
+    ".git-credentials",
+    "credentials.json",
+    "*.tfstate",
+    "*.tfstate.*",
+    ".git/",
+];
+
+/// Which paths are protected: the defaults plus the configured patterns.
+#[derive(Debug, Clone)]
+pub struct Protected {
+    set: GlobSet,
+    patterns: Vec<String>,
+}
+
+impl Default for Protected {
+    fn default() -> Self {
+        Self::new(&[])
+    }
+}
+
+impl Protected {
+    /// The defaults and `extra`; an invalid extra pattern is skipped with a
+    /// warning (the defaults always hold).
+    pub fn new(extra: &[String]) -> Self {
+        let mut builder = GlobSetBuilder::new();
+        let mut patterns = Vec::new();
+        for p in DEFAULT_PROTECTED.iter().map(|p| p.to_string()).chain(extra.iter().cloned()) {
+            let globs = globs_of(&p);
+            let built: Result<Vec<_>, _> =
+                globs.iter().map(|g| GlobBuilder::new(g).literal_separator(true).build()).collect();
+            match built {
+                Ok(globs) => {
+                    for g in globs {
+                        builder.add(g);
+                    }
+                    patterns.push(p);
+                }
+                Err(e) => tracing::warn!("ignoring the protected-file pattern `{p}`: {e}"),
+            }
+        }
+        // Every glob was checked above, so this cannot fail; if it did, fail
+        // closed: everything is protected.
+        let set = builder.build().unwrap_or_else(|e| {
+            tracing::error!("protected-file patterns: {e}; protecting every file");
+            let mut all = GlobSetBuilder::new();
+            all.add(globset::Glob::new("**").expect("a valid glob"));
+            all.build().unwrap_or_else(|_| GlobSet::empty())
+        });
+        Self { set, patterns }
+    }
+
+    /// Every pattern in force, defaults first.
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+
+    /// Whether `rel` (relative to a root, or an absolute path outside every
+    /// root) is protected.
+    pub fn matches(&self, rel: &Path) -> bool {
+        let rel = rel.strip_prefix("/").unwrap_or(rel);
+        self.set.is_match(rel)
+    }
+}
+
+/// The globs for one gitignore-style pattern: a leading `/` anchors it at
+/// the root; otherwise it matches at any depth; anything under a match is
+/// matched too.
+fn globs_of(pattern: &str) -> Vec<String> {
+    let p = pattern.trim().trim_end_matches('/');
+    let (anchored, p) = match p.strip_prefix('/') {
+        Some(rest) => (true, rest),
+        None => (false, p),
+    };
+    let base = if anchored { p.to_string() } else { format!("**/{p}") };
+    vec![base.clone(), format!("{base}/**")]
 }
 
 /// The workspace roots of a session. The first root is where relative paths
@@ -17,22 +128,65 @@ pub enum PathError {
 #[derive(Debug, Clone)]
 pub struct Workspace {
     roots: Vec<PathBuf>,
+    /// Single files a run may see besides the roots: the target of a run on
+    /// a file outside every workspace folder (never its folder).
+    files: Vec<PathBuf>,
+    protected: Protected,
 }
 
 impl Workspace {
     /// Roots are canonicalised when they exist, so symlinked roots compare
-    /// equal to their targets.
+    /// equal to their targets. An empty or relative root is dropped: it
+    /// would contain every path.
     pub fn new(roots: Vec<PathBuf>) -> Self {
-        let roots = roots.into_iter().map(|r| std::fs::canonicalize(&r).unwrap_or_else(|_| normalize(&r))).collect();
-        Self { roots }
+        let roots = roots
+            .into_iter()
+            .filter(|r| r.is_absolute())
+            .map(|r| std::fs::canonicalize(&r).unwrap_or_else(|_| normalize(&r)))
+            .collect();
+        Self { roots, files: Vec::new(), protected: Protected::default() }
+    }
+
+    /// Adds protected-file patterns to the defaults.
+    pub fn with_protected(mut self, extra: &[String]) -> Self {
+        self.protected = Protected::new(extra);
+        self
+    }
+
+    /// Lets the run see one file outside the roots (and nothing else there).
+    pub fn with_file(mut self, file: PathBuf) -> Self {
+        if file.is_absolute() && !self.contains(&file) {
+            let real = real_path(&file).unwrap_or_else(|| normalize(&file));
+            self.files.push(normalize(&file));
+            if real != normalize(&file) {
+                self.files.push(real);
+            }
+        }
+        self
     }
 
     pub fn roots(&self) -> &[PathBuf] {
         &self.roots
     }
 
+    /// The single files outside the roots the run may see.
+    pub fn files(&self) -> &[PathBuf] {
+        &self.files
+    }
+
+    pub fn protected(&self) -> &Protected {
+        &self.protected
+    }
+
+    /// The directory relative paths are resolved against: the first root,
+    /// or (with no root) the folder of the one file the run may see, which
+    /// still grants nothing but that file.
     pub fn primary_root(&self) -> &Path {
-        self.roots.first().map(PathBuf::as_path).unwrap_or(Path::new("/"))
+        self.roots
+            .first()
+            .map(PathBuf::as_path)
+            .or_else(|| self.files.first().and_then(|f| f.parent()))
+            .unwrap_or(Path::new("/"))
     }
 
     /// Resolves a path given by the model (relative to the primary root, or
@@ -42,6 +196,9 @@ impl Workspace {
         if trimmed.is_empty() {
             return Err(PathError::Empty);
         }
+        if trimmed.contains('\0') {
+            return Err(PathError::Outside(path.replace('\0', "\\0")));
+        }
         let given = Path::new(trimmed);
         let joined = if given.is_absolute() { given.to_path_buf() } else { self.primary_root().join(given) };
         let lexical = normalize(&joined);
@@ -49,25 +206,29 @@ impl Workspace {
         if !self.contains(&lexical) {
             return Err(outside());
         }
-        // Symlinks: the real location of the deepest existing ancestor must
-        // also be inside a root.
-        let mut existing = lexical.as_path();
-        loop {
-            if let Ok(real) = std::fs::canonicalize(existing) {
-                let rest = lexical.strip_prefix(existing).unwrap_or(Path::new(""));
-                let real_full = real.join(rest);
-                return if self.contains(&real_full) { Ok(lexical) } else { Err(outside()) };
-            }
-            match existing.parent() {
-                Some(p) => existing = p,
-                None => return Ok(lexical),
-            }
+        // Symlinks, dangling ones included: where the path really leads
+        // must be inside too, and not protected.
+        let real = real_path(&lexical).ok_or_else(outside)?;
+        if !self.contains(&real) {
+            return Err(outside());
         }
+        if self.is_protected(&lexical) || self.is_protected(&real) {
+            return Err(PathError::Protected(self.display(&lexical)));
+        }
+        Ok(lexical)
     }
 
-    /// Whether an absolute, normalised path lies under one of the roots.
+    /// Whether an absolute, normalised path lies under one of the roots, or
+    /// is one of the single files.
     pub fn contains(&self, path: &Path) -> bool {
-        self.roots.iter().any(|r| path.starts_with(r))
+        self.roots.iter().any(|r| path.starts_with(r)) || self.files.iter().any(|f| f == path)
+    }
+
+    /// Whether an absolute path is protected: matched relative to its root,
+    /// or as a whole outside the roots.
+    pub fn is_protected(&self, path: &Path) -> bool {
+        let rel = self.roots.iter().find_map(|r| path.strip_prefix(r).ok()).unwrap_or(path);
+        self.protected.matches(rel)
     }
 
     /// The path as the model should see it: relative to its root, with `/`.
@@ -80,6 +241,44 @@ impl Workspace {
         }
         path.to_string_lossy().into_owned()
     }
+}
+
+/// Most symlinks followed in one path (as Linux's `MAXSYMLINKS`).
+const MAX_LINKS: usize = 40;
+
+/// Where an absolute path really leads: every symlink on the way is
+/// followed, dangling ones included (a link to a missing file still decides
+/// where a write through it would land); `None` on a link loop.
+pub fn real_path(path: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::from("/");
+    let mut pending: VecDeque<OsString> = path.components().map(|c| c.as_os_str().to_os_string()).collect();
+    let mut links = 0;
+    while let Some(part) = pending.pop_front() {
+        match Path::new(&part).components().next() {
+            Some(Component::RootDir) | Some(Component::Prefix(_)) => out = PathBuf::from(&part),
+            Some(Component::ParentDir) => {
+                out.pop();
+            }
+            Some(Component::CurDir) | None => {}
+            Some(Component::Normal(name)) => {
+                let candidate = out.join(name);
+                match std::fs::symlink_metadata(&candidate) {
+                    Ok(m) if m.file_type().is_symlink() => {
+                        links += 1;
+                        if links > MAX_LINKS {
+                            return None;
+                        }
+                        let target = std::fs::read_link(&candidate).ok()?;
+                        for c in target.components().rev() {
+                            pending.push_front(c.as_os_str().to_os_string());
+                        }
+                    }
+                    _ => out = candidate,
+                }
+            }
+        }
+    }
+    Some(out)
 }
 
 /// Lexical normalisation: removes `.` and resolves `..` without touching the
@@ -140,5 +339,102 @@ mod tests {
         assert!(matches!(ws.resolve("link/new-file"), Err(PathError::Outside(_))));
         std::os::unix::fs::symlink(d.path().join("src"), d.path().join("inner")).unwrap();
         assert!(ws.resolve("inner/a.py").is_ok());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn dangling_links_are_followed_to_where_a_write_would_land() {
+        let (d, ws) = ws();
+        let outside = tempfile::tempdir().unwrap();
+        let missing = outside.path().join("not-yet");
+        std::os::unix::fs::symlink(&missing, d.path().join("out.py")).unwrap();
+        assert!(matches!(ws.resolve("out.py"), Err(PathError::Outside(_))));
+        // A relative link through a missing directory, and a chain of links.
+        std::os::unix::fs::symlink("../../../../../../../../../tmp/x", d.path().join("src/rel")).unwrap();
+        assert!(matches!(ws.resolve("src/rel"), Err(PathError::Outside(_))));
+        std::os::unix::fs::symlink("out.py", d.path().join("chain")).unwrap();
+        assert!(matches!(ws.resolve("chain"), Err(PathError::Outside(_))));
+        // A dangling link that stays inside is fine.
+        std::os::unix::fs::symlink("src/later.py", d.path().join("later")).unwrap();
+        assert!(ws.resolve("later").is_ok());
+        // A loop is refused, not followed forever.
+        std::os::unix::fs::symlink("loop2", d.path().join("loop1")).unwrap();
+        std::os::unix::fs::symlink("loop1", d.path().join("loop2")).unwrap();
+        assert!(matches!(ws.resolve("loop1"), Err(PathError::Outside(_))));
+        assert!(!missing.exists());
+    }
+
+    #[test]
+    fn protected_files_are_refused_at_any_depth_and_extra_patterns_add() {
+        let (_d, ws) = ws();
+        for p in [
+            ".env",
+            ".env.local",
+            "deploy/.env.production",
+            "certs/server.pem",
+            "tls.key",
+            "id_rsa",
+            "keys/id_ed25519.pub",
+            ".ssh/config",
+            "home/.aws/credentials",
+            ".config/gcloud/application_default_credentials.json",
+            ".docker/config.json",
+            ".kube/config",
+            ".npmrc",
+            ".netrc",
+            ".git-credentials",
+            "credentials.json",
+            "infra/terraform.tfstate",
+            ".git/config",
+            ".git/hooks/pre-commit",
+        ] {
+            assert!(matches!(ws.resolve(p), Err(PathError::Protected(_))), "{p} is not protected");
+        }
+        for p in ["src/a.py", "environment.py", "keys.py", "docs/git.md", "src/env/mod.rs", ".gitignore"] {
+            assert!(ws.resolve(p).is_ok(), "{p} is protected");
+        }
+        let ws = ws.with_protected(&["secrets/".into(), "*.sqlite".into(), "/top-only.txt".into()]);
+        assert!(matches!(ws.resolve("config/secrets/db.yml"), Err(PathError::Protected(_))));
+        assert!(matches!(ws.resolve("data/app.sqlite"), Err(PathError::Protected(_))));
+        assert!(matches!(ws.resolve("top-only.txt"), Err(PathError::Protected(_))));
+        assert!(ws.resolve("sub/top-only.txt").is_ok());
+        // The defaults still hold with extra patterns.
+        assert!(matches!(ws.resolve(".env"), Err(PathError::Protected(_))));
+        let msg = ws.resolve(".env").unwrap_err().to_string();
+        assert!(msg.contains("protected") && msg.contains("do not try"), "{msg}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_to_a_protected_file_is_protected() {
+        let (d, ws) = ws();
+        std::fs::write(d.path().join(".env"), "TOKEN=1").unwrap();
+        std::os::unix::fs::symlink(".env", d.path().join("settings.txt")).unwrap();
+        assert!(matches!(ws.resolve("settings.txt"), Err(PathError::Protected(_))));
+    }
+
+    #[test]
+    fn a_file_outside_the_roots_grants_only_itself() {
+        let outside = tempfile::tempdir().unwrap();
+        let note = outside.path().join("notes.txt");
+        std::fs::write(&note, "n").unwrap();
+        std::fs::write(outside.path().join("id_rsa"), "k").unwrap();
+        std::fs::write(outside.path().join("other.txt"), "o").unwrap();
+        let ws = Workspace::new(vec![]).with_file(std::fs::canonicalize(&note).unwrap());
+        let note = std::fs::canonicalize(&note).unwrap();
+        assert_eq!(ws.resolve(note.to_str().unwrap()).unwrap(), note);
+        assert!(ws.resolve("notes.txt").is_ok());
+        assert!(matches!(ws.resolve("other.txt"), Err(PathError::Outside(_))));
+        assert!(matches!(ws.resolve("id_rsa"), Err(PathError::Outside(_))));
+        assert!(matches!(ws.resolve("."), Err(PathError::Outside(_))));
+        assert!(matches!(ws.resolve("/etc/passwd"), Err(PathError::Outside(_))));
+        // An empty or relative root contains nothing, not everything.
+        let ws = Workspace::new(vec![PathBuf::new(), PathBuf::from("rel")]);
+        assert!(ws.roots().is_empty());
+        assert!(matches!(ws.resolve("/etc/passwd"), Err(PathError::Outside(_))));
+        // A protected file stays protected outside the roots.
+        let ssh = Workspace::new(vec![]).with_file("/home/u/.ssh/id_rsa".into());
+        assert!(ssh.is_protected(Path::new("/home/u/.ssh/id_rsa")));
+        assert!(ws.resolve("a\0b").is_err());
     }
 }

@@ -50,7 +50,7 @@ use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-use super::Overlay;
+use super::{Overlay, Workspace};
 
 /// A workspace with more files than this is not copied.
 const MAX_FILES: usize = 200_000;
@@ -96,7 +96,7 @@ impl Scratch {
         // From here on, an error drops `scratch`, which removes the copy.
         let mut scratch = Scratch { dir: Some(dir), root, target_dir: target_dir_for(source), skipped: Vec::new() };
         fs::create_dir(&scratch.root)?;
-        let copied = copy_tree(source, &scratch.root)?;
+        let copied = copy_tree(source, &scratch.root, workspace)?;
         scratch.skipped = copied.skipped;
         drop_escaping_links(&scratch.root, copied.links)?;
         apply_view(overlay, source, &scratch.root, &copied.files)?;
@@ -168,7 +168,7 @@ struct Copied {
 }
 
 /// Copies the non-ignored files of `source` into `dest_root`.
-fn copy_tree(source: &Path, dest_root: &Path) -> io::Result<Copied> {
+fn copy_tree(source: &Path, dest_root: &Path, workspace: &Workspace) -> io::Result<Copied> {
     let mut copied = Copied::default();
     let mut bytes: u64 = 0;
     let walker = ignore::WalkBuilder::new(source)
@@ -178,7 +178,12 @@ fn copy_tree(source: &Path, dest_root: &Path) -> io::Result<Copied> {
         .git_exclude(true)
         .require_git(false)
         .follow_links(false)
-        .filter_entry(|e| e.file_name() != ".git")
+        // Protected files (`.env`, keys, `.git/`) stay out of the copy: a
+        // command's output goes to the model.
+        .filter_entry({
+            let workspace = workspace.clone();
+            move |e| e.file_name() != ".git" && !workspace.is_protected(e.path())
+        })
         .build();
     for entry in walker {
         let entry = match entry {
@@ -313,6 +318,9 @@ fn apply_view(overlay: &Overlay, source: &Path, root: &Path, copied: &HashSet<Pa
     let buffers = overlay.buffers();
     for path in buffers.open_paths() {
         let Some(rel) = relative(source, &path) else { continue };
+        if overlay.workspace().is_protected(&path) {
+            continue;
+        }
         // Not a buffer of an ignored file (a dependency, build output).
         let unsaved = matches!(fs::symlink_metadata(&path), Err(e) if e.kind() == io::ErrorKind::NotFound);
         if !copied.contains(&rel) && !unsaved {
@@ -436,7 +444,11 @@ mod tests {
     struct Open(Vec<(PathBuf, String)>);
     impl BufferSource for Open {
         fn buffer(&self, path: &Path) -> Option<BufferText> {
-            self.0.iter().find(|(p, _)| p == path).map(|(_, t)| BufferText { text: t.clone(), version: 1 })
+            self.0.iter().find(|(p, _)| p == path).map(|(_, t)| BufferText {
+                text: t.clone(),
+                version: 1,
+                pin: Default::default(),
+            })
         }
         fn open_paths(&self) -> Vec<PathBuf> {
             self.0.iter().map(|(p, _)| p.clone()).collect()
@@ -490,6 +502,29 @@ mod tests {
             assert!(fs::symlink_metadata(s.join(absent)).is_err(), "{absent} was copied");
         }
         assert!(root.join("target/x").is_file());
+    }
+
+    #[test]
+    fn protected_files_are_not_copied_even_as_unsaved_buffers() {
+        let (_d, root, _) = workspace(
+            &[
+                ("app.py", "import os\n"),
+                (".env", "TOKEN=s3cret\n"),
+                ("certs/tls.key", "key\n"),
+                ("deploy/credentials.json", "{}\n"),
+                (".ssh/id_ed25519", "key\n"),
+            ],
+            Arc::new(NoBuffers),
+        );
+        let buffers = Arc::new(Open(vec![(root.join("config/.env.local"), "TOKEN=unsaved\n".into())]));
+        let overlay = Overlay::new(Arc::new(Workspace::new(vec![root.clone()])), buffers);
+        let scratch = Scratch::create(&overlay).unwrap();
+        let s = scratch.root();
+        assert!(s.join("app.py").is_file());
+        for absent in [".env", "certs/tls.key", "deploy/credentials.json", ".ssh", "config/.env.local"] {
+            assert!(fs::symlink_metadata(s.join(absent)).is_err(), "{absent} was copied");
+        }
+        assert!(root.join(".env").is_file());
     }
 
     #[cfg(unix)]

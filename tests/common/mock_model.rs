@@ -281,6 +281,11 @@ impl MockModel {
     }
 
     /// When each request of [`MockModel::requests`] arrived (its request line was read).
+    /// Every request body as JSON text, joined: to check what never reached the model.
+    pub fn requests_text(&self) -> String {
+        self.requests().iter().map(|r| r.body.to_string()).collect::<Vec<_>>().join("\n")
+    }
+
     pub fn request_times(&self) -> Vec<Instant> {
         self.shared.lock().times.clone()
     }

@@ -40,7 +40,7 @@ test('types, enums and minimums match the schema', () => {
 
 test('where the key goes, and which programs run, can only be set in user settings', () => {
   const props = manifest.contributes.configuration.properties;
-  for (const name of ['provider', 'baseUrl', 'serverPath', 'languageServers', 'commands']) {
+  for (const name of ['provider', 'baseUrl', 'serverPath', 'languageServers', 'commands', 'envAllow']) {
     assert.equal(props[`agentfix.${name}`].scope, 'machine', name);
   }
 });
