@@ -397,6 +397,10 @@ mod tests {
         assert!(p.contains("Lines 20-80 of `calc.py` (100 lines in all)"));
         assert!(p.contains("    20\tline 20\n") && p.contains("    80\tline 80\n") && !p.contains("line 81\n"));
         assert!(p.contains("\nEnclosing symbols, from the language server:\nclass Calc (lines 1-100)\n"));
+        // Files are named relative to the root; the absolute root is never sent.
+        let root = ctx.overlay.workspace().primary_root().to_string_lossy().into_owned();
+        assert!(!p.contains(&root), "{p}");
+        assert!(p.ends_with("Tool paths are relative to the workspace root."), "{p}");
         // The read pinned the buffer version for the final edit.
         let path = target.path.clone();
         ctx.overlay.write(&path, "changed\n".into()).unwrap();
