@@ -63,7 +63,9 @@ pub fn enclosing_outline(symbols: &[Symbol], line: u32) -> Option<String> {
         chain.push(s);
         level = &s.children;
     }
-    let fmt = |s: &Symbol| format!("{} {} (lines {}-{})", s.kind, s.name, s.start_line + 1, s.end_line + 1);
+    let fmt = |s: &Symbol| {
+        format!("{} {} (lines {}-{})", s.kind, s.name, u64::from(s.start_line) + 1, u64::from(s.end_line) + 1)
+    };
     let inner = chain.last()?;
     let mut out = chain.iter().map(|s| fmt(s)).collect::<Vec<_>>().join(" > ");
     for c in inner.children.iter().take(40) {
@@ -106,8 +108,12 @@ pub fn task_prompt(target: &Target, overlay: &Overlay, outline: Option<&str>) ->
     match overlay.read(&target.path) {
         Ok(text) => {
             let lines: Vec<&str> = text.lines().collect();
-            let from = first.saturating_sub(CONTEXT_LINES).max(1) as usize;
-            let to = ((last + CONTEXT_LINES) as usize).min(lines.len());
+            // Lines come from the wire: a range past the end shows the end.
+            let count = lines.len();
+            let first = (first as usize).clamp(1, count.max(1));
+            let last = (last as usize).clamp(first, count.max(1));
+            let from = first.saturating_sub(CONTEXT_LINES as usize).max(1);
+            let to = last.saturating_add(CONTEXT_LINES as usize).min(count);
             if from <= to {
                 out.push_str(&format!(
                     "\nLines {from}-{to} of `{shown}` ({} lines in all), as the editor holds it now:\n",
@@ -438,6 +444,24 @@ mod tests {
         assert_eq!(lines.line(&RunEvent::Response { turn: 2, response, elapsed_ms: 1 }), None);
         let line = lines.line(&RunEvent::ToolCalls { turn: 2, calls: vec!["read_file a.py".into()] }).unwrap();
         assert_eq!(line, ProgressLine { text: "turn 2: read_file a.py (4,600 tokens)".into(), streaming: false });
+    }
+
+    #[test]
+    fn a_range_at_the_last_u32_line_shows_the_end_of_the_file() {
+        let text: String = (1..=50).map(|i| format!("line {i}\n")).collect();
+        let (_d, ctx) = context(&[("a.py", &text)], &[]);
+        let t = Target {
+            path: ctx.overlay.resolve("a.py").unwrap(),
+            lines: (u32::MAX, u32::MAX),
+            problems: vec![],
+            instruction: None,
+        };
+        let p = task_prompt(&t, &ctx.overlay, None);
+        assert!(!p.contains("is empty"), "{p}");
+        assert!(p.contains("Lines 20-50 of `a.py` (50 lines in all)"), "{p}");
+        let outline =
+            vec![Symbol { name: "f".into(), kind: "function", start_line: 0, end_line: u32::MAX, children: vec![] }];
+        assert_eq!(enclosing_outline(&outline, 3).unwrap(), "function f (lines 1-4294967296)");
     }
 
     #[test]

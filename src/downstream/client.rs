@@ -151,18 +151,18 @@ impl Client {
             let shared = shared.clone();
             let name = name.to_string();
             tokio::spawn(async move {
-                let mut lines = BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
+                drain_stderr(stderr, |line| {
                     tracing::debug!(server = %name, "stderr: {line}");
                     let mut tail = shared.stderr.lock().unwrap_or_else(|e| e.into_inner());
-                    tail.push_str(&line);
+                    tail.push_str(line);
                     tail.push('\n');
                     if tail.len() > STDERR_TAIL {
                         let cut = tail.len() - STDERR_TAIL;
                         let cut = (cut..tail.len()).find(|i| tail.is_char_boundary(*i)).unwrap_or(tail.len());
                         tail.drain(..cut);
                     }
-                }
+                })
+                .await
             });
         }
         let client = Client {
@@ -380,6 +380,50 @@ pub fn normalize_uri(uri: &str) -> String {
 }
 
 /// Reads one framed message; `None` at end of input.
+/// Longest stderr line kept (the rest of a longer line is dropped).
+const MAX_STDERR_LINE: usize = 2048;
+
+/// Reads a server's stderr to its end, in bounded memory whatever it
+/// writes: lines are cut at [`MAX_STDERR_LINE`] bytes (marked with `…`),
+/// invalid UTF-8 is replaced, and reading goes on after both, so a server
+/// never blocks on a full stderr pipe.
+async fn drain_stderr<R: tokio::io::AsyncRead + Unpin>(mut reader: R, mut on_line: impl FnMut(&str)) {
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; 8192];
+    let mut line: Vec<u8> = Vec::new();
+    let mut cut = false;
+    let mut emit = |line: &mut Vec<u8>, cut: &mut bool| {
+        let mut text = String::from_utf8_lossy(line).into_owned();
+        if *cut {
+            text.push('…');
+        }
+        on_line(text.trim_end_matches('\r'));
+        line.clear();
+        *cut = false;
+    };
+    loop {
+        let n = match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for piece in buf[..n].split_inclusive(|b| *b == b'\n') {
+            let (body, ends) = match piece.strip_suffix(b"\n") {
+                Some(body) => (body, true),
+                None => (piece, false),
+            };
+            let room = MAX_STDERR_LINE.saturating_sub(line.len());
+            line.extend_from_slice(&body[..body.len().min(room)]);
+            cut |= body.len() > room;
+            if ends {
+                emit(&mut line, &mut cut);
+            }
+        }
+    }
+    if !line.is_empty() || cut {
+        emit(&mut line, &mut cut);
+    }
+}
+
 async fn read_message<R: tokio::io::AsyncBufRead + Unpin>(reader: &mut R) -> Result<Option<Value>, String> {
     let mut length: Option<usize> = None;
     let mut any = false;
@@ -441,5 +485,21 @@ mod tests {
                 .unwrap_err()
                 .starts_with("not JSON")
         );
+    }
+
+    #[tokio::test]
+    async fn stderr_is_drained_in_bounded_memory_whatever_it_holds() {
+        // 64 MB without a line break, then invalid UTF-8, then ordinary lines.
+        let mut data = vec![b'x'; 64 * 1024 * 1024];
+        data.extend_from_slice(b"\n\xff\xfe bad\r\nok\nlast");
+        let mut lines = Vec::new();
+        let mut longest = 0;
+        drain_stderr(&data[..], |l| {
+            longest = longest.max(l.len());
+            lines.push(l.chars().take(5).collect::<String>());
+        })
+        .await;
+        assert_eq!(lines, ["xxxxx", "\u{fffd}\u{fffd} ba", "ok", "last"]);
+        assert!(longest <= MAX_STDERR_LINE + '…'.len_utf8(), "{longest}");
     }
 }

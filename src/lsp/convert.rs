@@ -183,7 +183,10 @@ fn hunk_label(file: &FileEdit, h: &Hunk) -> String {
     if file.create {
         return format!("{}: new file", file.display);
     }
-    let line_of = |byte: usize| file.text[..byte.min(file.text.len())].matches('\n').count() + 1;
+    // Bytes, not a str slice: a hunk edge may sit inside a multi-byte
+    // character (the end of a last line without a newline, minus one).
+    let line_of =
+        |byte: usize| file.text.as_bytes()[..byte.min(file.text.len())].iter().filter(|b| **b == b'\n').count() + 1;
     let first = line_of(h.old_start);
     if h.old_start == h.old_end {
         return format!("{}: insert before line {first}", file.display);
@@ -393,5 +396,99 @@ mod tests {
         );
         assert_eq!(v["changeAnnotations"]["agentfix-0-1"]["label"], "calc.py: line 4");
         assert_eq!(v["changeAnnotations"]["agentfix-0-1"]["description"], "bump d");
+    }
+
+    #[test]
+    fn a_last_line_without_newline_ending_in_a_multibyte_char_gets_a_label() {
+        for last in ["é", "😀", "漢"] {
+            let original = format!("a\nb{last}");
+            let change = FileChange {
+                path: "/w/u.txt".into(),
+                display: "u.txt".into(),
+                version: Some(1),
+                pin: None,
+                original: Some(original.clone()),
+                new_text: format!("a\nc{last}"),
+                reasons: vec![],
+            };
+            let file = FileEdit::from_change(&change);
+            let support = EditSupport { document_changes: true, create_files: true, annotations: true };
+            let (edit, n, _) = workspace_edit(&[file], PositionEncoding::Utf16, support);
+            assert_eq!(n, 1);
+            let labels: Vec<String> = edit.change_annotations.unwrap().values().map(|a| a.label.clone()).collect();
+            assert_eq!(labels, ["u.txt: line 2"]);
+        }
+    }
+
+    /// Applies LSP edits (all relative to `text`) with the document store,
+    /// the server's own reference for positions in each encoding.
+    fn apply(text: &str, edits: &[TextEdit], encoding: PositionEncoding) -> String {
+        let docs = crate::documents::Documents::new();
+        docs.open("u", None, "t", 1, text);
+        let mut sorted: Vec<&TextEdit> = edits.iter().collect();
+        sorted.sort_by_key(|e| std::cmp::Reverse((e.range.start.line, e.range.start.character)));
+        for (v, e) in sorted.into_iter().enumerate() {
+            let r = e.range;
+            let change = crate::documents::Change {
+                range: Some(((r.start.line, r.start.character), (r.end.line, r.end.character))),
+                text: e.new_text.clone(),
+            };
+            docs.change("u", v as i32 + 2, &[change], encoding).unwrap();
+        }
+        docs.get("u").unwrap().rope.to_string()
+    }
+
+    fn unicode_text() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        proptest::collection::vec(
+            prop_oneof![Just("a"), Just("é"), Just("😀"), Just("漢"), Just("\n"), Just("\r\n"), Just(" ")],
+            0..40,
+        )
+        .prop_map(|parts| parts.concat())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_whole_workspace_edit_is_built_without_panics_and_applies_in_every_encoding(
+            original in unicode_text(),
+            new in unicode_text(),
+            reason in "[a-zé😀]{0,8}",
+        ) {
+            let change = FileChange {
+                path: "/w/u.txt".into(),
+                display: "u.txt".into(),
+                version: Some(3),
+                pin: None,
+                original: Some(original.clone()),
+                new_text: new.clone(),
+                reasons: vec![EditReason { reason, inserted: new.clone() }],
+            };
+            let file = FileEdit::from_change(&change);
+            for encoding in [PositionEncoding::Utf8, PositionEncoding::Utf16, PositionEncoding::Utf32] {
+                for annotations in [false, true] {
+                    let support = EditSupport { document_changes: true, create_files: true, annotations };
+                    let (edit, n, skipped) = workspace_edit(std::slice::from_ref(&file), encoding, support);
+                    proptest::prop_assert!(skipped.is_empty());
+                    proptest::prop_assert_eq!(n, file.hunks.len());
+                    let Some(DocumentChanges::Operations(ops)) = edit.document_changes else { panic!("operations") };
+                    let edits: Vec<TextEdit> = ops
+                        .iter()
+                        .filter_map(|op| match op {
+                            DocumentChangeOperation::Edit(e) => Some(e),
+                            _ => None,
+                        })
+                        .flat_map(|e| e.edits.iter())
+                        .map(|e| match e {
+                            OneOf::Left(t) => t.clone(),
+                            OneOf::Right(a) => a.text_edit.clone(),
+                        })
+                        .collect();
+                    proptest::prop_assert_eq!(apply(&original, &edits, encoding), new.clone());
+                    if annotations && n > 0 {
+                        proptest::prop_assert_eq!(edit.change_annotations.map(|a| a.len()), Some(n));
+                    }
+                }
+            }
+        }
     }
 }

@@ -210,7 +210,7 @@ impl LanguageServer for Backend {
             // Some clients (Neovim 0.10+, eglot) send a server only its own
             // diagnostics, and agentfix publishes none: offer the line itself.
             if empty && params.context.diagnostics.is_empty() {
-                let title = format!("Agent fix: line {}", params.range.start.line + 1);
+                let title = format!("Agent fix: line {}", u64::from(params.range.start.line) + 1);
                 actions.push(action(title, CodeActionKind::REFACTOR_REWRITE, Vec::new(), false));
             }
             if !empty {

@@ -31,8 +31,8 @@ pub fn render(shown: &str, d: &Diagnostic) -> String {
     let tag = if tag.is_empty() { String::new() } else { format!(" [{}]", tag.join(" ")) };
     format!(
         "{shown}:{}:{}: {}: {}{tag}",
-        d.line + 1,
-        d.column + 1,
+        u64::from(d.line) + 1,
+        u64::from(d.column) + 1,
         d.severity,
         clip(&d.message.replace('\n', " "), 400)
     )

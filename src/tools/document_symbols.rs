@@ -52,8 +52,8 @@ fn render(symbols: &[Symbol], depth: usize, out: &mut String, count: &mut usize)
                 "  ".repeat(depth),
                 s.kind,
                 s.name,
-                s.start_line + 1,
-                s.end_line + 1
+                u64::from(s.start_line) + 1,
+                u64::from(s.end_line) + 1
             ));
         }
         render(&s.children, depth + 1, out, count);

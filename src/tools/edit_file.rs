@@ -47,9 +47,12 @@ impl Tool for EditFile {
         let mut texts = None;
         let result = ctx.overlay.update(&path, |text| {
             let (old, new) = match_line_endings(text, &input.old_text, &input.new_text);
-            let starts: Vec<usize> = text.match_indices(old.as_str()).map(|(i, _)| i).collect();
+            // At most the first few starts are kept; the rest are only counted.
+            let mut matches = text.match_indices(old.as_str()).map(|(i, _)| i);
+            let starts: Vec<usize> = matches.by_ref().take(SHOWN_MATCHES).collect();
+            let more = matches.count();
             match starts.as_slice() {
-                [start] => {
+                [start] if more == 0 => {
                     let mut edited = String::with_capacity(text.len() + new.len());
                     edited.push_str(&text[..*start]);
                     edited.push_str(&new);
@@ -60,12 +63,15 @@ impl Tool for EditFile {
                 }
                 [] => Err(not_found(&shown, text, &old)),
                 many => {
-                    let lines: Vec<String> =
-                        many.iter().map(|s| line_of(text, *s).to_string()).collect();
+                    let lines: Vec<String> = lines_of(text, many).iter().map(usize::to_string).collect();
+                    let at = if more == 0 {
+                        format!("at lines {}", lines.join(", "))
+                    } else {
+                        format!("the first {} at lines {}", many.len(), lines.join(", "))
+                    };
                     Err(format!(
-                        "old_text occurs {} times in {shown} (at lines {}); include more surrounding lines so that it occurs exactly once",
-                        many.len(),
-                        lines.join(", ")
+                        "old_text occurs {} times in {shown} ({at}); include more surrounding lines so that it occurs exactly once",
+                        many.len() + more,
                     ))
                 }
             }
@@ -90,9 +96,27 @@ fn match_line_endings(text: &str, old: &str, new: &str) -> (String, String) {
     }
 }
 
+/// Matches whose lines an error names; the others are only counted.
+const SHOWN_MATCHES: usize = 10;
+
 /// 1-based line number of byte offset `at`.
 fn line_of(text: &str, at: usize) -> usize {
     text[..at].matches('\n').count() + 1
+}
+
+/// 1-based line numbers of ascending byte offsets, in one pass over the text
+/// up to the last of them (not one pass from the start per offset).
+fn lines_of(text: &str, offsets: &[usize]) -> Vec<usize> {
+    let mut line = 1;
+    let mut from = 0;
+    offsets
+        .iter()
+        .map(|&at| {
+            line += text.as_bytes()[from..at].iter().filter(|b| **b == b'\n').count();
+            from = at;
+            line
+        })
+        .collect()
 }
 
 /// The edited region with two lines of context, numbered.
@@ -200,6 +224,19 @@ mod tests {
             e.to_string(),
             "old_text occurs 2 times in a.py (at lines 1, 3); include more surrounding lines so that it occurs exactly once"
         );
+    }
+
+    #[tokio::test]
+    async fn twenty_thousand_matches_name_the_first_few_and_count_the_rest() {
+        let text: String = (0..20_000).map(|i| format!("x = 1  # {i}\n")).collect();
+        let (_d, ctx) = context(&[("many.py", &text)], &[]);
+        let e = EditFile.run(input("many.py", "x = 1", "x = 2"), &ctx).await.unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "old_text occurs 20000 times in many.py (the first 10 at lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10); include more surrounding lines so that it occurs exactly once"
+        );
+        assert!(e.len() < 4096);
+        assert_eq!(lines_of("a\nb\nc\nb\n", &[2, 6]), [2, 4]);
     }
 
     #[tokio::test]

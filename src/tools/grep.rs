@@ -16,6 +16,11 @@ pub const MAX_MATCHES: usize = 200;
 /// Files searched per call at most.
 const MAX_FILES: usize = 20_000;
 
+/// [`MAX_FILES`], smaller in unit tests so that cutting is cheap to test.
+fn max_files() -> usize {
+    if cfg!(test) { 50 } else { MAX_FILES }
+}
+
 /// Input of `grep`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct GrepInput {
@@ -52,10 +57,19 @@ impl Tool for Grep {
             Some(p) if !p.trim().is_empty() && p.trim() != "." => ctx.overlay.resolve(p)?,
             _ => ws.primary_root().to_path_buf(),
         };
-        let files = if target.is_file() || ctx.overlay.exists(&target) {
-            vec![target.clone()]
+        let (files, cut) = if target.is_file() || ctx.overlay.exists(&target) {
+            (vec![target.clone()], false)
         } else {
-            files_under(ctx, &target, MAX_FILES).0
+            files_under(ctx, &target, max_files())
+        };
+        let cut_note = if cut {
+            format!(
+                "[the search stopped after {} files without reaching the end of `{}`; narrow it with path or include]\n",
+                files.len(),
+                ws.display(&target)
+            )
+        } else {
+            String::new()
         };
         let in_memory: HashSet<_> = ctx
             .overlay
@@ -99,10 +113,16 @@ impl Tool for Grep {
             }
         }
         if count == 0 {
-            return Ok(format!("No matches for `{}`.", input.pattern));
+            return Ok(if cut {
+                format!("No matches for `{}` in the files searched.\n{cut_note}", input.pattern)
+            } else {
+                format!("No matches for `{}`.", input.pattern)
+            });
         }
         if more {
             out.push_str(&format!("[stopped after {MAX_MATCHES} matches; narrow the pattern, path or include]\n"));
+        } else {
+            out.push_str(&cut_note);
         }
         Ok(out)
     }
@@ -154,5 +174,22 @@ mod tests {
         let out = Grep.run(input("hit", None, None), &ctx).await.unwrap();
         assert_eq!(out.lines().count(), MAX_MATCHES + 1);
         assert!(out.ends_with("[stopped after 200 matches; narrow the pattern, path or include]\n"));
+    }
+
+    #[tokio::test]
+    async fn a_search_cut_short_says_so_instead_of_no_matches() {
+        let names: Vec<(String, &str)> = (0..80).map(|i| (format!("f{i:03}.txt"), "nothing\n")).collect();
+        let mut files: Vec<(&str, &str)> = names.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+        files.push(("zz.txt", "needle\n"));
+        let (_d, ctx) = context(&files, &[]);
+        let out = Grep.run(input("needle", None, None), &ctx).await.unwrap();
+        assert_eq!(
+            out,
+            "No matches for `needle` in the files searched.\n[the search stopped after 50 files without reaching the end of `.`; narrow it with path or include]\n"
+        );
+        let out = Grep.run(input("nothing", None, Some("f00*.txt")), &ctx).await.unwrap();
+        assert!(out.ends_with("narrow it with path or include]\n"), "{out}");
+        let out = Grep.run(input("needle", Some("zz.txt"), None), &ctx).await.unwrap();
+        assert_eq!(out, "zz.txt:1: needle\n");
     }
 }

@@ -160,8 +160,8 @@ pub fn render_locations(ctx: &ToolContext, locations: &[Location], page: Option<
             _ => String::new(),
         };
         match snippet {
-            Some(s) => out.push_str(&format!("{label}{shown}:{}: {}\n", l.line + 1, clip(s.trim(), 200))),
-            None => out.push_str(&format!("{label}{shown}:{}\n", l.line + 1)),
+            Some(s) => out.push_str(&format!("{label}{shown}:{}: {}\n", u64::from(l.line) + 1, clip(s.trim(), 200))),
+            None => out.push_str(&format!("{label}{shown}:{}\n", u64::from(l.line) + 1)),
         }
     }
     if end < locations.len() || page > 1 {

@@ -30,6 +30,30 @@ pub enum OverlayError {
     Io(String, String),
 }
 
+/// Reads a regular file, without ever blocking on something else: it is
+/// opened non-blocking (a FIFO swapped in after the metadata check would
+/// otherwise wait for a writer forever) and checked again through the open
+/// descriptor, and at most [`MAX_FILE_BYTES`] are read.
+fn read_regular(path: &Path, shown: &str) -> Result<Vec<u8>, OverlayError> {
+    use std::io::Read;
+    let io = |e: std::io::Error| OverlayError::Io(shown.to_string(), e.to_string());
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK | libc::O_NOCTTY);
+    let file = options.open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(OverlayError::NotRegular(shown.to_string()));
+    }
+    let mut bytes = Vec::with_capacity(meta.len().min(MAX_FILE_BYTES) as usize);
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(OverlayError::TooLarge(shown.to_string()));
+    }
+    Ok(bytes)
+}
+
 /// Where a file's base text came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Base {
@@ -130,10 +154,11 @@ impl Overlay {
         // Whoever named the path (the model through `resolve`, the editor's
         // target), the overlay itself never loads a path outside the run's
         // view or a protected one.
-        if !self.workspace.contains(path) {
+        let real = real_path(path);
+        if !self.workspace.contains(path) || real.as_ref().is_none_or(|r| !self.workspace.contains(r)) {
             return Err(PathError::Outside(shown).into());
         }
-        if self.workspace.is_protected(path) || real_path(path).is_some_and(|r| self.workspace.is_protected(&r)) {
+        if self.workspace.is_protected(path) || real.is_some_and(|r| self.workspace.is_protected(&r)) {
             return Err(PathError::Protected(shown).into());
         }
         if let Some(buf) = self.buffers.buffer(path) {
@@ -151,7 +176,7 @@ impl Overlay {
             Ok(m) if m.len() > MAX_FILE_BYTES => return Err(OverlayError::TooLarge(shown)),
             Ok(_) => {}
         }
-        let bytes = std::fs::read(path).map_err(|e| OverlayError::Io(shown.clone(), e.to_string()))?;
+        let bytes = read_regular(path, &shown)?;
         let text = String::from_utf8(bytes).map_err(|_| OverlayError::NotText(shown))?;
         Ok(Base::Disk { text })
     }
@@ -162,13 +187,16 @@ impl Overlay {
         path: &Path,
         f: impl FnOnce(&mut Entry) -> Result<T, OverlayError>,
     ) -> Result<T, OverlayError> {
+        // The file is read without the lock: slow I/O on one file must not
+        // hold up every other tool call of the run. If two calls race, the
+        // first base inserted wins, so every reader agrees on one.
+        let loaded = if self.lock().contains_key(path) { None } else { Some(self.load(path)?) };
         let mut files = self.lock();
-        if !files.contains_key(path) {
-            let base = self.load(path)?;
+        let entry = files.entry(path.to_path_buf()).or_insert_with(|| {
+            let base = loaded.unwrap_or(Base::Missing);
             let current = base.text().map(str::to_string);
-            files.insert(path.to_path_buf(), Entry { base, current, reasons: Vec::new() });
-        }
-        let entry = files.get_mut(path).expect("inserted above");
+            Entry { base, current, reasons: Vec::new() }
+        });
         f(entry)
     }
 
@@ -352,5 +380,29 @@ mod tests {
         std::fs::write(root.join("bin"), [0xff, 0xfe, 0x00]).unwrap();
         assert!(matches!(ov.read(&root.join("dir")), Err(OverlayError::IsDirectory(_))));
         assert!(matches!(ov.read(&root.join("bin")), Err(OverlayError::NotText(_))));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn fifos_and_devices_are_refused_without_blocking_and_other_files_still_read() {
+        let (_d, ov, open, closed) = setup();
+        let root = open.parent().unwrap().to_path_buf();
+        let fifo = root.join("pipe");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // On a thread, so that a regression hangs only the thread and fails the test.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let ov = Arc::new(ov);
+        let reader = ov.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(reader.read(&fifo));
+        });
+        let r = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("reading a FIFO must not block");
+        assert_eq!(r, Err(OverlayError::NotRegular("pipe".into())));
+        assert_eq!(ov.read(&closed).unwrap(), "closed\n");
+        // A link out (to a device) is refused by resolve; the overlay refuses it too.
+        std::os::unix::fs::symlink("/dev/zero", root.join("zero")).unwrap();
+        assert_eq!(ov.read(&root.join("zero")), Err(OverlayError::Path(PathError::Outside("zero".into()))));
     }
 }
