@@ -11,7 +11,9 @@
 //!   is created), so a restarted server works;
 //! - `FAKE_LSP_HANG_ON=method`: never answer that request;
 //! - `FAKE_LSP_LOG=path`: append every method received, one per line;
-//! - `FAKE_LSP_ENV_TO=path`: write its environment there at start, `K=V` a line.
+//! - `FAKE_LSP_ENV_TO=path`: write its environment there at start, `K=V` a line;
+//! - `FAKE_LSP_STDERR_FLOOD=bytes`: write that many bytes to stderr at start,
+//!   without a line break.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -198,6 +200,17 @@ fn main() {
     let crash_once = std::env::var("FAKE_LSP_CRASH_ONCE").ok();
     let hang_on = std::env::var("FAKE_LSP_HANG_ON").ok();
     let log = std::env::var("FAKE_LSP_LOG").ok();
+    if let Some(n) = std::env::var("FAKE_LSP_STDERR_FLOOD").ok().and_then(|n| n.parse::<usize>().ok()) {
+        let chunk = vec![b'x'; 1 << 20];
+        let mut err = std::io::stderr().lock();
+        let mut left = n;
+        while left > 0 {
+            let k = left.min(chunk.len());
+            let _ = err.write_all(&chunk[..k]);
+            left -= k;
+        }
+        let _ = err.flush();
+    }
     if let Ok(path) = std::env::var("FAKE_LSP_ENV_TO") {
         let env: String = std::env::vars().map(|(k, v)| format!("{k}={v}\n")).collect();
         let _ = std::fs::write(path, env);

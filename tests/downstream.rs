@@ -55,6 +55,12 @@ fn servers(extra_env: &[(&str, &str)]) -> String {
 }
 
 fn fix(ws: &Ws, mock: &MockModel, extra: &[(&str, &str)], line: &str) -> Output {
+    let out = fix_command(ws, mock, extra, line).output().unwrap();
+    eprintln!("agentfix stderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+fn fix_command(ws: &Ws, mock: &MockModel, extra: &[(&str, &str)], line: &str) -> Command {
     let mut cmd = Command::new(agentfix_bin());
     cmd.current_dir(&ws.root).args(["fix", "calc.py", "--line", line]);
     for (k, _) in std::env::vars() {
@@ -70,9 +76,7 @@ fn fix(ws: &Ws, mock: &MockModel, extra: &[(&str, &str)], line: &str) -> Output 
         .env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0")
         .env("AGENTFIX_LANGUAGE_SERVERS", servers(&fake_env))
         .envs(extra.iter().copied().filter(|(k, _)| !k.starts_with("FAKE_LSP")));
-    let out = cmd.output().unwrap();
-    eprintln!("agentfix stderr:\n{}", String::from_utf8_lossy(&out.stderr));
-    out
+    cmd
 }
 
 fn log_of(ws: &Ws) -> String {
@@ -351,4 +355,23 @@ fn symbol_results_in_protected_files_are_dropped() {
     assert_eq!(r["t_list"].0, "agentfix.toml\ncalc.py\nmain.py\n");
     assert_eq!(r["t_grep"].0, "No matches for `Calcium|calc-secret`.");
     assert!(!mock.requests_text().contains("TOKEN=calc-secret"), "the secret never reached the model");
+}
+
+#[test]
+fn a_server_flooding_stderr_without_a_line_break_costs_no_memory() {
+    let measure = |flood: &str| {
+        let ws = workspace();
+        let mock = MockModel::start();
+        mock.push(tool_reply(&[("t_outline", "document_symbols", json!({"path": "calc.py"}))]));
+        mock.push(text_reply("Looked."));
+        let (out, kib) =
+            common::rss::run_measured(&mut fix_command(&ws, &mock, &[("FAKE_LSP_STDERR_FLOOD", flood)], "6"));
+        assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(tool_results(&mock)["t_outline"].0.starts_with("Outline of calc.py:"));
+        kib
+    };
+    let baseline = measure("0");
+    let flooded = measure(&(64 * 1024 * 1024).to_string());
+    // 64 MB of stderr used to cost about 67 MB.
+    assert!(flooded < baseline + 16 * 1024, "peak RSS {flooded} KiB with the flood, {baseline} KiB without");
 }

@@ -5,6 +5,7 @@
 
 pub mod editor;
 pub mod mock_model;
+pub mod rss;
 
 use std::path::{Path, PathBuf};
 
