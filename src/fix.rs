@@ -145,7 +145,55 @@ pub struct ProgressLines {
     turn: std::sync::atomic::AtomicU32,
     /// Input + output tokens so far.
     tokens: std::sync::atomic::AtomicU64,
-    text: std::sync::Mutex<String>,
+    text: std::sync::Mutex<Tail>,
+}
+
+/// Characters of streamed text a progress line shows.
+const TAIL_CHARS: usize = 80;
+
+/// The end of the streamed text with whitespace runs flattened to one
+/// space (what `split_whitespace().join(" ")` of the whole text would end
+/// with), kept to at most `2 * TAIL_CHARS` characters: each piece costs its
+/// own length, never the length of the text so far.
+#[derive(Default)]
+struct Tail {
+    text: String,
+    chars: usize,
+    /// Whitespace came after the last character kept.
+    space: bool,
+}
+
+impl Tail {
+    fn clear(&mut self) {
+        *self = Tail::default();
+    }
+
+    fn push(&mut self, piece: &str) {
+        for c in piece.chars() {
+            if c.is_whitespace() {
+                self.space = true;
+                continue;
+            }
+            if std::mem::take(&mut self.space) && self.chars > 0 {
+                self.text.push(' ');
+                self.chars += 1;
+            }
+            self.text.push(c);
+            self.chars += 1;
+            if self.chars >= 2 * TAIL_CHARS {
+                let cut = self.text.char_indices().nth(self.chars - TAIL_CHARS).map_or(0, |(i, _)| i);
+                self.text.drain(..cut);
+                self.chars = TAIL_CHARS;
+            }
+        }
+    }
+
+    /// The last `TAIL_CHARS` characters.
+    fn shown(&self) -> &str {
+        let skip = self.chars.saturating_sub(TAIL_CHARS);
+        let at = self.text.char_indices().nth(skip).map_or(self.text.len(), |(i, _)| i);
+        &self.text[at..]
+    }
 }
 
 /// A progress line; `streaming` lines may be dropped by a throttle.
@@ -175,12 +223,9 @@ impl ProgressLines {
                 plain(format!("retry {attempt} in {:.1} s: {reason}", *delay_ms as f64 / 1000.0))
             }
             RunEvent::Stream(StreamUpdate::Text(piece)) => {
-                let mut text = self.text.lock().unwrap_or_else(|e| e.into_inner());
-                text.push_str(piece);
-                let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-                let chars: Vec<char> = flat.chars().collect();
-                let tail: String = chars[chars.len().saturating_sub(80)..].iter().collect();
-                Some(ProgressLine { text: format!("turn {turn}: {tail}"), streaming: true })
+                let mut tail = self.text.lock().unwrap_or_else(|e| e.into_inner());
+                tail.push(piece);
+                Some(ProgressLine { text: format!("turn {turn}: {}", tail.shown()), streaming: true })
             }
             RunEvent::Response { response, .. } => {
                 self.tokens.fetch_add(response.usage.total(), Relaxed);
@@ -462,6 +507,62 @@ mod tests {
         let outline =
             vec![Symbol { name: "f".into(), kind: "function", start_line: 0, end_line: u32::MAX, children: vec![] }];
         assert_eq!(enclosing_outline(&outline, 3).unwrap(), "function f (lines 1-4294967296)");
+    }
+
+    fn text_line(lines: &ProgressLines, piece: &str) -> String {
+        let line = lines.line(&RunEvent::Stream(StreamUpdate::Text(piece.into()))).unwrap();
+        assert!(line.streaming);
+        line.text
+    }
+
+    /// What the progress line showed before it kept only a tail: the whole
+    /// text flattened, its last 80 characters.
+    fn flattened_tail(text: &str) -> String {
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let chars: Vec<char> = flat.chars().collect();
+        chars[chars.len().saturating_sub(80)..].iter().collect()
+    }
+
+    #[test]
+    fn streamed_text_shows_its_flattened_tail_and_keeps_only_that() {
+        let lines = ProgressLines::default();
+        lines.line(&RunEvent::Request { turn: 3, new_messages: vec![], max_output_tokens: 1, allow_tools: true });
+        assert_eq!(text_line(&lines, "  \n "), "turn 3: ");
+        assert_eq!(text_line(&lines, "Let me\n\n  look"), "turn 3: Let me look");
+        assert_eq!(text_line(&lines, " "), "turn 3: Let me look", "trailing whitespace waits for the next word");
+        assert_eq!(text_line(&lines, "\tat 漢字 😀"), "turn 3: Let me look at 漢字 😀");
+        // 128 KB in 7-character pieces: the line is the tail, and only a bounded tail is kept.
+        let mut all = String::from("  \n Let me\n\n  look \tat 漢字 😀");
+        let word: String = (0..20_000).map(|i| format!("wörd{i}{}", if i % 9 == 0 { "\n\n" } else { " " })).collect();
+        let chars: Vec<char> = word.chars().collect();
+        for (n, piece) in chars.chunks(7).enumerate() {
+            let piece: String = piece.iter().collect();
+            all.push_str(&piece);
+            let line = text_line(&lines, &piece);
+            // The reference flattens the whole text: only now and then, or the test is quadratic.
+            if n % 499 == 0 || n == chars.len().div_ceil(7) - 1 {
+                assert_eq!(line, format!("turn 3: {}", flattened_tail(&all)));
+            }
+            let kept = lines.text.lock().unwrap();
+            assert!(kept.text.chars().count() < 2 * TAIL_CHARS + 1, "kept {} chars", kept.text.len());
+            assert!(kept.text.capacity() < 4 * 4 * TAIL_CHARS, "capacity {}", kept.text.capacity());
+        }
+        assert!(all.len() > 128 * 1024);
+        // A new request starts a new text.
+        lines.line(&RunEvent::Request { turn: 4, new_messages: vec![], max_output_tokens: 1, allow_tools: true });
+        assert_eq!(text_line(&lines, "Done."), "turn 4: Done.");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_tail_is_the_end_of_the_flattened_text(pieces in proptest::collection::vec("[a b\n\t\u{3000}é😀]{0,40}", 0..40)) {
+            let lines = ProgressLines::default();
+            let mut all = String::new();
+            for piece in &pieces {
+                all.push_str(piece);
+                proptest::prop_assert_eq!(text_line(&lines, piece), format!("turn 0: {}", flattened_tail(&all)));
+            }
+        }
     }
 
     #[test]

@@ -65,8 +65,11 @@ fn main() -> ExitCode {
         Some(Command::SandboxExec(_)) => unreachable!("handled before the runtime starts"),
         Some(Command::Lsp) | None => {
             let _ = cli.stdio;
-            runtime.block_on(agentfix::lsp::serve_stdio());
-            ExitCode::SUCCESS
+            let code = runtime.block_on(agentfix::lsp::serve_stdio());
+            // What is left (a run still ending) is dropped now, which kills
+            // its children; nothing waits for the client.
+            runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+            ExitCode::from(code)
         }
     }
 }

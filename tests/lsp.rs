@@ -135,6 +135,8 @@ fn initialize_advertises_actions_commands_and_negotiated_encoding() {
     let caps = &r["capabilities"];
     assert_eq!(caps["positionEncoding"], "utf-16");
     assert_eq!(caps["textDocumentSync"]["change"], 2);
+    // The saved text is how a document that fell out of sync comes back.
+    assert_eq!(caps["textDocumentSync"]["save"], json!({"includeText": true}));
     assert_eq!(caps["executeCommandProvider"]["commands"], json!(["agentfix.fix"]));
     assert_eq!(caps["codeActionProvider"]["codeActionKinds"], json!(["quickfix", "refactor.rewrite"]));
     assert_eq!(r["serverInfo"]["name"], "agentfix");
@@ -814,4 +816,112 @@ fn an_error_that_echoes_the_key_never_reaches_the_editor() {
     assert!(shown["message"].as_str().unwrap().contains("proxy says"), "{shown}");
     let everything = serde_json::to_string(&f.editor.messages()).unwrap() + &result.to_string() + &f.editor.stderr();
     assert!(!everything.contains(mock_model::API_KEY), "the key reached the editor: {everything}");
+}
+
+/// A `didChange` whose params do not deserialize (`character: -1`) for `path`, at `version`.
+fn unparsable_change(f: &mut Fixture, path: &Path, version: i32) {
+    f.editor.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": file_uri(path), "version": version},
+               "contentChanges": [{"range": {"start": {"line": 0, "character": -1}, "end": {"line": 0, "character": 1}}, "text": "lost"}]}),
+    );
+}
+
+fn out_of_sync_warnings(f: &Fixture) -> Vec<Value> {
+    f.editor
+        .notifications("window/showMessage")
+        .into_iter()
+        .filter(|m| m["message"].as_str().unwrap_or_default().contains("could not apply a change"))
+        .collect()
+}
+
+#[test]
+fn a_change_that_cannot_be_parsed_puts_the_document_out_of_sync_until_it_is_saved_with_its_text() {
+    let mut f = fixture(&[("a.py", "x = 1\n")]);
+    let path = f.path("a.py");
+    f.editor.open(&path, "python", 1, "x = 1\n");
+    unparsable_change(&mut f, &path, 2);
+    let shown = f.editor.wait_for_notification(
+        "window/showMessage",
+        |m| m["message"].as_str().unwrap_or_default().contains("could not apply a change"),
+        LONG,
+    );
+    assert_eq!(shown["type"], 2, "a warning: {shown}");
+    let text = shown["message"].as_str().unwrap();
+    assert!(text.contains("a.py") && text.contains("until you save it"), "{text}");
+    // A range without `end` is lost too; the user is told once.
+    f.editor.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": file_uri(&path), "version": 3},
+               "contentChanges": [{"range": {"start": {"line": 0, "character": 0}}, "text": "lost"}]}),
+    );
+    f.editor.pump(Duration::from_millis(300));
+    assert_eq!(out_of_sync_warnings(&f).len(), 1);
+    // Agent fix is refused, with the reason, before anything reaches the model.
+    let r = f.fix("a.py", diag(0, 0, 1, "x"));
+    assert_eq!(r["error"]["code"], -32803, "{r}");
+    assert!(r["error"]["message"].as_str().unwrap().contains("Agent fix is off for a.py"), "{r}");
+    // A save without the text does not help; one with the text does.
+    f.editor.save(&path, None);
+    let r = f.fix("a.py", diag(0, 0, 1, "x"));
+    assert_eq!(r["error"]["code"], -32803, "{r}");
+    assert!(f.mock.requests().is_empty());
+    f.editor.save(&path, Some("x = 2  # as saved\n"));
+    f.mock.push(text_reply("Nothing to do."));
+    let r = f.fix("a.py", diag(0, 0, 1, "x"));
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert!(f.mock.requests_text().contains("x = 2  # as saved"), "the run saw the saved text");
+    // Well-formed positions out of range still clamp: no warning, still in sync.
+    f.editor.change_incremental(&path, 4, ((9, 9), (12, 0)), "!");
+    f.mock.push(text_reply("Nothing to do."));
+    let r = f.fix("a.py", diag(0, 0, 1, "x"));
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert_eq!(out_of_sync_warnings(&f).len(), 1);
+}
+
+#[test]
+fn a_reopen_brings_an_out_of_sync_document_back_and_a_run_never_edits_one() {
+    let mut f = fixture(&[("a.py", "a = 1\n"), ("b.py", "b = 1\n")]);
+    let (a, b) = (f.path("a.py"), f.path("b.py"));
+    f.editor.open(&a, "python", 1, "a = 1\n");
+    f.editor.open(&b, "python", 1, "b = 1\n");
+    unparsable_change(&mut f, &a, 2);
+    unparsable_change(&mut f, &b, 2);
+    f.editor.pump(Duration::from_millis(300));
+    assert_eq!(out_of_sync_warnings(&f).len(), 2, "one warning per document");
+    let r = f.fix("a.py", diag(0, 0, 1, "a"));
+    assert_eq!(r["error"]["code"], -32803, "{r}");
+    // A didOpen that cannot be parsed leaves a buffer agentfix does not know: the file is
+    // not read from disk instead.
+    let c = f.path("c.py");
+    std::fs::write(&c, "c = 1\n").unwrap();
+    f.editor.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": file_uri(&c), "languageId": "python", "version": "one", "text": "c = 1\n"}}),
+    );
+    f.editor.pump(Duration::from_millis(300));
+    assert_eq!(out_of_sync_warnings(&f).len(), 3);
+    let r = f.fix("c.py", diag(0, 0, 1, "c"));
+    assert_eq!(r["error"]["code"], -32803, "{r}");
+    // Reopened: in sync again.
+    f.editor.open(&a, "python", 1, "a = 1\n");
+    // The run edits both files: b.py, still out of sync, is left out and said so.
+    f.mock.push(tool_reply(&[
+        ("t1", "edit_file", json!({"path": "a.py", "old_text": "a = 1", "new_text": "a = 2"})),
+        ("t2", "edit_file", json!({"path": "b.py", "old_text": "b = 1", "new_text": "b = 2"})),
+    ]));
+    f.mock.push(text_reply("Changed both."));
+    let r = f.fix("a.py", diag(0, 0, 1, "a"));
+    assert_eq!(r["result"]["applied"], true, "{r}");
+    let conflicts = r["result"]["conflicts"].as_array().unwrap();
+    assert_eq!(conflicts.len(), 1, "{r}");
+    assert!(conflicts[0].as_str().unwrap().starts_with("b.py: not changed because agentfix's copy"), "{r}");
+    let edits = f.editor.applied_edits();
+    let changed: Vec<&str> = edits[0]["edit"]["documentChanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["textDocument"]["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(changed, [file_uri(&a)]);
 }

@@ -31,6 +31,10 @@ pub struct Document {
     /// Changes applied since the open: with `generation`, names one state
     /// of the text where the version number cannot.
     pub seq: u64,
+    /// A change from the editor could not be applied (its params did not
+    /// parse), so this text may differ from the editor's: no run may target
+    /// or propose edits to it until a `didOpen` or a `didSave` with text.
+    pub out_of_sync: bool,
 }
 
 impl Document {
@@ -113,8 +117,9 @@ impl Documents {
             language_id: language_id.to_string(),
             version,
             rope: Rope::from_str(text),
-            generation: self.generations.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1,
+            generation: self.next_generation(),
             seq: 0,
+            out_of_sync: false,
         };
         let mut docs = self.write();
         self.history.lock().unwrap_or_else(|e| e.into_inner()).remove(uri);
@@ -122,6 +127,50 @@ impl Documents {
             self.paths.write().unwrap_or_else(|e| e.into_inner()).insert(p.clone(), uri.to_string());
         }
         docs.insert(uri.to_string(), doc);
+    }
+
+    fn next_generation(&self) -> u64 {
+        self.generations.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+    }
+
+    /// A change to the document at `uri` was lost (it could not be parsed):
+    /// marks it out of sync, with the version the editor gave it when that
+    /// is known. The history is dropped and the state counted as changed, so
+    /// no base pinned before trusts it. `None` if the document is not open,
+    /// else whether it was in sync until now (the user is told once).
+    pub fn mark_out_of_sync(&self, uri: &str, version: Option<i32>) -> Option<bool> {
+        let mut docs = self.write();
+        let doc = docs.get_mut(uri)?;
+        self.history.lock().unwrap_or_else(|e| e.into_inner()).remove(uri);
+        if let Some(v) = version {
+            doc.version = v;
+        }
+        doc.seq += 1;
+        let newly = !doc.out_of_sync;
+        doc.out_of_sync = true;
+        Some(newly)
+    }
+
+    /// `didSave` with the saved text: the editor's text as of now. When it
+    /// differs from this copy, or the copy was out of sync, the copy becomes
+    /// that text (as a new generation: no recorded history leads to it) and
+    /// is in sync again. `None` if the document is not open, else whether
+    /// the text was replaced.
+    pub fn resync(&self, uri: &str, text: &str) -> Option<bool> {
+        let mut docs = self.write();
+        let doc = docs.get_mut(uri)?;
+        if !doc.out_of_sync && doc.rope == text {
+            return Some(false);
+        }
+        if !doc.out_of_sync {
+            tracing::warn!(uri, "the saved text differs from the buffer as synced; taking the saved text");
+        }
+        self.history.lock().unwrap_or_else(|e| e.into_inner()).remove(uri);
+        doc.rope = Rope::from_str(text);
+        doc.generation = self.next_generation();
+        doc.seq = 0;
+        doc.out_of_sync = false;
+        Some(true)
     }
 
     /// `didChange`: applies `changes` in order and sets the new version.
@@ -334,6 +383,37 @@ mod tests {
         docs.open("u", None, "t", 1, "one\n");
         assert_eq!(docs.changes_since("u", pin(0)).unwrap_err(), DocumentError::Reopened("u".into()));
         assert_eq!(docs.get("u").unwrap().pin(), BufferPin { generation: 2, seq: 0 });
+    }
+
+    #[test]
+    fn a_lost_change_marks_the_document_until_a_save_brings_the_text() {
+        let docs = Documents::new();
+        docs.open("u", None, "t", 1, "abc");
+        assert_eq!(docs.mark_out_of_sync("nope", Some(2)), None);
+        assert_eq!(docs.mark_out_of_sync("u", Some(2)), Some(true));
+        assert_eq!(docs.mark_out_of_sync("u", None), Some(false), "told once");
+        let d = docs.get("u").unwrap();
+        assert!(d.out_of_sync);
+        assert_eq!((d.version, d.seq), (2, 2));
+        assert_eq!(
+            docs.changes_since("u", BufferPin { generation: 1, seq: 0 }).unwrap_err(),
+            DocumentError::HistoryGone(2)
+        );
+        // Later changes still apply (the version stays right), the flag stays.
+        docs.change("u", 3, &[change(((0, 0), (0, 0)), "x")], PositionEncoding::Utf16).unwrap();
+        assert!(docs.get("u").unwrap().out_of_sync);
+        assert_eq!(docs.resync("u", "editor text"), Some(true));
+        let d = docs.get("u").unwrap();
+        assert_eq!((d.rope.to_string().as_str(), d.version, d.out_of_sync), ("editor text", 3, false));
+        assert_ne!(d.generation, 1);
+        // A save of the same text changes nothing; a reopen clears the flag too.
+        let pin = d.pin();
+        assert_eq!(docs.resync("u", "editor text"), Some(false));
+        assert_eq!(docs.get("u").unwrap().pin(), pin);
+        docs.mark_out_of_sync("u", None);
+        docs.open("u", None, "t", 1, "new");
+        assert!(!docs.get("u").unwrap().out_of_sync);
+        assert_eq!(docs.resync("nope", "x"), None);
     }
 
     #[test]

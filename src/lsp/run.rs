@@ -2,7 +2,10 @@
 //! run in its own task, report progress, and end in one versioned
 //! `workspace/applyEdit`. The handler only waits for the task; if the
 //! request is cancelled (`$/cancelRequest`), the dropped handler cancels the
-//! run through a drop guard.
+//! run through a drop guard. Cancelling (that, the progress's Cancel button,
+//! or the end of the session) also ends the wait for the editor's answer to
+//! `workspace/applyEdit`: the file is free at once, whether the editor ever
+//! answers or not.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 use tower_lsp_server::Client;
 use tower_lsp_server::jsonrpc::{Error, ErrorCode, Result};
 use tower_lsp_server::ls_types::request::ApplyWorkspaceEdit;
@@ -135,6 +137,14 @@ async fn run_fix(
         client.show_message(MessageType::WARNING, &msg).await;
         return Err(request_failed(msg));
     }
+    if session.docs.get(args.uri.as_str()).or_else(|| session.docs.get_by_path(&path)).is_some_and(|d| d.out_of_sync) {
+        let msg = format!(
+            "Agent fix is off for {}: a change the editor sent for it could not be applied, so agentfix's copy may differ from yours. Save the file (or close and reopen it), then try again.",
+            workspace.display(&path)
+        );
+        client.show_message(MessageType::WARNING, &msg).await;
+        return Err(request_failed(msg));
+    }
     if let Some(other) = session.busy_with(&path) {
         let msg = format!(
             "Agent fix is already working on {} (run {other}); wait for it to finish or cancel it, then try again.",
@@ -152,11 +162,12 @@ async fn run_fix(
     };
     let fallback_title = args.diagnostics.first().map(|d| d.message.clone());
 
-    let cancel = CancellationToken::new();
+    // Cancelled with the session too.
+    let cancel = session.run_cancellation();
     // Dropping this handler (e.g. on $/cancelRequest) cancels the run.
     let _guard = cancel.clone().drop_guard();
     let run_id = session.next_run_id();
-    session.set_active(run_id, target.path.clone(), overlay.clone());
+    session.set_active(run_id, target.path.clone(), overlay.clone(), cancel.clone());
     // The client's token when it sent one (then cancel by that token works
     // per run), else our own.
     let token_name = match &work_done_token {
@@ -175,8 +186,8 @@ async fn run_fix(
         let cancel = cancel.clone();
         async move {
             // The file is free again when the task ends, however it ends.
-            let _active = ActiveRun(session.clone(), run_id);
             session.register_run(&token_name, cancel.clone());
+            let _active = ActiveRun(session.clone(), run_id, token_name.clone());
             let progress = RunProgress::create(&client, supports_progress, work_done_token, token_name.clone()).await;
             progress.begin("Agent fix", "turn 1: asking the model").await;
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressLine>();
@@ -214,14 +225,15 @@ async fn run_fix(
                 fix::run(&config, &*model, overlay, Some(downstream), Some(approver), &target, &cancel, &events).await;
             drop(events);
             let _ = forward.await;
-            session.unregister_run(&token_name);
             let outcome = &result.outcome;
             let reason = outcome.stop.describe(&result.limits);
             let mut applied = false;
             let mut returned: Option<WorkspaceEdit> = None;
             let mut conflicts: Vec<String> = Vec::new();
+            let mut cancelled = outcome.stop == Stop::Cancelled;
             let mut message;
-            if outcome.stop == Stop::Cancelled {
+            if cancelled || cancel.is_cancelled() {
+                cancelled = true;
                 message = "Agent fix cancelled; nothing was changed.".to_string();
             } else if result.discarded > 0 {
                 message = format!(
@@ -239,8 +251,21 @@ async fn run_fix(
             } else if !supports_apply && !return_edit {
                 message = "Agent fix has a proposal, but this editor does not support workspace/applyEdit.".to_string();
             } else {
-                let prepared = proposal::prepare(&result.changes, &session.docs);
+                // A file whose copy fell out of sync with the editor gets no
+                // edit: its positions could land anywhere.
+                let (stale, changes): (Vec<_>, Vec<_>) = result
+                    .changes
+                    .iter()
+                    .cloned()
+                    .partition(|c| session.docs.get_by_path(&c.path).is_some_and(|d| d.out_of_sync));
+                let prepared = proposal::prepare(&changes, &session.docs);
                 conflicts = prepared.conflicts.clone();
+                conflicts.extend(stale.iter().map(|c| {
+                    format!(
+                        "{}: not changed because agentfix's copy of it is out of sync with the editor (save it, then run Agent fix again)",
+                        c.display
+                    )
+                }));
                 let (edit, hunks, skipped) = convert::workspace_edit(&prepared.files, encoding, edit_support);
                 let files = prepared.files.len() - skipped.len();
                 let title = first_line(&outcome.summary).or(fallback_title).unwrap_or_else(|| "proposal".into());
@@ -263,8 +288,19 @@ async fn run_fix(
                 } else {
                     let request = client
                         .send_request::<ApplyWorkspaceEdit>(ApplyWorkspaceEditParams { label: Some(label), edit });
-                    match tokio::time::timeout(APPLY_EDIT_TIMEOUT, request).await {
-                        Ok(Ok(r)) if r.applied => {
+                    // Cancel ends the wait: the editor may never answer.
+                    let answer = tokio::select! {
+                        // Cancelled already: the request is not even sent.
+                        biased;
+                        () = cancel.cancelled() => None,
+                        a = tokio::time::timeout(APPLY_EDIT_TIMEOUT, request) => Some(a),
+                    };
+                    match answer {
+                        None => {
+                            cancelled = true;
+                            message = "Agent fix cancelled while waiting for the editor to apply its proposal; agentfix no longer waits for the answer.".to_string();
+                        }
+                        Some(Ok(Ok(r))) if r.applied => {
                             applied = true;
                             // Confirmed apart from the answer: some clients
                             // (eglot) send the didChange only once the command
@@ -281,14 +317,16 @@ async fn run_fix(
                                 }
                             });
                         }
-                        Ok(Ok(r)) => {
+                        Some(Ok(Ok(r))) => {
                             message = match r.failure_reason {
                                 Some(f) => format!("The editor did not apply the agent's proposal: {f}."),
                                 None => "The editor did not apply the agent's proposal (in a review such as VS Code's Refactor Preview, tick the changes to apply).".to_string(),
                             }
                         }
-                        Ok(Err(e)) => message = format!("The editor refused the agent's proposal: {}", e.message),
-                        Err(_) => message = "The editor did not answer workspace/applyEdit in time.".to_string(),
+                        Some(Ok(Err(e))) => {
+                            message = format!("The editor refused the agent's proposal: {}", e.message)
+                        }
+                        Some(Err(_)) => message = "The editor did not answer workspace/applyEdit in time.".to_string(),
                     }
                 }
             }
@@ -297,16 +335,17 @@ async fn run_fix(
             let shown = !applied || !conflicts.is_empty() || !result.changes.is_empty() && !outcome.stop.is_natural();
             if shown {
                 let kind = match outcome.stop {
+                    _ if cancelled => MessageType::INFO,
                     Stop::ModelError(_) | Stop::ToolFatal(_) => MessageType::ERROR,
-                    Stop::Cancelled => MessageType::INFO,
                     _ if applied && conflicts.is_empty() => MessageType::INFO,
                     _ => MessageType::WARNING,
                 };
                 client.show_message(kind, &message).await;
             }
+            let stop_reason = if cancelled { Stop::Cancelled.as_str() } else { outcome.stop.as_str() };
             let result = json!({
                 "applied": applied,
-                "stopReason": outcome.stop.as_str(),
+                "stopReason": stop_reason,
                 "turns": outcome.turns,
                 "inputTokens": outcome.usage.input_tokens,
                 "outputTokens": outcome.usage.output_tokens,
@@ -338,11 +377,13 @@ async fn run_fix(
     }
 }
 
-/// Marks a run finished when dropped.
-struct ActiveRun(Arc<Session>, u64);
+/// Marks a run finished when dropped: its file is free, its progress token
+/// cancels nothing any more.
+struct ActiveRun(Arc<Session>, u64, String);
 
 impl Drop for ActiveRun {
     fn drop(&mut self) {
+        self.0.unregister_run(&self.2);
         self.0.clear_active(self.1);
     }
 }

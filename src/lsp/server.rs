@@ -9,8 +9,8 @@ use tower_lsp_server::ls_types::{
     CodeAction, CodeActionKind, CodeActionOptions, CodeActionOrCommand, CodeActionParams, CodeActionProviderCapability,
     CodeActionResponse, Command, ConfigurationItem, Diagnostic, DidChangeConfigurationParams, ExecuteCommandOptions,
     ExecuteCommandParams, InitializeParams, InitializeResult, InitializedParams, MessageType, NumberOrString,
-    ServerCapabilities, ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions,
-    WorkDoneProgressCancelParams,
+    SaveOptions, ServerCapabilities, ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind,
+    TextDocumentSyncOptions, TextDocumentSyncSaveOptions, WorkDoneProgressCancelParams,
 };
 use tower_lsp_server::{Client, LanguageServer};
 
@@ -64,14 +64,26 @@ impl Backend {
         let item = ConfigurationItem { scope_uri: None, section: Some("agentfix".into()) };
         match tokio::time::timeout(CONFIGURATION_TIMEOUT, self.client.configuration(vec![item])).await {
             Ok(Ok(values)) => match Settings::from_json(values.first().unwrap_or(&Value::Null)) {
-                Ok(s) => {
-                    tracing::info!(?s, "workspace/configuration");
-                    self.session.update(|st| st.pulled_settings = s);
-                }
+                Ok(s) => self.set_pulled_settings(s, "workspace/configuration"),
                 Err(e) => self.client.show_message(MessageType::ERROR, format!("agentfix: {e}")).await,
             },
             Ok(Err(e)) => tracing::warn!("workspace/configuration failed: {e}"),
             Err(_) => tracing::warn!("the client did not answer workspace/configuration in time"),
+        }
+    }
+
+    /// Takes the editor's settings, logging the names of those that changed
+    /// (never their values).
+    fn set_pulled_settings(&self, new: Settings, source: &str) {
+        let mut changed = Vec::new();
+        self.session.update(|st| {
+            changed = changed_settings(&st.pulled_settings, &new);
+            st.pulled_settings = new;
+        });
+        if changed.is_empty() {
+            tracing::info!("{source}: no setting changed");
+        } else {
+            tracing::info!("{source}: changed {}", changed.join(", "));
         }
     }
 
@@ -85,6 +97,24 @@ impl Backend {
             tracing::debug!(token, "cancel for an unknown or finished run");
         }
     }
+}
+
+/// The names (as the editor spells them) of the settings that differ
+/// between `old` and `new`, in order; never their values.
+fn changed_settings(old: &Settings, new: &Settings) -> Vec<String> {
+    let as_map = |s: &Settings| match serde_json::to_value(s) {
+        Ok(Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    let (old, new) = (as_map(old), as_map(new));
+    let mut names: Vec<String> = old
+        .keys()
+        .chain(new.keys().filter(|k| !old.contains_key(*k)))
+        .filter(|k| old.get(*k).unwrap_or(&Value::Null) != new.get(*k).unwrap_or(&Value::Null))
+        .cloned()
+        .collect();
+    names.sort();
+    names
 }
 
 /// `Agent fix: <first line of the message, at most 80 chars>`.
@@ -133,6 +163,9 @@ impl LanguageServer for Backend {
                 text_document_sync: Some(TextDocumentSyncCapability::Options(TextDocumentSyncOptions {
                     open_close: Some(true),
                     change: Some(TextDocumentSyncKind::INCREMENTAL),
+                    // The saved text brings a document that fell out of sync
+                    // back (see `ordered`).
+                    save: Some(TextDocumentSyncSaveOptions::SaveOptions(SaveOptions { include_text: Some(true) })),
                     ..Default::default()
                 })),
                 code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {
@@ -157,6 +190,7 @@ impl LanguageServer for Backend {
     }
 
     async fn shutdown(&self) -> Result<()> {
+        self.session.shut_down.store(true, std::sync::atomic::Ordering::SeqCst);
         self.session.cancel_all_runs();
         self.session.stop_downstream().await;
         Ok(())
@@ -169,7 +203,7 @@ impl LanguageServer for Backend {
             return;
         }
         match Settings::from_json(&params.settings) {
-            Ok(new) => self.session.update(|s| s.pulled_settings = new),
+            Ok(new) => self.set_pulled_settings(new, "workspace/didChangeConfiguration"),
             Err(e) => self.client.show_message(MessageType::ERROR, format!("agentfix: {e}")).await,
         }
     }
@@ -261,6 +295,25 @@ mod tests {
         let t = action_title(&long);
         assert_eq!(t.chars().count(), "Agent fix: ".len() + 80 + 1);
         assert!(t.ends_with('…'));
+    }
+
+    #[test]
+    fn a_settings_change_is_described_by_the_names_that_changed() {
+        let old = Settings::from_json(&json!({"model": "m1", "maxTurns": 5, "commands": {"test": ["cargo", "test"]}}))
+            .unwrap();
+        assert!(changed_settings(&old, &old.clone()).is_empty());
+        let new =
+            Settings::from_json(&json!({"model": "m2", "maxTurns": 5, "commands": {"test": ["cargo", "test", "-q"]}, "baseUrl": "http://proxy.local/secret-path"}))
+                .unwrap();
+        let changed = changed_settings(&old, &new);
+        assert_eq!(changed, ["baseUrl", "commands", "model"]);
+        // Names only: no value reaches the log line.
+        let line = changed.join(", ");
+        for value in ["m1", "m2", "cargo", "proxy.local", "secret-path"] {
+            assert!(!line.contains(value), "{line}");
+        }
+        // A setting that goes away is a change too.
+        assert_eq!(changed_settings(&new, &Settings::default()), ["baseUrl", "commands", "maxTurns", "model"]);
     }
 
     #[test]

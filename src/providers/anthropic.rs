@@ -1,12 +1,15 @@
 //! The Anthropic Messages API (`POST {base}/v1/messages`), streaming.
 //!
-//! The SSE stream is parsed by eventsource-stream; blocks are accumulated by
+//! The SSE stream is parsed by [`http::Sse`]; blocks are accumulated by
 //! index (text, `input_json_delta` parsed at `content_block_stop`, thinking
 //! and signatures), usage from `message_delta` overwrites, `ping` and unknown
 //! events are ignored, and an `error` event discards the partial turn and
-//! goes through the retry policy. The assembled message is the JSON the
-//! non-streaming API would have returned, decoded by [`decode_response`].
-//! Assistant content is kept verbatim (`Message::raw`) and echoed back.
+//! goes through the retry policy (the rest of the body is never read). The
+//! strings of a block are appended to `String`s and put into the block's
+//! JSON once, when it stops, so a long answer costs linear time. The
+//! assembled message is the JSON the non-streaming API would have returned,
+//! decoded by [`decode_response`]. Assistant content is kept verbatim
+//! (`Message::raw`) and echoed back.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -61,15 +64,16 @@ impl Anthropic {
         let status = response.status().as_u16();
         if !(200..300).contains(&status) {
             let (should, after) = http::retry_hints(response.headers());
-            let text = tokio::time::timeout(idle, response.text()).await.ok().and_then(Result::ok).unwrap_or_default();
+            let (text, cut) = http::error_body(response, idle).await;
             let mut e = http_error(status, &text, &self.endpoint.key_source);
+            e.message.push_str(cut.as_deref().unwrap_or_default());
             e.retryable = should.unwrap_or(http::status_retryable(status));
             e.retry_after = after;
             return Err(e);
         }
-        let mut events = http::sse(response);
+        let mut events = http::sse(response, idle, NAME);
         let mut acc = Accumulator::default();
-        while let Some(ev) = http::next_event(&mut events, idle, NAME).await? {
+        while let Some(ev) = events.next().await? {
             if acc.apply(&ev.event, &ev.data, updates)? {
                 return acc.finish();
             }
@@ -101,8 +105,10 @@ impl ModelClient for Anthropic {
         if (200..300).contains(&status) {
             Ok(format!("HTTP {status} from GET {url}"))
         } else {
-            let text = response.text().await.unwrap_or_default();
-            Err(http_error(status, &text, &self.endpoint.key_source))
+            let (text, cut) = http::error_body(response, self.endpoint.idle_timeout).await;
+            let mut e = http_error(status, &text, &self.endpoint.key_source);
+            e.message.push_str(cut.as_deref().unwrap_or_default());
+            Err(e)
         }
     }
 }
@@ -114,8 +120,15 @@ struct Accumulator {
     blocks: BTreeMap<u64, Value>,
     /// `partial_json` per tool block index.
     json: HashMap<u64, String>,
+    /// The streamed strings (`text`, `thinking`, `signature`) of open
+    /// blocks, by block index and key: appended here, put into the block
+    /// once ([`Accumulator::flush`]).
+    strings: HashMap<(u64, &'static str), String>,
     /// Tool blocks whose input was not valid JSON: the raw text.
     invalid: HashMap<u64, String>,
+    /// Bytes of block strings copied so far (flushes move them, never
+    /// copy): linear in the text received, which a test checks.
+    copied: usize,
 }
 
 impl Accumulator {
@@ -148,29 +161,22 @@ impl Accumulator {
                     updates(StreamUpdate::ToolStart(block["name"].as_str().unwrap_or_default().to_string()));
                     self.json.insert(index, String::new());
                 }
+                self.strings.retain(|(i, _), _| *i != index);
                 self.blocks.insert(index, block);
             }
             "content_block_delta" => {
                 let delta = &v["delta"];
                 let block = self.blocks.entry(index).or_insert_with(|| json!({"type": "text", "text": ""}));
-                let append = |block: &mut Value, key: &str, piece: &str| {
-                    let mut s = block[key].as_str().unwrap_or_default().to_string();
-                    s.push_str(piece);
-                    block[key] = Value::String(s);
-                };
+                let piece = |key: &str| delta[key].as_str().unwrap_or_default();
                 match delta["type"].as_str() {
                     Some("text_delta") => {
-                        let t = delta["text"].as_str().unwrap_or_default();
-                        append(block, "text", t);
+                        let t = piece("text");
+                        self.append(index, "text", t);
                         updates(StreamUpdate::Text(t.to_string()));
                     }
-                    Some("input_json_delta") => {
-                        self.json.entry(index).or_default().push_str(delta["partial_json"].as_str().unwrap_or_default())
-                    }
-                    Some("thinking_delta") => append(block, "thinking", delta["thinking"].as_str().unwrap_or_default()),
-                    Some("signature_delta") => {
-                        append(block, "signature", delta["signature"].as_str().unwrap_or_default())
-                    }
+                    Some("input_json_delta") => self.json.entry(index).or_default().push_str(piece("partial_json")),
+                    Some("thinking_delta") => self.append(index, "thinking", piece("thinking")),
+                    Some("signature_delta") => self.append(index, "signature", piece("signature")),
                     Some("citations_delta") => {
                         if !block["citations"].is_array() {
                             block["citations"] = json!([]);
@@ -183,6 +189,7 @@ impl Accumulator {
                 }
             }
             "content_block_stop" => {
+                self.flush(Some(index));
                 if let Some(raw) = self.json.remove(&index)
                     && let Some(block) = self.blocks.get_mut(&index)
                 {
@@ -223,7 +230,37 @@ impl Accumulator {
         Ok(false)
     }
 
+    /// Appends a streamed piece to a block's string.
+    fn append(&mut self, index: u64, key: &'static str, piece: &str) {
+        let s = match self.strings.entry((index, key)) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                // The value the block started with (normally "").
+                let start = self.blocks.get(&index).and_then(|b| b[key].as_str()).unwrap_or_default();
+                self.copied += start.len();
+                e.insert(start.to_string())
+            }
+        };
+        self.copied += piece.len();
+        s.push_str(piece);
+    }
+
+    /// Moves the strings of block `index` (all blocks: `None`) into their
+    /// JSON, without copying them.
+    fn flush(&mut self, index: Option<u64>) {
+        let keys: Vec<(u64, &'static str)> =
+            self.strings.keys().filter(|(i, _)| index.is_none_or(|want| *i == want)).copied().collect();
+        for key in keys {
+            if let (Some(s), Some(block)) = (self.strings.remove(&key), self.blocks.get_mut(&key.0))
+                && let Some(obj) = block.as_object_mut()
+            {
+                obj.insert(key.1.to_string(), Value::String(s));
+            }
+        }
+    }
+
     fn finish(mut self) -> Result<ModelResponse, ModelError> {
+        self.flush(None);
         // A tool block left open (stream cut at max_tokens) keeps its raw text.
         for (index, raw) in std::mem::take(&mut self.json) {
             if let Some(block) = self.blocks.get_mut(&index) {
@@ -536,6 +573,69 @@ mod tests {
         assert_eq!(calls[1].2, json!({}));
         let raw = r.message.raw.unwrap();
         assert_eq!(raw[0], json!({"type": "thinking", "thinking": "hm", "signature": "SIG"}));
+    }
+
+    #[test]
+    fn long_streamed_blocks_are_assembled_in_linear_work() {
+        // 128 KB of text and of thinking in 7-character deltas: every byte is
+        // copied into the block's string once, not once per later delta.
+        let text: String = (0..16_000).map(|i| format!("w{i:06} ")).collect();
+        let pieces: Vec<String> = text.chars().collect::<Vec<_>>().chunks(7).map(|c| c.iter().collect()).collect();
+        let mut acc = Accumulator::default();
+        let streamed = std::sync::atomic::AtomicUsize::new(0);
+        let apply = |acc: &mut Accumulator, name: &str, data: Value| {
+            acc.apply(name, &data.to_string(), &|u| {
+                if let StreamUpdate::Text(t) = u {
+                    streamed.fetch_add(t.len(), std::sync::atomic::Ordering::Relaxed);
+                }
+            })
+            .unwrap()
+        };
+        apply(&mut acc, "message_start", json!({"type": "message_start", "message": {"content": [], "usage": {}}}));
+        apply(
+            &mut acc,
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+        );
+        for p in &pieces {
+            apply(
+                &mut acc,
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": p}}),
+            );
+        }
+        apply(
+            &mut acc,
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "SIG"}}),
+        );
+        apply(&mut acc, "content_block_stop", json!({"type": "content_block_stop", "index": 0}));
+        apply(
+            &mut acc,
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
+        );
+        for p in &pieces {
+            apply(
+                &mut acc,
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": p}}),
+            );
+        }
+        // No content_block_stop: the open block is flushed at the end.
+        apply(
+            &mut acc,
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 9}}),
+        );
+        assert_eq!(acc.copied, 2 * text.len() + 3, "each byte copied once");
+        assert!(acc.blocks[&1]["text"] == "", "the block's JSON is built once, at the end");
+        let r = acc.finish().unwrap();
+        assert_eq!(streamed.into_inner(), text.len());
+        assert_eq!(r.message.text(), text);
+        let raw = r.message.raw.unwrap();
+        assert_eq!(raw[0], json!({"type": "thinking", "thinking": text, "signature": "SIG"}));
+        assert_eq!(raw[1], json!({"type": "text", "text": text}));
     }
 
     #[test]

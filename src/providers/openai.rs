@@ -8,7 +8,8 @@
 //! ids synthesised, index 0 reused for parallel calls (a new id opens a new
 //! call), names repeated in every fragment, `finish_reason: "stop"` with
 //! tool calls. A server that ignores `stream` and answers with one JSON body
-//! is accepted too.
+//! is accepted too (up to [`http::MAX_JSON_BODY`], read within the idle
+//! timeout).
 
 use std::collections::HashSet;
 
@@ -81,8 +82,9 @@ impl OpenAi {
         let status = response.status().as_u16();
         if !(200..300).contains(&status) {
             let (should, after) = http::retry_hints(response.headers());
-            let text = tokio::time::timeout(idle, response.text()).await.ok().and_then(Result::ok).unwrap_or_default();
+            let (text, cut) = http::error_body(response, idle).await;
             let mut e = http_error(name, status, &text, &self.endpoint.key_source);
+            e.message.push_str(cut.as_deref().unwrap_or_default());
             if e.retryable {
                 e.retryable = should.unwrap_or(true);
             } else if should == Some(true) {
@@ -97,8 +99,28 @@ impl OpenAi {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("application/json"));
         if is_json {
-            let text = response.text().await.map_err(|e| http::network_error(name, &e))?;
-            let v: Value = serde_json::from_str(&text).map_err(|e| {
+            // Within the idle timeout, and at most MAX_JSON_BODY of it.
+            let body = http::read_capped(response, http::MAX_JSON_BODY, idle).await;
+            if body.cut {
+                let mut e = ModelError::new(
+                    ModelErrorKind::Decode,
+                    Some(status),
+                    format!(
+                        "the {name} API sent an answer over {}; a response that large is not accepted",
+                        http::size(http::MAX_JSON_BODY as u64)
+                    ),
+                );
+                e.retryable = false;
+                return Err(e);
+            }
+            if let Some(why) = body.failed {
+                return Err(ModelError::new(
+                    ModelErrorKind::Network,
+                    None,
+                    format!("the {name} API's answer could not be read: {why}"),
+                ));
+            }
+            let v: Value = serde_json::from_slice(&body.bytes).map_err(|e| {
                 ModelError::new(
                     ModelErrorKind::Decode,
                     Some(status),
@@ -107,9 +129,9 @@ impl OpenAi {
             })?;
             return decode_completion(&v, name);
         }
-        let mut events = http::sse(response);
+        let mut events = http::sse(response, idle, name);
         let mut acc = Accumulator::default();
-        while let Some(ev) = http::next_event(&mut events, idle, name).await? {
+        while let Some(ev) = events.next().await? {
             if acc.apply(&ev.data, name, updates)? {
                 break;
             }
@@ -137,8 +159,10 @@ impl ModelClient for OpenAi {
         if (200..300).contains(&status) {
             Ok(format!("HTTP {status} from GET {url}"))
         } else {
-            let text = response.text().await.unwrap_or_default();
-            Err(http_error(name, status, &text, &self.endpoint.key_source))
+            let (text, cut) = http::error_body(response, self.endpoint.idle_timeout).await;
+            let mut e = http_error(name, status, &text, &self.endpoint.key_source);
+            e.message.push_str(cut.as_deref().unwrap_or_default());
+            Err(e)
         }
     }
 }

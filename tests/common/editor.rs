@@ -55,6 +55,10 @@ pub struct Editor {
     stdout_closed: bool,
     /// Result sent for every `workspace/applyEdit` (default `{"applied": true}`).
     pub apply_response: Value,
+    /// Whether `workspace/applyEdit` is answered at all (default true). When false the request
+    /// is recorded (see [`Editor::applied_edits`]) but never answered, like an editor whose
+    /// review is left open.
+    pub answer_apply_edit: bool,
     /// Whether `window/workDoneProgress/create` is answered (default true). When false the
     /// request is recorded but never answered, like some clients do.
     pub answer_progress_create: bool,
@@ -130,6 +134,7 @@ impl Editor {
             workspace_folders: Value::Null,
             stdout_closed: false,
             apply_response: json!({"applied": true}),
+            answer_apply_edit: true,
             answer_progress_create: true,
             configuration: Value::Null,
             apply_to_buffers: true,
@@ -328,6 +333,19 @@ impl Editor {
         );
     }
 
+    /// `textDocument/didSave`, with the buffer's text (`includeText`) when `text` is given; the
+    /// buffer becomes that text.
+    pub fn save(&mut self, path: &Path, text: Option<&str>) {
+        let mut params = json!({"textDocument": {"uri": file_uri(path)}});
+        if let Some(text) = text {
+            if let Some((_, buffer)) = self.buffers.get_mut(&file_uri(path)) {
+                *buffer = text.to_string();
+            }
+            params["text"] = json!(text);
+        }
+        self.notify("textDocument/didSave", params);
+    }
+
     /// `textDocument/didClose`.
     pub fn close(&mut self, path: &Path) {
         self.buffers.remove(&file_uri(path));
@@ -434,6 +452,11 @@ impl Editor {
     /// Everything the server wrote to stderr so far.
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Closes the server's stdin (EOF without `exit`).
@@ -545,6 +568,9 @@ impl Editor {
         let result = match method {
             "workspace/applyEdit" => {
                 self.applied_edits.push(params.clone());
+                if !self.answer_apply_edit {
+                    return;
+                }
                 let answer = self.apply_response.clone();
                 if self.apply_to_buffers && answer["applied"] == true {
                     Ok(self.apply_workspace_edit(&params["edit"]))

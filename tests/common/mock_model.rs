@@ -89,6 +89,12 @@ pub enum Reply {
     /// Accept the request and never answer: the connection stays open until the client closes
     /// it or the mock is dropped (for timeout and cancel tests).
     Hang,
+    /// A hand-written response with any status and headers (give `content-type`; the default is
+    /// `application/json`), for streaming and non-streaming requests alike: the body is written
+    /// chunk by chunk, close-delimited (no Content-Length), nothing filled in. With
+    /// [`Chunk::Repeat`] a body of any size is streamed without being held in memory (a 256 MB
+    /// error body, a never-ending line).
+    Raw { status: u16, headers: Vec<(String, String)>, chunks: Vec<Chunk> },
 }
 
 /// A piece of a scripted stream ([`Reply::Sse`]).
@@ -102,6 +108,31 @@ pub enum Chunk {
     Sleep(Duration),
     /// Close the connection now, mid-stream; later chunks are not sent.
     Close,
+    /// `piece` written `times` times, with `pause` after each write (none when zero): a flood
+    /// or a trickle of any length, never held in memory whole. Writing stops when the client
+    /// goes away. [`split_bytes`] keeps it as it is.
+    Repeat { piece: Vec<u8>, times: u64, pause: Duration },
+}
+
+/// `piece` written `times` times with `pause` after each write ([`Chunk::Repeat`]).
+pub fn repeat(piece: impl Into<Vec<u8>>, times: u64, pause: Duration) -> Chunk {
+    Chunk::Repeat { piece: piece.into(), times, pause }
+}
+
+/// A [`Reply::Raw`] of `status` whose body is `prefix`, `len` bytes of `fill` sent in 64 KB
+/// writes as fast as the client reads, then `suffix`: a huge body (a 256 MB error, say) without
+/// a huge allocation.
+pub fn huge_body(status: u16, content_type: &str, prefix: &str, fill: u8, len: u64, suffix: &str) -> Reply {
+    const PIECE: u64 = 64 * 1024;
+    let mut chunks = vec![Chunk::Raw(prefix.to_string())];
+    if len / PIECE > 0 {
+        chunks.push(repeat(vec![fill; PIECE as usize], len / PIECE, Duration::ZERO));
+    }
+    if !len.is_multiple_of(PIECE) {
+        chunks.push(Chunk::Bytes(vec![fill; (len % PIECE) as usize]));
+    }
+    chunks.push(Chunk::Raw(suffix.to_string()));
+    Reply::Raw { status, headers: vec![("content-type".into(), content_type.into())], chunks }
 }
 
 /// A request as the mock received it.
@@ -324,6 +355,7 @@ enum Api {
 enum Action {
     Respond(Response),
     Stream(Vec<Chunk>),
+    Raw { status: u16, headers: Vec<(String, String)>, chunks: Vec<Chunk> },
     Hang,
 }
 
@@ -365,6 +397,11 @@ fn serve_connection(stream: TcpStream, shared: &Shared) {
             }
             Action::Stream(chunks) => {
                 let _ = http::write_stream(&mut writer, &chunks, openai);
+                let _ = writer.shutdown(Shutdown::Both);
+                return;
+            }
+            Action::Raw { status, headers, chunks } => {
+                let _ = http::write_raw(&mut writer, status, &headers, &chunks, openai);
                 let _ = writer.shutdown(Shutdown::Both);
                 return;
             }
@@ -554,6 +591,7 @@ fn render(shared: &Shared, reply: Reply, context: &Context) -> Action {
                 .collect();
             Action::Stream(chunks)
         }
+        Reply::Raw { status, headers, chunks } => Action::Raw { status, headers, chunks },
         Reply::Hang => Action::Hang,
     }
 }

@@ -6,6 +6,7 @@
 pub mod editor;
 pub mod mock_model;
 pub mod rss;
+pub mod stdio;
 
 use std::path::{Path, PathBuf};
 

@@ -210,12 +210,52 @@ pub(super) fn write_stream(writer: &mut TcpStream, chunks: &[Chunk], openai: boo
     );
     writer.write_all(head.as_bytes())?;
     writer.flush()?;
+    write_chunks(writer, chunks)
+}
+
+/// Writes a response of any status with the given headers (`content-type: application/json`
+/// unless they name one), close-delimited, then the chunks as [`write_stream`] does.
+pub(super) fn write_raw(
+    writer: &mut TcpStream,
+    status: u16,
+    headers: &[(String, String)],
+    chunks: &[Chunk],
+    openai: bool,
+) -> io::Result<()> {
+    let request_id = format!("req_mock{:020}", next_id());
+    let mut head = format!(
+        "HTTP/1.1 {status} {}\r\n{}connection: close\r\n",
+        reason(status),
+        request_id_headers(&request_id, openai)
+    );
+    if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("content-type")) {
+        head.push_str("content-type: application/json\r\n");
+    }
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    writer.write_all(head.as_bytes())?;
+    writer.flush()?;
+    write_chunks(writer, chunks)
+}
+
+fn write_chunks(writer: &mut TcpStream, chunks: &[Chunk]) -> io::Result<()> {
     for chunk in chunks {
         match chunk {
             Chunk::Raw(text) => writer.write_all(text.as_bytes())?,
             Chunk::Bytes(bytes) => writer.write_all(bytes)?,
             Chunk::Sleep(pause) => thread::sleep(*pause),
             Chunk::Close => return Ok(()),
+            Chunk::Repeat { piece, times, pause } => {
+                for _ in 0..*times {
+                    writer.write_all(piece)?;
+                    if !pause.is_zero() {
+                        writer.flush()?;
+                        thread::sleep(*pause);
+                    }
+                }
+            }
         }
         writer.flush()?;
     }
