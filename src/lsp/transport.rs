@@ -360,6 +360,16 @@ fn check(body: &[u8]) -> Result<(), Vec<u8>> {
     if !(has_method || is_response) || !params_ok {
         return Err(invalid(-32600, "invalid request: not a JSON-RPC request, notification or response", id));
     }
+    // What tower-lsp-server's decoder takes, or it stops reading for good
+    // (found by fuzzing): an id that is an integer in i64, a string or null;
+    // a response it can decode (responses are small: answers to our requests).
+    let id_ok = shape.id.as_ref().is_none_or(|id| id.is_string() || id.is_null() || id.is_i64());
+    if !id_ok {
+        return Err(invalid(-32600, "invalid request: `id` must be a string, an integer or null", None));
+    }
+    if !has_method && serde_json::from_slice::<tower_lsp_server::jsonrpc::Response>(body).is_err() {
+        return Err(invalid(-32600, "invalid response: not a JSON-RPC response", id));
+    }
     Ok(())
 }
 
@@ -641,5 +651,35 @@ mod tests {
         // Small messages and other methods pass unchanged.
         let small = br#"{"jsonrpc":"2.0","method":"textDocument/didOpen","params":{}}"#.to_vec();
         assert_eq!(stash_text(small.clone(), &stash), small);
+    }
+
+    #[test]
+    fn ids_and_responses_the_decoder_behind_would_stop_on_are_invalid() {
+        // Found by fuzzing (fuzz/regressions/lsp_transport): each of these
+        // passed the check and then stopped tower-lsp-server's reader.
+        for bad in [
+            r#"{"jsonrpc":"2.0","id":true,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"result":null}"#,
+            r#"{"jsonrpc":"2.0","id":true,"result":null}"#,
+            r#"{"jsonrpc":"2.0","id":18446744073709551615,"result":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":null,"error":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":"x","message":1}}"#,
+        ] {
+            let out: Value = serde_json::from_slice(&check(bad.as_bytes()).unwrap_err()).unwrap();
+            assert_eq!(out["method"], INVALID_MESSAGE, "{bad}");
+            assert_eq!(out["params"]["code"], -32600, "{bad}");
+        }
+        for good in [
+            r#"{"jsonrpc":"2.0","id":-3,"method":"x","params":[]}"#,
+            r#"{"jsonrpc":"2.0","id":"a","result":{"x":1}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"m"}}"#,
+            r#"{"jsonrpc":"2.0","method":"n"}"#,
+        ] {
+            assert!(check(good.as_bytes()).is_ok(), "{good}");
+            let body = good.as_bytes();
+            let decoded = serde_json::from_slice::<tower_lsp_server::jsonrpc::Request>(body).is_ok()
+                || serde_json::from_slice::<tower_lsp_server::jsonrpc::Response>(body).is_ok();
+            assert!(decoded, "{good}");
+        }
     }
 }

@@ -154,7 +154,11 @@ impl Accumulator {
         };
         let index = v["index"].as_u64().unwrap_or(0);
         match v["type"].as_str().unwrap_or(event) {
-            "message_start" => self.message = v["message"].clone(),
+            // Not an object (found by fuzzing): an empty message instead,
+            // since the fields set on it later would panic on anything else.
+            "message_start" => {
+                self.message = Some(&v["message"]).filter(|m| m.is_object()).cloned().unwrap_or_else(|| json!({}))
+            }
             "content_block_start" => {
                 let block = v["content_block"].clone();
                 if block["type"] == "tool_use" {
@@ -659,5 +663,22 @@ mod tests {
         .unwrap_err();
         assert!(e.retryable);
         assert_eq!(e.message, "Anthropic API stream error: the API is overloaded; try again later: Overloaded");
+    }
+
+    #[test]
+    fn a_message_start_that_is_not_an_object_does_not_panic() {
+        // fuzz/regressions/sse/anthropic-message-start-not-object
+        let mut acc = Accumulator::default();
+        for (name, data) in [
+            ("message_start", json!({"type": "message_start", "message": "nope"})),
+            (
+                "message_delta",
+                json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}}),
+            ),
+            ("message_stop", json!({"type": "message_stop"})),
+        ] {
+            let _ = acc.apply(name, &data.to_string(), &|_| {});
+        }
+        let _ = acc.finish();
     }
 }
