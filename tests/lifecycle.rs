@@ -196,12 +196,7 @@ fn fake_lsp() -> PathBuf {
 
 /// The peak resident set of `pid`, in kB (`VmHWM`).
 fn peak_rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no VmHWM in /proc/{pid}/status"))
+    common::rss::peak_kib(pid).unwrap_or_else(|| panic!("no VmHWM in /proc/{pid}/status"))
 }
 
 #[test]

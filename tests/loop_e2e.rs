@@ -37,15 +37,7 @@ fn workspace(toml: &str) -> Ws {
 fn run(ws: &Ws, env: &[(&str, &str)], args: &[&str]) -> Output {
     let mut cmd = Command::new(agentfix_bin());
     cmd.current_dir(&ws.root).args(args);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("ANTHROPIC_")
-            || k.starts_with("OPENAI_")
-            || k.starts_with("AGENTFIX_")
-            || k.to_ascii_lowercase().ends_with("_proxy")
-        {
-            cmd.env_remove(k);
-        }
-    }
+    common::without_provider_env(&mut cmd);
     cmd.env("AGENTFIX_TRANSCRIPT_DIR", &ws.transcripts)
         .env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0")
         .envs(env.iter().copied());

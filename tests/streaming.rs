@@ -56,26 +56,12 @@ fn compatible(mock: &MockModel) -> Vec<(&'static str, String)> {
     vec![("AGENTFIX_PROVIDER", "openai-compatible".into()), ("OPENAI_BASE_URL", format!("{}/v1", mock.base_url()))]
 }
 
-fn vm_hwm_kb(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
 /// Runs `agentfix fix calc.py --line 2` with `env`, polling the child's `VmHWM` every 20 ms
 /// until it exits (a zombie has none, so the last reading before the exit is kept).
 fn fix(ws: &Ws, env: &[(&'static str, String)]) -> Run {
     let mut cmd = Command::new(agentfix_bin());
     cmd.current_dir(&ws.root).args(["fix", "calc.py", "--line", "2"]);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("ANTHROPIC_")
-            || k.starts_with("OPENAI_")
-            || k.starts_with("AGENTFIX_")
-            || k.to_ascii_lowercase().ends_with("_proxy")
-        {
-            cmd.env_remove(k);
-        }
-    }
+    common::without_provider_env(&mut cmd);
     cmd.env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0")
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .stdin(Stdio::null())
@@ -97,7 +83,7 @@ fn fix(ws: &Ws, env: &[(&'static str, String)]) -> Run {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
-        if let Some(kb) = vm_hwm_kb(child.id()) {
+        if let Some(kb) = common::rss::peak_kib(child.id()) {
             peak_kb = peak_kb.max(kb);
         }
         if started.elapsed() > Duration::from_secs(240) {

@@ -227,7 +227,7 @@ pub async fn fix(args: FixArgs) -> ExitCode {
             format!("{} is outside the workspace root {}; pass --root", path.display(), root.display()),
         );
     }
-    if workspace.is_protected(&path) {
+    if workspace.is_protected_target(&path) {
         return fail(
             exit::USAGE,
             format!(

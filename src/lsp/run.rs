@@ -129,7 +129,7 @@ async fn run_fix(
     }
     let ds_roots = roots.clone();
     let workspace = Arc::new(Workspace::new(roots).with_protected(&config.exclude).with_file(path.clone()));
-    if workspace.is_protected(&path) || crate::workspace::real_path(&path).is_some_and(|r| workspace.is_protected(&r)) {
+    if workspace.is_protected_target(&path) {
         let msg = format!(
             "Agent fix does not work on {}: it is a protected file (secrets such as .env files, keys and credentials are never sent to the model).",
             workspace.display(&path)

@@ -231,6 +231,12 @@ impl Workspace {
         self.protected.matches(rel)
     }
 
+    /// Whether a file a run is asked to work on is protected: its path, or
+    /// where its symlinks lead.
+    pub fn is_protected_target(&self, path: &Path) -> bool {
+        self.is_protected(path) || real_path(path).is_some_and(|r| self.is_protected(&r))
+    }
+
     /// The path as the model should see it: relative to its root, with `/`.
     pub fn display(&self, path: &Path) -> String {
         for root in &self.roots {

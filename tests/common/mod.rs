@@ -12,6 +12,20 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+/// Removes from `cmd` the provider, agentfix and proxy variables of the
+/// test process, so a run sees only the environment its test gives it.
+pub fn without_provider_env(cmd: &mut std::process::Command) {
+    for (k, _) in std::env::vars() {
+        if k.starts_with("ANTHROPIC_")
+            || k.starts_with("OPENAI_")
+            || k.starts_with("AGENTFIX_")
+            || k.to_ascii_lowercase().ends_with("_proxy")
+        {
+            cmd.env_remove(k);
+        }
+    }
+}
+
 /// Path of the `agentfix` binary Cargo built for this integration test.
 pub fn agentfix_bin() -> &'static str {
     env!("CARGO_BIN_EXE_agentfix")
