@@ -57,7 +57,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match command {
+    let code = match command {
         Some(Command::Fix(args)) => runtime.block_on(agentfix::cli::fix(args)),
         Some(Command::Check(args)) => runtime.block_on(agentfix::cli::check(args)),
         Some(Command::Replay(args)) => runtime.block_on(agentfix::cli::replay(args)),
@@ -65,11 +65,12 @@ fn main() -> ExitCode {
         Some(Command::SandboxExec(_)) => unreachable!("handled before the runtime starts"),
         Some(Command::Lsp) | None => {
             let _ = cli.stdio;
-            let code = runtime.block_on(agentfix::lsp::serve_stdio());
-            // What is left (a run still ending) is dropped now, which kills
-            // its children; nothing waits for the client.
-            runtime.shutdown_timeout(std::time::Duration::from_millis(500));
-            ExitCode::from(code)
+            ExitCode::from(runtime.block_on(agentfix::lsp::serve_stdio()))
         }
-    }
+    };
+    // What is left (a run still ending, a file read a cancel abandoned) is
+    // dropped now, which kills its children; nothing waits for the client
+    // or for a stalled disk.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    code
 }

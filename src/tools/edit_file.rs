@@ -31,6 +31,7 @@ impl Tool for EditFile {
     const DESCRIPTION: &'static str = "Replace text in a file. `old_text` must match the file's current text exactly \
         (whitespace included) and occur exactly once. The edit is not saved to disk: it becomes part of a proposal \
         the user reviews. Returns the edited region with line numbers.";
+    const FILE_SYSTEM: bool = true;
 
     async fn run(&self, input: EditFileInput, ctx: &ToolContext) -> Result<String, ToolError> {
         let path = ctx.overlay.resolve(&input.path)?;

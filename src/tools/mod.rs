@@ -105,6 +105,12 @@ pub trait Tool: Send + Sync + 'static {
     type Input: DeserializeOwned + JsonSchema + Send;
     const NAME: &'static str;
     const DESCRIPTION: &'static str;
+    /// The tool does synchronous file-system work (reads, walks). It then
+    /// runs on the blocking pool, so a cancel (which drops the call) abandons
+    /// the work instead of waiting for it, and no runtime worker is held by a
+    /// slow disk. Tools that own child processes or streams stay on the
+    /// runtime, where dropping the call stops them.
+    const FILE_SYSTEM: bool = false;
     async fn run(&self, input: Self::Input, ctx: &ToolContext) -> Result<String, ToolError>;
 }
 
@@ -112,7 +118,7 @@ pub trait Tool: Send + Sync + 'static {
 #[async_trait]
 trait DynTool: Send + Sync {
     fn spec(&self) -> ToolSpec;
-    async fn call(&self, input: &Value, ctx: &ToolContext) -> Result<String, ToolError>;
+    async fn call(self: Arc<Self>, input: &Value, ctx: &ToolContext) -> Result<String, ToolError>;
 }
 
 #[async_trait]
@@ -125,7 +131,7 @@ impl<T: Tool> DynTool for T {
         }
     }
 
-    async fn call(&self, input: &Value, ctx: &ToolContext) -> Result<String, ToolError> {
+    async fn call(self: Arc<Self>, input: &Value, ctx: &ToolContext) -> Result<String, ToolError> {
         let input: T::Input = serde_json::from_value(input.clone()).map_err(|e| {
             ToolError::Respond(format!(
                 "invalid input for `{}`: {e}. Expected input schema: {}",
@@ -133,7 +139,17 @@ impl<T: Tool> DynTool for T {
                 input_schema::<T::Input>()
             ))
         })?;
-        self.run(input, ctx).await
+        if !T::FILE_SYSTEM {
+            return self.run(input, ctx).await;
+        }
+        let ctx = ctx.clone();
+        let runtime = tokio::runtime::Handle::current();
+        let work = tokio::task::spawn_blocking(move || runtime.block_on(self.run(input, &ctx)));
+        match work.await {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Err(ToolError::Fatal(format!("`{}` was stopped: agentfix is shutting down", T::NAME))),
+        }
     }
 }
 
@@ -164,7 +180,7 @@ fn strip_formats(v: &mut Value) {
 
 /// The tools of a run, bound to its context.
 pub struct Toolbox {
-    tools: Vec<Box<dyn DynTool>>,
+    tools: Vec<Arc<dyn DynTool>>,
     /// `specs[i]` declares `tools[i]`; computed once per run.
     specs: Vec<ToolSpec>,
     ctx: ToolContext,
@@ -174,15 +190,15 @@ impl Toolbox {
     /// Every built-in tool; the symbol tools only when the context has
     /// language servers.
     pub fn standard(ctx: ToolContext) -> Self {
-        let mut tools: Vec<Box<dyn DynTool>> =
-            vec![Box::new(ReadFile), Box::new(ListFiles), Box::new(Grep), Box::new(EditFile), Box::new(WriteFile)];
+        let mut tools: Vec<Arc<dyn DynTool>> =
+            vec![Arc::new(ReadFile), Arc::new(ListFiles), Arc::new(Grep), Arc::new(EditFile), Arc::new(WriteFile)];
         if ctx.symbols.is_some() {
-            tools.push(Box::new(DocumentSymbols));
-            tools.push(Box::new(WorkspaceSymbols));
-            tools.push(Box::new(FindDefinition));
-            tools.push(Box::new(FindReferences));
-            tools.push(Box::new(Hover));
-            tools.push(Box::new(Diagnostics));
+            tools.push(Arc::new(DocumentSymbols));
+            tools.push(Arc::new(WorkspaceSymbols));
+            tools.push(Arc::new(FindDefinition));
+            tools.push(Arc::new(FindReferences));
+            tools.push(Arc::new(Hover));
+            tools.push(Arc::new(Diagnostics));
         }
         let specs = tools.iter().map(|t| t.spec()).collect();
         Self { tools, specs, ctx }
@@ -195,7 +211,7 @@ impl Toolbox {
         if !note.is_empty() {
             spec.description = format!("{} {note}", spec.description);
         }
-        self.tools.push(Box::new(tool));
+        self.tools.push(Arc::new(tool));
         self.specs.push(spec);
     }
 
@@ -211,7 +227,7 @@ impl ToolSet for Toolbox {
     }
 
     async fn call(&self, name: &str, input: &Value) -> ToolOutput {
-        let Some(tool) = self.specs.iter().position(|s| s.name == name).map(|i| &self.tools[i]) else {
+        let Some(tool) = self.specs.iter().position(|s| s.name == name).map(|i| Arc::clone(&self.tools[i])) else {
             let names: Vec<&str> = self.specs.iter().map(|s| s.name.as_str()).collect();
             return ToolOutput {
                 content: format!("unknown tool `{name}`; the available tools are: {}", names.join(", ")),
@@ -365,6 +381,46 @@ pub(crate) mod test_support {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Buffers whose every read blocks until released, like a stalled disk.
+    struct Stalled(std::sync::Mutex<std::sync::mpsc::Receiver<()>>);
+
+    impl crate::workspace::BufferSource for Stalled {
+        fn buffer(&self, _path: &std::path::Path) -> Option<crate::workspace::BufferText> {
+            let _ = self.0.lock().unwrap().recv_timeout(std::time::Duration::from_secs(20));
+            None
+        }
+        fn open_paths(&self) -> Vec<PathBuf> {
+            Vec::new()
+        }
+    }
+
+    /// A single-threaded runtime, as in the worst case: a tool blocking on
+    /// the runtime's thread would keep the timeout (standing in for the
+    /// run's cancel) from ever firing.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_stalled_file_read_is_abandoned_by_a_cancel_and_the_runtime_stays_free() {
+        let (_d, plain) = test_support::context(&[("a.txt", "x\n")], &[]);
+        let (release, stalled) = std::sync::mpsc::channel();
+        let overlay = Arc::new(Overlay::new(
+            Arc::new(plain.overlay.workspace().clone()),
+            Arc::new(Stalled(std::sync::Mutex::new(stalled))),
+        ));
+        let tb = Toolbox::standard(ToolContext::plain(overlay, plain.target.clone()));
+        let started = std::time::Instant::now();
+        let input = json!({"path": "a.txt"});
+        let call = tb.call("read_file", &input);
+        let abandoned = tokio::time::timeout(std::time::Duration::from_millis(200), call).await;
+        assert!(abandoned.is_err(), "the read should still be stalled: {abandoned:?}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "the cancel waited for the read");
+        // The runtime is free for other work meanwhile, and the abandoned
+        // read ends when the disk answers.
+        tokio::task::yield_now().await;
+        release.send(()).unwrap();
+        let plain_box = Toolbox::standard(plain);
+        let out = plain_box.call("read_file", &json!({"path": "a.txt"})).await;
+        assert!(!out.is_error && out.content.contains("x"), "{}", out.content);
+    }
 
     #[tokio::test]
     async fn unknown_tools_and_bad_input_are_tool_errors() {

@@ -27,6 +27,7 @@ impl Tool for WriteFile {
     const NAME: &'static str = "write_file";
     const DESCRIPTION: &'static str = "Create a new file, or replace the whole text of an existing one. Prefer \
         edit_file for changes to existing files. Nothing is saved to disk: it becomes part of a proposal the user reviews.";
+    const FILE_SYSTEM: bool = true;
 
     async fn run(&self, input: WriteFileInput, ctx: &ToolContext) -> Result<String, ToolError> {
         let path = ctx.overlay.resolve(&input.path)?;

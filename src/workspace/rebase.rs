@@ -54,6 +54,18 @@
 //! `(start, end)`; a hunk that overlaps an earlier one of the same proposal is
 //! a conflict too. Two insertions at the same point keep their order.
 //!
+//! # Line breaks
+//!
+//! LSP counts `\r\n` as one line break, so no position names the point
+//! between its `\r` and its `\n`. A change next to a hunk can create one
+//! there: the base `"\r漢"`, a hunk deleting the `\r`, and the user replacing
+//! `漢` with `\n` leave the hunk ending inside `"\r\n"`, where an editor would
+//! clamp the edit to the wrong place. A surviving hunk with a boundary that
+//! splits a CRLF on the current text but did not on the base is a conflict
+//! (the change meets the hunk there, so the user's typing is next to it).
+//! Hunks that split a CRLF on the base already are the caller's business; the
+//! line diff never makes them.
+//!
 //! # Output
 //!
 //! [`Rebased::hunks`] are on the current text, sorted and non-overlapping, in
@@ -168,6 +180,23 @@ pub fn rebase(base: &str, hunks: &[Hunk], changes: &[TextChange]) -> Rebased {
             current.remove(start_char..end_char);
             current.insert(start_char, &change.text);
         }
+
+        // A boundary the user's typing put between a `\r` and its `\n`.
+        let current_bytes = |i: usize| current.byte(i);
+        for t in tracked.iter_mut().filter(|t| t.conflict.is_none()) {
+            let base_end = t.base_start + (t.end - t.start);
+            let now_at_start = splits_crlf(current.len_bytes(), current_bytes, t.start);
+            let now = now_at_start || splits_crlf(current.len_bytes(), current_bytes, t.end);
+            let base_byte = |i: usize| base.as_bytes()[i];
+            let before =
+                splits_crlf(base.len(), base_byte, t.base_start) || splits_crlf(base.len(), base_byte, base_end);
+            if now && !before {
+                let line = line_of(base, if now_at_start { t.base_start } else { base_end });
+                t.conflict = Some(format!(
+                    "the user's edit next to line {line} made a line break across the hunk while the agent was working"
+                ));
+            }
+        }
     }
 
     let mut out = Rebased::default();
@@ -178,6 +207,13 @@ pub fn rebase(base: &str, hunks: &[Hunk], changes: &[TextChange]) -> Rebased {
         }
     }
     out
+}
+
+/// Whether byte `offset` of a text of `len` bytes read through `byte` lies
+/// between the `\r` and the `\n` of a CRLF: no LSP position names that point
+/// (the line break is one unit).
+fn splits_crlf(len: usize, byte: impl Fn(usize) -> u8, offset: usize) -> bool {
+    offset > 0 && offset < len && byte(offset - 1) == b'\r' && byte(offset) == b'\n'
 }
 
 /// Whether the change `start..end` touches the hunk `hunk_start..hunk_end`
@@ -379,6 +415,28 @@ mod tests {
     }
 
     #[test]
+    fn typing_that_makes_a_crlf_across_a_hunk_boundary_conflicts() {
+        // The fuzz finding: the hunk deletes a lone `\r`, the user turns the
+        // next char into `\n`; the hunk would end inside the CRLF.
+        let base = "\r漢";
+        let r = rebase(base, &[hunk(0, 1, "")], &[change(1, 4, "\n")]);
+        assert!(r.hunks.is_empty(), "{r:?}");
+        assert_eq!(r.conflicts.len(), 1);
+        assert!(r.conflicts[0].reason.contains("line break across the hunk"), "{}", r.conflicts[0].reason);
+
+        // The start side: the hunk starts with `\n`, the user ends the text
+        // before it with `\r`.
+        let base = "ab\ncd\n";
+        let r = rebase(base, &[hunk(2, 3, "")], &[change(1, 2, "\r")]);
+        assert!(r.hunks.is_empty() && r.conflicts.len() == 1, "{r:?}");
+
+        // A CRLF next to the hunk that the boundary does not split is fine.
+        let base = "ab\ncd\n";
+        let r = rebase(base, &[hunk(3, 6, "CD")], &[change(1, 2, "\r")]);
+        assert_eq!(r.hunks, vec![hunk(3, 6, "CD")]);
+    }
+
+    #[test]
     fn offsets_inside_a_char_or_past_the_end_are_normalised() {
         let base = "é😀z";
         // A hunk from inside "é" to inside "😀": becomes 0..2.
@@ -476,7 +534,7 @@ mod tests {
         use super::super::*;
         use crate::workspace::apply_hunks;
 
-        const PIECES: &[&str] = &["a", "b", "z", " ", "\n", "\r\n", "é", "漢", "字", "😀", "🦀", "x\n", "\t"];
+        const PIECES: &[&str] = &["a", "b", "z", " ", "\n", "\r\n", "\r", "é", "漢", "字", "😀", "🦀", "x\n", "\t"];
 
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         enum Id {
@@ -833,6 +891,22 @@ mod tests {
             prop_assert_eq!(&user_first, &agent_first_by_offsets(sc, &accepted)?);
             if sc.changes.is_empty() {
                 prop_assert_eq!(&r.hunks, &sc.hunks);
+            }
+
+            // (f) no boundary the user's typing put inside a CRLF.
+            let splits = |text: &str, i: usize| {
+                i > 0 && i < text.len() && text.as_bytes()[i - 1] == b'\r' && text.as_bytes()[i] == b'\n'
+            };
+            let base_split = sc.hunks.iter().any(|h| splits(&sc.base, h.old_start) || splits(&sc.base, h.old_end));
+            if !base_split {
+                for h in &r.hunks {
+                    prop_assert!(
+                        !splits(&current, h.old_start) && !splits(&current, h.old_end),
+                        "{:?} splits a CRLF of {:?}",
+                        h,
+                        current
+                    );
+                }
             }
             Ok(r)
         }
