@@ -2,19 +2,19 @@
 //! CLI): the system prompt, the first user message built from the target,
 //! the tools over a fresh overlay, and the agent loop.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{self, Limits, Outcome, RunEvent, Stop};
-use crate::config::{Config, PartialEdits};
-use crate::downstream::{Diagnostic, Symbol, SymbolSource};
+use crate::config::{Config, ConfigError, PartialEdits, Settings};
+use crate::downstream::{Diagnostic, DiagnosticsWait, Downstream, Symbol, SymbolSource};
 use crate::model::StreamUpdate;
 use crate::providers::ModelClient;
 use crate::tools::{Approval, Approver, CommandSpec, RunCommand, ToolContext, ToolSet, Toolbox};
 use crate::transcript::Transcript;
-use crate::workspace::{FileChange, Overlay};
+use crate::workspace::{FileChange, Overlay, Workspace};
 
 /// Lines of code shown around the target in the first message.
 const CONTEXT_LINES: u32 = 30;
@@ -283,17 +283,140 @@ fn thousands(n: u64) -> String {
     out
 }
 
+/// How a fix ended, decided once here for every front end: the LSP server
+/// turns it into a message and an edit, the CLI into a diff and an exit code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The run was cancelled (by the user, the request or the end of the
+    /// session); nothing is proposed.
+    Cancelled,
+    /// A limit stopped the run and `partialEdits` is `discard`: the edits to
+    /// `files` files were dropped. `reason` says which limit.
+    Discarded { files: usize, reason: String },
+    /// The run ended without an edit.
+    NoEdit(NoEdit),
+    /// Edits to propose.
+    Proposal(Proposal),
+}
+
+/// Why a run ended without an edit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoEdit {
+    /// The model API failed; the message says what to do.
+    ModelError(String),
+    /// The model finished without editing; its summary (maybe empty) says why.
+    Finished(String),
+    /// A limit or a failing tool stopped the run first; the reason says which.
+    Stopped(String),
+}
+
+/// The edits of a run, to review.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proposal {
+    /// One per changed file.
+    pub changes: Vec<FileChange>,
+    /// The model's closing text.
+    pub summary: String,
+    /// Why the run stopped before the model finished, when it did (the
+    /// edits are then partial, offered because `partialEdits` is `offer`).
+    pub stopped_early: Option<String>,
+}
+
+impl Verdict {
+    /// Decides how a run that ended with `outcome` and left `changes` went.
+    fn of(
+        outcome: &Outcome,
+        changes: Vec<FileChange>,
+        cancelled: bool,
+        limits: &Limits,
+        partial: PartialEdits,
+    ) -> Self {
+        let reason = outcome.stop.describe(limits);
+        if cancelled || outcome.stop == Stop::Cancelled {
+            return Verdict::Cancelled;
+        }
+        let natural = outcome.stop.is_natural();
+        if !natural && partial == PartialEdits::Discard && !changes.is_empty() {
+            return Verdict::Discarded { files: changes.len(), reason };
+        }
+        if changes.is_empty() {
+            return Verdict::NoEdit(match &outcome.stop {
+                Stop::ModelError(e) => NoEdit::ModelError(e.message.clone()),
+                s if s.is_natural() => NoEdit::Finished(outcome.summary.trim().to_string()),
+                _ => NoEdit::Stopped(reason),
+            });
+        }
+        Verdict::Proposal(Proposal {
+            changes,
+            summary: outcome.summary.clone(),
+            stopped_early: (!natural).then_some(reason),
+        })
+    }
+}
+
 /// The result of one fix.
 pub struct FixResult {
     pub outcome: Outcome,
-    /// The proposal (empty when `partialEdits` is `discard` and a limit
-    /// stopped the run, or when the run was cancelled).
-    pub changes: Vec<FileChange>,
-    /// Edits dropped because the run stopped early and `partialEdits` is `discard`.
-    pub discarded: usize,
+    pub verdict: Verdict,
     pub limits: Limits,
     /// The transcript file, when transcripts are on.
     pub transcript: Option<PathBuf>,
+}
+
+impl FixResult {
+    /// The proposed changes; none unless the verdict is a proposal.
+    pub fn changes(&self) -> &[FileChange] {
+        match &self.verdict {
+            Verdict::Proposal(p) => &p.changes,
+            _ => &[],
+        }
+    }
+
+    /// Whether the model API failed (the CLI's exit code 3), whatever was
+    /// proposed before it did.
+    pub fn model_failed(&self) -> bool {
+        matches!(self.outcome.stop, Stop::ModelError(_))
+    }
+}
+
+/// What both front ends need before a run: the configuration in force and
+/// the model client it names.
+pub struct Setup {
+    pub config: Config,
+    pub model: Arc<dyn ModelClient>,
+}
+
+impl Setup {
+    /// Loads the configuration for `root` over the editor's settings, and
+    /// the provider it names.
+    pub fn load(root: Option<&Path>, editor: &Settings) -> Result<Self, ConfigError> {
+        let config = Config::load(root, editor)?;
+        let model = crate::providers::from_config(&config)?;
+        Ok(Self { config, model })
+    }
+
+    /// The run's view of `roots`: the configured `exclude` patterns on top of
+    /// the built-in protected files.
+    pub fn workspace(&self, roots: Vec<PathBuf>) -> Workspace {
+        Workspace::new(roots).with_protected(&self.config.exclude)
+    }
+
+    /// The downstream language servers the configuration asks for, over `roots`.
+    pub fn downstream(&self, roots: Vec<PathBuf>) -> Downstream {
+        downstream_for(&self.config, roots)
+    }
+}
+
+/// The downstream language servers `config` asks for, over `roots`.
+pub fn downstream_for(config: &Config, roots: Vec<PathBuf>) -> Downstream {
+    let wait = DiagnosticsWait {
+        settle: config.diagnostics_settle,
+        max: config.diagnostics_timeout,
+        query: config.language_server_timeout,
+    };
+    Downstream::new(config.language_servers.clone(), roots, wait)
+        .with_defaults(config.default_language_servers)
+        .with_env_allow(config.env_allow.clone())
 }
 
 /// Runs one fix to the end over `overlay` (fresh, owned by the caller so it
@@ -392,7 +515,7 @@ pub async fn run(
     };
     let tools = KeyScrubbed { inner: &toolbox, redactor: config.key_redactor() };
     let outcome = agent::run(SYSTEM_PROMPT, prompt, model, &tools, &limits, cancel, &observe).await;
-    let mut changes = overlay.changes();
+    let changes = overlay.changes();
     if let Some(s) = &symbols {
         // Language servers go back to the editor's text.
         let docs: Vec<_> = overlay
@@ -408,19 +531,15 @@ pub async fn run(
     if let Some(t) = &transcript {
         t.end(&outcome, &overlay.bases(), &changes, started.elapsed().as_millis() as u64);
     }
-    let mut discarded = 0;
-    if outcome.stop == Stop::Cancelled || (!outcome.stop.is_natural() && config.partial_edits == PartialEdits::Discard)
-    {
-        discarded = changes.len();
-        changes.clear();
-    }
-    FixResult { outcome, changes, discarded, limits, transcript: transcript.map(|t| t.path().to_path_buf()) }
+    let verdict = Verdict::of(&outcome, changes, cancel.is_cancelled(), &limits, config.partial_edits);
+    FixResult { outcome, verdict, limits, transcript: transcript.map(|t| t.path().to_path_buf()) }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::tools::test_support::context;
+    use std::time::Duration;
 
     #[test]
     fn prompt_carries_problem_instruction_and_numbered_context() {
@@ -456,6 +575,61 @@ mod tests {
         let path = target.path.clone();
         ctx.overlay.write(&path, "changed\n".into()).unwrap();
         assert_eq!(ctx.overlay.changes()[0].version, Some(9));
+    }
+
+    #[test]
+    fn the_verdict_is_decided_once_in_order_cancel_discard_no_edit_proposal() {
+        use crate::model::{ModelError, ModelErrorKind, Usage};
+        let limits = Limits { max_turns: 4, max_tokens: 1000, max_output_tokens: 100, timeout: Duration::from_secs(9) };
+        let outcome = |stop: Stop| Outcome {
+            stop,
+            turns: 1,
+            usage: Usage::default(),
+            summary: " Fixed the guard.\n".into(),
+            messages: Vec::new(),
+        };
+        let change = FileChange {
+            path: "/w/a.py".into(),
+            display: "a.py".into(),
+            version: None,
+            pin: None,
+            original: Some("a\n".into()),
+            new_text: "b\n".into(),
+            reasons: Vec::new(),
+        };
+        let (offer, discard) = (PartialEdits::Offer, PartialEdits::Discard);
+        let v = |stop, changes: Vec<FileChange>, cancelled, partial| {
+            Verdict::of(&outcome(stop), changes, cancelled, &limits, partial)
+        };
+        // Cancelled wins, by the loop or by the token after it ended.
+        assert_eq!(v(Stop::Cancelled, vec![change.clone()], false, offer), Verdict::Cancelled);
+        assert_eq!(v(Stop::EndTurn, vec![change.clone()], true, offer), Verdict::Cancelled);
+        // A limit with partialEdits = discard drops the edits, and says which limit.
+        assert_eq!(
+            v(Stop::MaxTurns, vec![change.clone()], false, discard),
+            Verdict::Discarded { files: 1, reason: "the run reached maxTurns (4)".into() }
+        );
+        // A natural end keeps its edits whatever partialEdits says.
+        let Verdict::Proposal(p) = v(Stop::EndTurn, vec![change.clone()], false, discard) else { panic!() };
+        assert_eq!((p.changes.len(), p.stopped_early), (1, None));
+        assert_eq!(p.summary, " Fixed the guard.\n");
+        // A limit with partialEdits = offer offers them, stopped early.
+        let Verdict::Proposal(p) = v(Stop::MaxTurns, vec![change], false, offer) else { panic!() };
+        assert_eq!(p.stopped_early.as_deref(), Some("the run reached maxTurns (4)"));
+        // No edit: why.
+        let error = ModelError::new(ModelErrorKind::Auth, Some(401), "bad key");
+        assert_eq!(
+            v(Stop::ModelError(error), vec![], false, discard),
+            Verdict::NoEdit(NoEdit::ModelError("bad key".into()))
+        );
+        assert_eq!(
+            v(Stop::EndTurn, vec![], false, offer),
+            Verdict::NoEdit(NoEdit::Finished("Fixed the guard.".into()))
+        );
+        assert_eq!(
+            v(Stop::MaxTurns, vec![], false, discard),
+            Verdict::NoEdit(NoEdit::Stopped("the run reached maxTurns (4)".into()))
+        );
     }
 
     #[test]

@@ -220,7 +220,7 @@ pub async fn replay(path: &Path, root: Option<&Path>) -> Result<Report, String> 
             })
             .collect();
         let got: Vec<(PathBuf, Option<i64>, String)> =
-            result.changes.iter().map(|c| (c.path.clone(), c.version.map(i64::from), c.new_text.clone())).collect();
+            result.changes().iter().map(|c| (c.path.clone(), c.version.map(i64::from), c.new_text.clone())).collect();
         if recorded != got {
             let first = recorded.iter().zip(&got).find(|(a, b)| a != b);
             divergence = Some(match first {
@@ -239,7 +239,7 @@ pub async fn replay(path: &Path, root: Option<&Path>) -> Result<Report, String> 
     Ok(Report {
         turns: result.outcome.turns,
         tool_calls: replayed.len(),
-        changed_files: result.changes.len(),
+        changed_files: result.changes().len(),
         divergence,
     })
 }

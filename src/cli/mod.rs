@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{RunEvent, Stop};
+use crate::agent::RunEvent;
 use crate::config::{Config, Settings};
-use crate::downstream::{DiagnosticsWait, Downstream, SymbolSource};
-use crate::fix::{self, ProgressLines, Target};
+use crate::downstream::SymbolSource;
+use crate::fix::{self, ProgressLines, Setup, Target, Verdict};
 use crate::providers;
 use crate::tools::{Approval, Approver};
 use crate::workspace::{NoBuffers, Overlay, Workspace, unified_diff};
@@ -205,41 +205,11 @@ pub async fn check(args: CheckArgs) -> ExitCode {
 
 /// Runs `agentfix fix`.
 pub async fn fix(args: FixArgs) -> ExitCode {
-    let root = match args.root.clone().map_or_else(std::env::current_dir, Ok).and_then(std::fs::canonicalize) {
-        Ok(r) => r,
-        Err(e) => return fail(exit::USAGE, format!("cannot use the workspace root: {e}")),
-    };
-    let path = match std::fs::canonicalize(&args.path) {
-        Ok(p) if p.is_file() => p,
-        Ok(_) => {
-            return fail(exit::USAGE, format!("{} is not a file", args.path.display()));
-        }
-        Err(e) => return fail(exit::USAGE, format!("{}: {e}", args.path.display())),
-    };
-    let config = match Config::load(Some(&root), &Settings::default()) {
-        Ok(c) => c,
+    let (setup, workspace, path) = match prepare(&args) {
+        Ok(x) => x,
         Err(e) => return fail(exit::USAGE, e),
     };
-    let workspace = Arc::new(Workspace::new(vec![root.clone()]).with_protected(&config.exclude));
-    if !workspace.contains(&path) {
-        return fail(
-            exit::USAGE,
-            format!("{} is outside the workspace root {}; pass --root", path.display(), root.display()),
-        );
-    }
-    if workspace.is_protected_target(&path) {
-        return fail(
-            exit::USAGE,
-            format!(
-                "{} is a protected file (secrets such as .env files, keys and credentials are never sent to the model)",
-                workspace.display(&path)
-            ),
-        );
-    }
-    let model = match providers::from_config(&config) {
-        Ok(m) => m,
-        Err(e) => return fail(exit::USAGE, e),
-    };
+    let root = workspace.primary_root().to_path_buf();
     let target =
         Target { path, lines: (args.line, args.line), problems: Vec::new(), instruction: args.instruction.clone() };
     let cancel = CancellationToken::new();
@@ -257,27 +227,49 @@ pub async fn fix(args: FixArgs) -> ExitCode {
             eprintln!("{}", line.text);
         }
     };
-    let downstream = Arc::new(
-        Downstream::new(
-            config.language_servers.clone(),
-            vec![root.clone()],
-            DiagnosticsWait {
-                settle: config.diagnostics_settle,
-                max: config.diagnostics_timeout,
-                query: config.language_server_timeout,
-            },
-        )
-        .with_defaults(config.default_language_servers)
-        .with_env_allow(config.env_allow.clone()),
-    );
+    let downstream = Arc::new(setup.downstream(vec![root]));
     let symbols: Arc<dyn SymbolSource> = downstream.clone();
-    let overlay = Arc::new(Overlay::new(workspace, Arc::new(NoBuffers)));
+    let overlay = Arc::new(Overlay::new(Arc::new(workspace), Arc::new(NoBuffers)));
     let approver: Arc<dyn Approver> = Arc::new(AllowList(args.allow_command.clone()));
-    let result = fix::run(&config, &*model, overlay, Some(symbols), Some(approver), &target, &cancel, &events).await;
+    let result =
+        fix::run(&setup.config, &*setup.model, overlay, Some(symbols), Some(approver), &target, &cancel, &events).await;
     downstream.stop_all().await;
+    deliver(&result, args.apply)
+}
+
+/// The configuration, the run's workspace and the target's path, or why not.
+fn prepare(args: &FixArgs) -> Result<(Setup, Workspace, PathBuf), String> {
+    let root = args
+        .root
+        .clone()
+        .map_or_else(std::env::current_dir, Ok)
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| format!("cannot use the workspace root: {e}"))?;
+    let path = match std::fs::canonicalize(&args.path) {
+        Ok(p) if p.is_file() => p,
+        Ok(_) => return Err(format!("{} is not a file", args.path.display())),
+        Err(e) => return Err(format!("{}: {e}", args.path.display())),
+    };
+    let setup = Setup::load(Some(&root), &Settings::default()).map_err(|e| e.to_string())?;
+    let workspace = setup.workspace(vec![root.clone()]);
+    if !workspace.contains(&path) {
+        return Err(format!("{} is outside the workspace root {}; pass --root", path.display(), root.display()));
+    }
+    if workspace.is_protected_target(&path) {
+        return Err(format!(
+            "{} is a protected file (secrets such as .env files, keys and credentials are never sent to the model)",
+            workspace.display(&path)
+        ));
+    }
+    Ok((setup, workspace, path))
+}
+
+/// Prints the diff and the run's end, writes the edits with `--apply`, and
+/// maps the verdict to the exit code.
+fn deliver(result: &fix::FixResult, apply: bool) -> ExitCode {
     let outcome = &result.outcome;
     let mut stdout = std::io::stdout().lock();
-    for change in &result.changes {
+    for change in result.changes() {
         let _ =
             stdout.write_all(unified_diff(&change.display, change.original.as_deref(), &change.new_text).as_bytes());
     }
@@ -292,26 +284,25 @@ pub async fn fix(args: FixArgs) -> ExitCode {
     if !outcome.summary.is_empty() {
         eprintln!("agentfix: {}", outcome.summary.trim());
     }
-    if let Stop::ModelError(_) = outcome.stop {
+    if result.model_failed() {
         return ExitCode::from(exit::MODEL);
     }
     if let Some(t) = &result.transcript {
         eprintln!("agentfix: transcript: {}", t.display());
     }
-    if outcome.stop == Stop::Cancelled {
-        return fail(exit::NO_EDIT, "cancelled; nothing written");
-    }
-    if result.discarded > 0 {
-        return fail(
-            exit::NO_EDIT,
-            format!("the run stopped early; {} edited file(s) discarded (partialEdits = discard)", result.discarded),
-        );
-    }
-    if result.changes.is_empty() {
-        return fail(exit::NO_EDIT, "no edit proposed");
-    }
-    if args.apply {
-        for change in &result.changes {
+    let changes = match &result.verdict {
+        Verdict::Cancelled => return fail(exit::NO_EDIT, "cancelled; nothing written"),
+        Verdict::Discarded { files, .. } => {
+            return fail(
+                exit::NO_EDIT,
+                format!("the run stopped early; {files} edited file(s) discarded (partialEdits = discard)"),
+            );
+        }
+        Verdict::NoEdit(_) => return fail(exit::NO_EDIT, "no edit proposed"),
+        Verdict::Proposal(p) => &p.changes,
+    };
+    if apply {
+        for change in changes {
             let written = change
                 .path
                 .parent()

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use tower_lsp_server::Client;
 use tower_lsp_server::ls_types::{MessageActionItem, MessageType};
 
-use super::Session;
+use super::session::Session;
 use crate::tools::{Approval, Approver, RunCommand};
 
 /// How long the user has to answer.

@@ -5,36 +5,34 @@
 //!   in wire order and panics in handlers become error responses;
 //! - `server`: the `LanguageServer` implementation (initialize, code actions,
 //!   configuration);
+//! - `session`: the session's state (documents, client support, settings,
+//!   the registry of runs, downstream servers);
+//! - `ext`: agentfix's own protocol (the command's argument and result);
 //! - `run`: the `agentfix.fix` command, from arguments to `workspace/applyEdit`;
 //! - `progress`: `$/progress` reporting; `convert`: type conversions;
 //! - `transport`: keeps malformed input from stopping the server.
 
 mod approval;
 mod convert;
+mod ext;
 mod ordered;
 mod progress;
 mod proposal;
 mod run;
 mod server;
+mod session;
 mod transport;
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+pub use ext::FIX_COMMAND;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use tower_lsp_server::ls_types::ClientCapabilities;
-use tower_lsp_server::{Client, LspService, Server};
+use tower_lsp_server::{LspService, Server};
 
-use crate::config::{Config, Settings};
-use crate::documents::{Documents, PositionEncoding};
-use crate::downstream::{DiagnosticsWait, Downstream};
-use crate::workspace::Overlay;
-
-/// The command the code actions carry.
-pub const FIX_COMMAND: &str = "agentfix.fix";
+use session::Session;
 
 /// How many requests the server works on at once. Runs of `agentfix.fix`
 /// each hold one slot while they last, so this is far above the default 4:
@@ -47,203 +45,6 @@ const CONCURRENCY: usize = 64;
 const END_BUDGET: Duration = Duration::from_millis(900);
 /// Of which the runs may take this long to end.
 const END_RUNS: Duration = Duration::from_millis(500);
-
-/// State shared by the service wrapper and the handlers. Locks are std
-/// locks, never held across an `.await`.
-pub struct Session {
-    pub docs: Arc<Documents>,
-    /// Downstream language servers, with the configuration they were made for.
-    downstream: tokio::sync::Mutex<Option<(Config, Arc<Downstream>)>>,
-    state: RwLock<SessionState>,
-    /// Cancellation of runs in progress, by progress token.
-    runs: Mutex<HashMap<String, CancellationToken>>,
-    /// Held for writing while `workspace/configuration` is pulled, so that a
-    /// run never starts with the settings of before the pull.
-    config_gate: tokio::sync::RwLock<()>,
-    /// Commands approved "Always in this workspace": (root, name).
-    always: Mutex<std::collections::HashSet<(PathBuf, String)>>,
-    /// Runs in progress, by id.
-    active: Mutex<HashMap<u64, RunEntry>>,
-    next_run: AtomicU64,
-    /// The client, for what the service wrapper must tell the user.
-    client: OnceLock<Client>,
-    /// Cancelled when the session ends (`exit`, or stdin closed); every
-    /// run's cancellation is a child of it.
-    ending: CancellationToken,
-    /// Texts of large `didOpen`s, set aside by the transport (see
-    /// `transport::Stash`).
-    stash: Arc<transport::Stash>,
-    /// Whether `shutdown` was received (the exit code depends on it).
-    shut_down: AtomicBool,
-}
-
-/// A run in progress: its target, its overlay (to see what it edits) and
-/// its cancellation.
-struct RunEntry {
-    target: PathBuf,
-    overlay: Arc<Overlay>,
-    cancel: CancellationToken,
-}
-
-#[derive(Default, Clone)]
-struct SessionState {
-    encoding: PositionEncoding,
-    caps: ClientCapabilities,
-    roots: Vec<PathBuf>,
-    /// `initializationOptions`.
-    init_settings: Settings,
-    /// The `agentfix` section from `workspace/configuration`, or the
-    /// `settings` of `workspace/didChangeConfiguration`; wins over the above.
-    pulled_settings: Settings,
-}
-
-impl SessionState {
-    /// The editor's settings layer of the configuration.
-    fn editor_settings(&self) -> Settings {
-        self.init_settings.merged(&self.pulled_settings)
-    }
-}
-
-impl Session {
-    fn new() -> Self {
-        Self {
-            docs: Arc::new(Documents::new()),
-            downstream: tokio::sync::Mutex::new(None),
-            state: RwLock::new(SessionState::default()),
-            runs: Mutex::new(HashMap::new()),
-            active: Mutex::new(HashMap::new()),
-            always: Mutex::new(std::collections::HashSet::new()),
-            config_gate: tokio::sync::RwLock::new(()),
-            next_run: AtomicU64::new(1),
-            client: OnceLock::new(),
-            ending: CancellationToken::new(),
-            stash: Arc::new(transport::Stash::default()),
-            shut_down: AtomicBool::new(false),
-        }
-    }
-
-    /// A new run's cancellation: cancelled with the session too.
-    fn run_cancellation(&self) -> CancellationToken {
-        self.ending.child_token()
-    }
-
-    fn state(&self) -> SessionState {
-        self.state.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    fn update(&self, f: impl FnOnce(&mut SessionState)) {
-        f(&mut self.state.write().unwrap_or_else(|e| e.into_inner()));
-    }
-
-    /// Reads the state under its lock, without cloning it (for the hot
-    /// paths: code actions, document sync).
-    fn read_state<T>(&self, f: impl FnOnce(&SessionState) -> T) -> T {
-        f(&self.state.read().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    fn encoding(&self) -> PositionEncoding {
-        self.read_state(|s| s.encoding)
-    }
-
-    fn register_run(&self, token: &str, cancel: CancellationToken) {
-        self.runs.lock().unwrap_or_else(|e| e.into_inner()).insert(token.to_string(), cancel);
-    }
-
-    fn unregister_run(&self, token: &str) {
-        self.runs.lock().unwrap_or_else(|e| e.into_inner()).remove(token);
-    }
-
-    /// Cancels the run reporting progress on `token`; false if none.
-    fn cancel_run(&self, token: &str) -> bool {
-        match self.runs.lock().unwrap_or_else(|e| e.into_inner()).get(token) {
-            Some(c) => {
-                c.cancel();
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn cancel_all_runs(&self) {
-        for c in self.runs.lock().unwrap_or_else(|e| e.into_inner()).values() {
-            c.cancel();
-        }
-    }
-
-    /// The downstream servers for `config` (recreated when the
-    /// `languageServers` setting or the roots changed).
-    async fn downstream(&self, config: &Config, roots: &[PathBuf]) -> Arc<Downstream> {
-        let mut slot = self.downstream.lock().await;
-        if let Some((old, ds)) = slot.as_ref()
-            && old.language_servers == config.language_servers
-            && old.diagnostics_settle == config.diagnostics_settle
-            && old.diagnostics_timeout == config.diagnostics_timeout
-            && old.language_server_timeout == config.language_server_timeout
-            && old.default_language_servers == config.default_language_servers
-            && old.env_allow == config.env_allow
-            && ds.roots() == roots
-        {
-            return ds.clone();
-        }
-        if let Some((_, old)) = slot.take() {
-            old.stop_all().await;
-        }
-        let wait = DiagnosticsWait {
-            settle: config.diagnostics_settle,
-            max: config.diagnostics_timeout,
-            query: config.language_server_timeout,
-        };
-        let ds = Arc::new(
-            Downstream::new(config.language_servers.clone(), roots.to_vec(), wait)
-                .with_defaults(config.default_language_servers)
-                .with_env_allow(config.env_allow.clone()),
-        );
-        *slot = Some((config.clone(), ds.clone()));
-        ds
-    }
-
-    async fn stop_downstream(&self) {
-        if let Some((_, ds)) = self.downstream.lock().await.take() {
-            ds.stop_all().await;
-        }
-    }
-
-    /// The run that already targets or has edited `path`, if any: a second
-    /// run on such a file is refused (its edits would race the first's). A
-    /// cancelled run proposes nothing, so it holds no file while it winds down.
-    fn busy_with(&self, path: &std::path::Path) -> Option<u64> {
-        let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
-        active
-            .iter()
-            .filter(|(_, run)| !run.cancel.is_cancelled())
-            .find(|(_, run)| run.target == path || run.overlay.changes().iter().any(|c| c.path == path))
-            .map(|(id, _)| *id)
-    }
-
-    fn set_active(&self, id: u64, target: PathBuf, overlay: Arc<Overlay>, cancel: CancellationToken) {
-        self.active.lock().unwrap_or_else(|e| e.into_inner()).insert(id, RunEntry { target, overlay, cancel });
-    }
-
-    fn has_active(&self) -> bool {
-        !self.active.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
-    }
-
-    fn clear_active(&self, id: u64) {
-        self.active.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-    }
-
-    fn always_allowed(&self, root: &std::path::Path, name: &str) -> bool {
-        self.always.lock().unwrap_or_else(|e| e.into_inner()).contains(&(root.to_path_buf(), name.to_string()))
-    }
-
-    fn allow_always(&self, root: &std::path::Path, name: &str) {
-        self.always.lock().unwrap_or_else(|e| e.into_inner()).insert((root.to_path_buf(), name.to_string()));
-    }
-
-    fn next_run_id(&self) -> u64 {
-        self.next_run.fetch_add(1, Ordering::Relaxed)
-    }
-}
 
 /// Serves LSP on stdin/stdout until the client says `exit` or closes stdin;
 /// returns the process exit code: 0 when `shutdown` came first, else 1 (as
@@ -300,12 +101,12 @@ pub async fn serve_stdio() -> u8 {
 async fn end_session(session: &Session) {
     let deadline = tokio::time::Instant::now() + END_BUDGET;
     session.ending.cancel();
-    session.cancel_all_runs();
+    session.runs.cancel_all();
     let runs_deadline = tokio::time::Instant::now() + END_RUNS;
-    while session.has_active() && tokio::time::Instant::now() < runs_deadline {
+    while !session.runs.is_empty() && tokio::time::Instant::now() < runs_deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    if session.has_active() {
+    if !session.runs.is_empty() {
         tracing::warn!("runs still ending; the process exits without them");
     }
     // A dropped command is stopped by a task of its own: let it start.

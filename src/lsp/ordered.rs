@@ -28,7 +28,7 @@ use tower_lsp_server::ls_types::{
     DidChangeTextDocumentParams, DidCloseTextDocumentParams, DidSaveTextDocumentParams, MessageType, Uri,
 };
 
-use super::Session;
+use super::session::Session;
 use super::{convert, transport};
 
 pub struct Ordered<S> {
@@ -140,7 +140,7 @@ fn params<T: DeserializeOwned>(req: &Request) -> Option<T> {
     }
 }
 
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+pub(super) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = panic.downcast_ref::<&str>() {
         s.to_string()
     } else if let Some(s) = panic.downcast_ref::<String>() {

@@ -11,45 +11,31 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 use tower_lsp_server::Client;
 use tower_lsp_server::jsonrpc::{Error, ErrorCode, Result};
 use tower_lsp_server::ls_types::request::ApplyWorkspaceEdit;
-use tower_lsp_server::ls_types::{
-    ApplyWorkspaceEditParams, Diagnostic, MessageType, NumberOrString, Range, Uri, WorkspaceEdit,
-};
+use tower_lsp_server::ls_types::{ApplyWorkspaceEditParams, MessageType, NumberOrString, WorkspaceEdit};
 
 use super::approval::ClientApprover;
+use super::ext::{FixArguments, FixResult};
+use super::ordered::panic_message;
 use super::progress::RunProgress;
-use super::{Session, convert, proposal};
+use super::session::{ClientSupport, RunGuard, Session};
+use super::{convert, proposal};
 use crate::agent::{RunEvent, Stop};
-use crate::config::Config;
+use crate::documents::PositionEncoding;
 use crate::downstream::SymbolSource;
-use crate::fix::{self, ProgressLine, ProgressLines, Target};
-use crate::providers;
+use crate::fix::{self, NoEdit, ProgressLine, ProgressLines, Proposal, Setup, Target, Verdict};
 use crate::tools::Approver;
-use crate::workspace::{Overlay, Workspace};
+use crate::workspace::Overlay;
 
 /// At most one streamed-text progress report per this interval.
 const STREAM_THROTTLE: Duration = Duration::from_millis(250);
 
 /// How long the user may take to review the proposal in the editor.
 const APPLY_EDIT_TIMEOUT: Duration = Duration::from_secs(600);
-
-/// The argument object of `agentfix.fix`.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct FixArgs {
-    uri: Uri,
-    #[serde(default)]
-    version: Option<i32>,
-    range: Range,
-    #[serde(default)]
-    diagnostics: Vec<Diagnostic>,
-    #[serde(default)]
-    instruction: Option<String>,
-}
 
 fn request_failed(message: String) -> Error {
     Error { code: ErrorCode::ServerError(-32803), message: message.into(), data: None }
@@ -62,45 +48,135 @@ pub async fn execute_fix(
     arguments: Vec<Value>,
     work_done_token: Option<NumberOrString>,
 ) -> Result<Value> {
-    run_fix(client, session, arguments, work_done_token, false).await.map(|(result, _)| result)
+    let args = FixArguments::from_command(&arguments).map_err(Error::invalid_params)?;
+    let (result, _) = run_fix(client, session, args, work_done_token, Delivery::ApplyEdit).await?;
+    serde_json::to_value(result).map_err(|e| Error {
+        code: ErrorCode::InternalError,
+        message: e.to_string().into(),
+        data: None,
+    })
 }
 
 /// Handles `codeAction/resolve` for clients without `workspace/applyEdit`
 /// (they resolve `edit`): the same run, with the proposal returned as the
 /// action's edit instead of sent with `workspace/applyEdit`.
 pub async fn resolve_fix(client: Client, session: Arc<Session>, argument: Value) -> Result<Option<WorkspaceEdit>> {
-    run_fix(client, session, vec![argument], None, true).await.map(|(_, edit)| edit)
+    let args = FixArguments::from_value(&argument).map_err(Error::invalid_params)?;
+    run_fix(client, session, args, None, Delivery::Return).await.map(|(_, edit)| edit)
 }
 
-/// One run of `agentfix.fix`; `return_edit` returns the proposal instead of
-/// sending it.
+/// Where the proposal goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Delivery {
+    /// `workspace/applyEdit`.
+    ApplyEdit,
+    /// Returned to the caller, as the resolved code action's edit.
+    Return,
+}
+
+/// A run that passed every check, registered, about to start.
+struct Started {
+    setup: Setup,
+    target: Target,
+    overlay: Arc<Overlay>,
+    /// The session's folders, for the downstream servers.
+    roots: Vec<PathBuf>,
+    /// The title when the model gives no summary.
+    fallback_title: Option<String>,
+    support: ClientSupport,
+    encoding: PositionEncoding,
+    work_done_token: Option<NumberOrString>,
+    cancel: CancellationToken,
+    /// Clears the run's registration when the run's task ends.
+    registration: RunGuard,
+}
+
+/// How the proposal was delivered, for the message and the result.
+#[derive(Default)]
+struct Delivered {
+    message: String,
+    applied: bool,
+    cancelled: bool,
+    conflicts: Vec<String>,
+    /// The edit, for [`Delivery::Return`].
+    edit: Option<WorkspaceEdit>,
+}
+
+impl Delivered {
+    fn said(message: impl Into<String>) -> Self {
+        Self { message: message.into(), ..Self::default() }
+    }
+}
+
+/// One run of `agentfix.fix`: start (checks, setup, registration), the run
+/// with its progress in a task of its own, delivery, and the result.
 async fn run_fix(
     client: Client,
     session: Arc<Session>,
-    arguments: Vec<Value>,
+    args: FixArguments,
     work_done_token: Option<NumberOrString>,
-    return_edit: bool,
-) -> Result<(Value, Option<WorkspaceEdit>)> {
-    let args: FixArgs = match arguments.as_slice() {
-        [one] => serde_json::from_value(one.clone()).map_err(|e| {
-            Error::invalid_params(format!(
-                "agentfix.fix expects one argument {{uri, version, range, diagnostics, instruction?}}: {e}"
-            ))
-        })?,
-        _ => {
-            return Err(Error::invalid_params(format!(
-                "agentfix.fix expects exactly one argument {{uri, version, range, diagnostics, instruction?}}, got {}",
-                arguments.len()
-            )));
+    delivery: Delivery,
+) -> Result<(FixResult, Option<WorkspaceEdit>)> {
+    let started = start(&client, &session, args, work_done_token).await?;
+    // Dropping this handler (e.g. on $/cancelRequest) cancels the run.
+    let _cancel_on_drop = started.cancel.clone().drop_guard();
+    let task = {
+        let (client, session) = (client.clone(), session.clone());
+        async move {
+            let progress = RunProgress::create(
+                &client,
+                started.support.work_done_progress,
+                started.work_done_token.clone(),
+                started.registration.token.clone(),
+            )
+            .await;
+            progress.begin("Agent fix", "turn 1: asking the model").await;
+            let result = run_with_progress(&client, &session, &started, &progress).await;
+            let delivered = match &result.verdict {
+                Verdict::Proposal(proposal) => deliver(&client, &session, &started, proposal, delivery).await,
+                verdict => Delivered {
+                    cancelled: *verdict == Verdict::Cancelled,
+                    ..Delivered::said(no_proposal(verdict, started.support, delivery))
+                },
+            };
+            conclude(&client, &progress, &started, &result, delivered).await
         }
     };
+    match tokio::spawn(task).await {
+        Ok(v) => Ok(v),
+        Err(e) => {
+            let msg = if e.is_panic() {
+                format!("Agent fix crashed: {}", panic_message(&*e.into_panic()))
+            } else {
+                "Agent fix was aborted".to_string()
+            };
+            tracing::error!("{msg}");
+            client.show_message(MessageType::ERROR, &msg).await;
+            Err(Error { code: ErrorCode::InternalError, message: msg.into(), data: None })
+        }
+    }
+}
+
+/// Shows `msg` and makes it the request's error.
+async fn refuse(client: &Client, kind: MessageType, msg: String, error: fn(String) -> Error) -> Error {
+    client.show_message(kind, &msg).await;
+    error(msg)
+}
+
+/// Everything before the run: the target's path, the configuration and
+/// model, the refusals (protected, out of sync, busy), the registration.
+async fn start(
+    client: &Client,
+    session: &Arc<Session>,
+    args: FixArguments,
+    work_done_token: Option<NumberOrString>,
+) -> Result<Started> {
     let Some(path) = convert::uri_to_path(&args.uri) else {
         let msg = format!(
             "Agent fix works only on files saved on this machine (a local file: URI), not on `{}`; save the buffer in a workspace folder and try again.",
             args.uri.as_str()
         );
-        client.show_message(MessageType::WARNING, &msg).await;
-        return Err(Error::invalid_params(msg));
+        return Err(refuse(client, MessageType::WARNING, msg, Error::invalid_params).await);
     };
     // A configuration pull in progress finishes first (it is bounded).
     drop(session.config_gate.read().await);
@@ -108,10 +184,8 @@ async fn run_fix(
     // The session's folders, whatever the target: a file outside them is
     // added alone (never its folder), and no agentfix.toml is read for it.
     let roots = state.roots.clone();
-    let setup = Config::load(roots.first().map(PathBuf::as_path), &state.editor_settings())
-        .and_then(|config| providers::from_config(&config).map(|model| (config, model)));
-    let (config, model) = match setup {
-        Ok(x) => x,
+    let setup = match Setup::load(roots.first().map(PathBuf::as_path), &state.editor_settings()) {
+        Ok(s) => s,
         Err(e) => {
             client.show_message(MessageType::ERROR, format!("Agent fix: {e}")).await;
             return Err(request_failed(e.to_string()));
@@ -127,265 +201,277 @@ async fn run_fix(
             "the buffer changed since the code action; working on the current text"
         );
     }
-    let ds_roots = roots.clone();
-    let workspace = Arc::new(Workspace::new(roots).with_protected(&config.exclude).with_file(path.clone()));
+    let workspace = Arc::new(setup.workspace(roots.clone()).with_file(path.clone()));
     if workspace.is_protected_target(&path) {
         let msg = format!(
             "Agent fix does not work on {}: it is a protected file (secrets such as .env files, keys and credentials are never sent to the model).",
             workspace.display(&path)
         );
-        client.show_message(MessageType::WARNING, &msg).await;
-        return Err(request_failed(msg));
+        return Err(refuse(client, MessageType::WARNING, msg, request_failed).await);
     }
     if session.docs.get(args.uri.as_str()).or_else(|| session.docs.get_by_path(&path)).is_some_and(|d| d.out_of_sync) {
         let msg = format!(
             "Agent fix is off for {}: a change the editor sent for it could not be applied, so agentfix's copy may differ from yours. Save the file (or close and reopen it), then try again.",
             workspace.display(&path)
         );
-        client.show_message(MessageType::WARNING, &msg).await;
-        return Err(request_failed(msg));
+        return Err(refuse(client, MessageType::WARNING, msg, request_failed).await);
     }
-    if let Some(other) = session.busy_with(&path) {
-        let msg = format!(
-            "Agent fix is already working on {} (run {other}); wait for it to finish or cancel it, then try again.",
-            workspace.display(&path)
-        );
-        client.show_message(MessageType::WARNING, &msg).await;
-        return Err(request_failed(msg));
-    }
-    let overlay = Arc::new(Overlay::new(workspace, session.docs.clone()));
+    let overlay = Arc::new(Overlay::new(workspace.clone(), session.docs.clone()));
+    // Cancelled with the session too.
+    let cancel = session.run_cancellation();
+    // The client's token when it sent one (then cancel by that token works
+    // per run), else our own.
+    let client_token = work_done_token.as_ref().map(|t| match t {
+        NumberOrString::String(s) => s.clone(),
+        NumberOrString::Number(n) => n.to_string(),
+    });
+    let registration = match session.runs.register(path.clone(), overlay.clone(), cancel.clone(), client_token) {
+        Ok(r) => r,
+        Err(other) => {
+            let msg = format!(
+                "Agent fix is already working on {} (run {other}); wait for it to finish or cancel it, then try again.",
+                workspace.display(&path)
+            );
+            return Err(refuse(client, MessageType::WARNING, msg, request_failed).await);
+        }
+    };
     let target = Target {
         path,
         lines: convert::range_lines(&args.range),
         problems: args.diagnostics.iter().map(convert::problem_from_proto).collect(),
         instruction: args.instruction.clone(),
     };
-    let fallback_title = args.diagnostics.first().map(|d| d.message.clone());
+    Ok(Started {
+        setup,
+        target,
+        overlay,
+        roots,
+        fallback_title: args.diagnostics.first().map(|d| d.message.clone()),
+        support: state.support,
+        encoding: state.encoding,
+        work_done_token,
+        cancel,
+        registration,
+    })
+}
 
-    // Cancelled with the session too.
-    let cancel = session.run_cancellation();
-    // Dropping this handler (e.g. on $/cancelRequest) cancels the run.
-    let _guard = cancel.clone().drop_guard();
-    let run_id = session.next_run_id();
-    session.set_active(run_id, target.path.clone(), overlay.clone(), cancel.clone());
-    // The client's token when it sent one (then cancel by that token works
-    // per run), else our own.
-    let token_name = match &work_done_token {
-        Some(NumberOrString::String(s)) => s.clone(),
-        Some(NumberOrString::Number(n)) => n.to_string(),
-        None => format!("agentfix/fix/{run_id}"),
+/// The run itself, its events forwarded to the progress (streamed text
+/// throttled; whatever reaches the user scrubbed of the key and of
+/// credential-shaped strings, since a model or a proxy may echo them).
+async fn run_with_progress(
+    client: &Client,
+    session: &Arc<Session>,
+    started: &Started,
+    progress: &RunProgress,
+) -> fix::FixResult {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressLine>();
+    let forward = {
+        let progress = progress.clone();
+        let redactor = started.setup.config.key_redactor();
+        tokio::spawn(async move {
+            // Streamed text is throttled; tool calls and retries always go out.
+            let mut last_sent: Option<Instant> = None;
+            while let Some(line) = rx.recv().await {
+                if line.streaming && last_sent.is_some_and(|t| t.elapsed() < STREAM_THROTTLE) {
+                    continue;
+                }
+                last_sent = Some(Instant::now());
+                progress.report(redactor.redact(&line.text).into_owned()).await;
+            }
+        })
     };
-    let supports_progress = state.caps.window.as_ref().and_then(|w| w.work_done_progress).unwrap_or(false);
-    let supports_apply = state.caps.workspace.as_ref().and_then(|w| w.apply_edit).unwrap_or(false);
-    let edit_support = convert::EditSupport::of(&state.caps);
-    let encoding = state.encoding;
-
-    let task = {
-        let session = session.clone();
-        let client = client.clone();
-        let cancel = cancel.clone();
-        async move {
-            // The file is free again when the task ends, however it ends.
-            session.register_run(&token_name, cancel.clone());
-            let _active = ActiveRun(session.clone(), run_id, token_name.clone());
-            let progress = RunProgress::create(&client, supports_progress, work_done_token, token_name.clone()).await;
-            progress.begin("Agent fix", "turn 1: asking the model").await;
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressLine>();
-            // Whatever reaches the user is scrubbed of the key and of
-            // credential-shaped strings (a model or a proxy may echo them).
-            let redactor = config.key_redactor();
-            let forward = {
-                let progress = progress.clone();
-                let redactor = redactor.clone();
-                tokio::spawn(async move {
-                    // Streamed text is throttled; tool calls and retries always go out.
-                    let mut last_sent: Option<Instant> = None;
-                    while let Some(line) = rx.recv().await {
-                        if line.streaming && last_sent.is_some_and(|t| t.elapsed() < STREAM_THROTTLE) {
-                            continue;
-                        }
-                        last_sent = Some(Instant::now());
-                        progress.report(redactor.redact(&line.text).into_owned()).await;
-                    }
-                })
-            };
-            let lines = ProgressLines::default();
-            let events = move |e: RunEvent| {
-                if let Some(line) = lines.line(&e) {
-                    let _ = tx.send(line);
-                }
-            };
-            let downstream: Arc<dyn SymbolSource> = session.downstream(&config, &ds_roots).await;
-            let approver: Arc<dyn Approver> = Arc::new(ClientApprover {
-                client: client.clone(),
-                session: session.clone(),
-                root: overlay.workspace().primary_root().to_path_buf(),
-            });
-            let result =
-                fix::run(&config, &*model, overlay, Some(downstream), Some(approver), &target, &cancel, &events).await;
-            drop(events);
-            let _ = forward.await;
-            let outcome = &result.outcome;
-            let reason = outcome.stop.describe(&result.limits);
-            let mut applied = false;
-            let mut returned: Option<WorkspaceEdit> = None;
-            let mut conflicts: Vec<String> = Vec::new();
-            let mut cancelled = outcome.stop == Stop::Cancelled;
-            let mut message;
-            if cancelled || cancel.is_cancelled() {
-                cancelled = true;
-                message = "Agent fix cancelled; nothing was changed.".to_string();
-            } else if result.discarded > 0 {
-                message = format!(
-                    "Agent fix stopped early ({reason}); its edits to {} file(s) were discarded (partialEdits = discard).",
-                    result.discarded
-                );
-            } else if result.changes.is_empty() {
-                message = match &outcome.stop {
-                    Stop::ModelError(e) => format!("Agent fix failed: {}", e.message),
-                    s if s.is_natural() => {
-                        format!("Agent fix proposed no edit. {}", outcome.summary.trim())
-                    }
-                    _ => format!("Agent fix proposed no edit: {reason}."),
-                };
-            } else if !supports_apply && !return_edit {
-                message = "Agent fix has a proposal, but this editor does not support workspace/applyEdit.".to_string();
-            } else {
-                // A file whose copy fell out of sync with the editor gets no
-                // edit: its positions could land anywhere.
-                let (stale, changes): (Vec<_>, Vec<_>) = result
-                    .changes
-                    .iter()
-                    .cloned()
-                    .partition(|c| session.docs.get_by_path(&c.path).is_some_and(|d| d.out_of_sync));
-                let prepared = proposal::prepare(&changes, &session.docs);
-                conflicts = prepared.conflicts.clone();
-                conflicts.extend(stale.iter().map(|c| {
-                    format!(
-                        "{}: not changed because agentfix's copy of it is out of sync with the editor (save it, then run Agent fix again)",
-                        c.display
-                    )
-                }));
-                let (edit, hunks, skipped) = convert::workspace_edit(&prepared.files, encoding, edit_support);
-                let files = prepared.files.len() - skipped.len();
-                let title = first_line(&outcome.summary).or(fallback_title).unwrap_or_else(|| "proposal".into());
-                let early =
-                    if outcome.stop.is_natural() { String::new() } else { format!(" (stopped early: {reason})") };
-                let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
-                let label = format!("Agent fix: {title}{early} ({}, {})", plural(files, "file"), plural(hunks, "hunk"));
-                message = label.clone();
-                if !skipped.is_empty() {
-                    message.push_str(&format!("; left out (the editor cannot create files): {}", skipped.join(", ")));
-                }
-                for c in &conflicts {
-                    message.push_str(&format!("; {c}"));
-                }
-                if hunks == 0 {
-                    message = format!("Agent fix: nothing left to apply. {}", conflicts.join("; "));
-                } else if return_edit {
-                    returned = Some(edit);
-                    applied = true;
-                } else {
-                    let request = client
-                        .send_request::<ApplyWorkspaceEdit>(ApplyWorkspaceEditParams { label: Some(label), edit });
-                    // Cancel ends the wait: the editor may never answer.
-                    let answer = tokio::select! {
-                        // Cancelled already: the request is not even sent.
-                        biased;
-                        () = cancel.cancelled() => None,
-                        a = tokio::time::timeout(APPLY_EDIT_TIMEOUT, request) => Some(a),
-                    };
-                    match answer {
-                        None => {
-                            cancelled = true;
-                            message = "Agent fix cancelled while waiting for the editor to apply its proposal; agentfix no longer waits for the answer.".to_string();
-                        }
-                        Some(Ok(Ok(r))) if r.applied => {
-                            applied = true;
-                            // Confirmed apart from the answer: some clients
-                            // (eglot) send the didChange only once the command
-                            // has returned.
-                            let (session, client, files) = (session.clone(), client.clone(), prepared.files.clone());
-                            tokio::spawn(async move {
-                                let missing = confirm_applied(&session, &files).await;
-                                if !missing.is_empty() {
-                                    let msg = format!(
-                                        "The editor said it applied the agent's proposal, but {} did not change (a stale edit may have been dropped). Run Agent fix again.",
-                                        missing.join(", ")
-                                    );
-                                    client.show_message(MessageType::WARNING, msg).await;
-                                }
-                            });
-                        }
-                        Some(Ok(Ok(r))) => {
-                            message = match r.failure_reason {
-                                Some(f) => format!("The editor did not apply the agent's proposal: {f}."),
-                                None => "The editor did not apply the agent's proposal (in a review such as VS Code's Refactor Preview, tick the changes to apply).".to_string(),
-                            }
-                        }
-                        Some(Ok(Err(e))) => {
-                            message = format!("The editor refused the agent's proposal: {}", e.message)
-                        }
-                        Some(Err(_)) => message = "The editor did not answer workspace/applyEdit in time.".to_string(),
-                    }
-                }
-            }
-            let message = redactor.redact(&message).into_owned();
-            progress.end(message.clone()).await;
-            let shown = !applied || !conflicts.is_empty() || !result.changes.is_empty() && !outcome.stop.is_natural();
-            if shown {
-                let kind = match outcome.stop {
-                    _ if cancelled => MessageType::INFO,
-                    Stop::ModelError(_) | Stop::ToolFatal(_) => MessageType::ERROR,
-                    _ if applied && conflicts.is_empty() => MessageType::INFO,
-                    _ => MessageType::WARNING,
-                };
-                client.show_message(kind, &message).await;
-            }
-            let stop_reason = if cancelled { Stop::Cancelled.as_str() } else { outcome.stop.as_str() };
-            let result = json!({
-                "applied": applied,
-                "stopReason": stop_reason,
-                "turns": outcome.turns,
-                "inputTokens": outcome.usage.input_tokens,
-                "outputTokens": outcome.usage.output_tokens,
-                "message": message,
-                "transcript": result.transcript,
-                "conflicts": conflicts,
-            });
-            (result, returned)
+    let lines = ProgressLines::default();
+    let events = move |e: RunEvent| {
+        if let Some(line) = lines.line(&e) {
+            let _ = tx.send(line);
         }
     };
-    match tokio::spawn(task).await {
-        Ok(v) => Ok(v),
-        Err(e) => {
-            let msg = if e.is_panic() {
-                let p = e.into_panic();
-                let text = p
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| p.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
-                format!("Agent fix crashed: {text}")
-            } else {
-                "Agent fix was aborted".to_string()
-            };
-            tracing::error!("{msg}");
-            client.show_message(MessageType::ERROR, &msg).await;
-            Err(Error { code: ErrorCode::InternalError, message: msg.into(), data: None })
+    let config = &started.setup.config;
+    let downstream: Arc<dyn SymbolSource> = session.downstream(config, &started.roots).await;
+    let approver: Arc<dyn Approver> = Arc::new(ClientApprover {
+        client: client.clone(),
+        session: session.clone(),
+        root: started.overlay.workspace().primary_root().to_path_buf(),
+    });
+    let overlay = started.overlay.clone();
+    let model = &*started.setup.model;
+    let result =
+        fix::run(config, model, overlay, Some(downstream), Some(approver), &started.target, &started.cancel, &events)
+            .await;
+    drop(events);
+    let _ = forward.await;
+    result
+}
+
+/// What the user is told when there is no proposal to deliver.
+fn no_proposal(verdict: &Verdict, support: ClientSupport, delivery: Delivery) -> String {
+    match verdict {
+        Verdict::Cancelled => "Agent fix cancelled; nothing was changed.".to_string(),
+        Verdict::Discarded { files, reason } => format!(
+            "Agent fix stopped early ({reason}); its edits to {files} file(s) were discarded (partialEdits = discard)."
+        ),
+        Verdict::NoEdit(NoEdit::ModelError(message)) => format!("Agent fix failed: {message}"),
+        Verdict::NoEdit(NoEdit::Finished(summary)) => format!("Agent fix proposed no edit. {summary}"),
+        Verdict::NoEdit(NoEdit::Stopped(reason)) => format!("Agent fix proposed no edit: {reason}."),
+        Verdict::Proposal(_) => {
+            debug_assert!(!support.apply_edit && delivery == Delivery::ApplyEdit);
+            "Agent fix has a proposal, but this editor does not support workspace/applyEdit.".to_string()
         }
     }
 }
 
-/// Marks a run finished when dropped: its file is free, its progress token
-/// cancels nothing any more.
-struct ActiveRun(Arc<Session>, u64, String);
-
-impl Drop for ActiveRun {
-    fn drop(&mut self) {
-        self.0.unregister_run(&self.2);
-        self.0.clear_active(self.1);
+/// Turns the proposal into one edit against the documents as they are now
+/// (rebased over the user's typing, out-of-sync files left out) and delivers
+/// it: `workspace/applyEdit`, or returned for the resolved code action.
+async fn deliver(
+    client: &Client,
+    session: &Arc<Session>,
+    started: &Started,
+    proposal: &Proposal,
+    delivery: Delivery,
+) -> Delivered {
+    if !started.support.apply_edit && delivery == Delivery::ApplyEdit {
+        return Delivered::said(no_proposal(&Verdict::Proposal(proposal.clone()), started.support, delivery));
     }
+    // A file whose copy fell out of sync with the editor gets no edit: its
+    // positions could land anywhere.
+    let (stale, changes): (Vec<_>, Vec<_>) = proposal
+        .changes
+        .iter()
+        .cloned()
+        .partition(|c| session.docs.get_by_path(&c.path).is_some_and(|d| d.out_of_sync));
+    let prepared = proposal::prepare(&changes, &session.docs);
+    let mut conflicts = prepared.conflicts.clone();
+    conflicts.extend(stale.iter().map(|c| {
+        format!(
+            "{}: not changed because agentfix's copy of it is out of sync with the editor (save it, then run Agent fix again)",
+            c.display
+        )
+    }));
+    let (edit, hunks, skipped) = convert::workspace_edit(&prepared.files, started.encoding, started.support.edit);
+    let files = prepared.files.len() - skipped.len();
+    let title =
+        first_line(&proposal.summary).or_else(|| started.fallback_title.clone()).unwrap_or_else(|| "proposal".into());
+    let early = proposal.stopped_early.as_ref().map(|r| format!(" (stopped early: {r})")).unwrap_or_default();
+    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    let label = format!("Agent fix: {title}{early} ({}, {})", plural(files, "file"), plural(hunks, "hunk"));
+    let mut message = label.clone();
+    if !skipped.is_empty() {
+        message.push_str(&format!("; left out (the editor cannot create files): {}", skipped.join(", ")));
+    }
+    for c in &conflicts {
+        message.push_str(&format!("; {c}"));
+    }
+    if hunks == 0 {
+        let message = format!("Agent fix: nothing left to apply. {}", conflicts.join("; "));
+        return Delivered { message, conflicts, ..Delivered::default() };
+    }
+    if delivery == Delivery::Return {
+        return Delivered { message, applied: true, conflicts, edit: Some(edit), cancelled: false };
+    }
+    let sent = apply_edit(client, session, &started.cancel, label, edit, prepared.files).await;
+    Delivered {
+        message: sent.message.unwrap_or(message),
+        applied: sent.applied,
+        cancelled: sent.cancelled,
+        conflicts,
+        edit: None,
+    }
+}
+
+/// Sends `workspace/applyEdit` and waits for the answer, for the user's
+/// review time at most; a cancel ends the wait (the editor may never
+/// answer). `message` is set when the answer replaces the proposal's label.
+async fn apply_edit(
+    client: &Client,
+    session: &Arc<Session>,
+    cancel: &CancellationToken,
+    label: String,
+    edit: WorkspaceEdit,
+    files: Vec<convert::FileEdit>,
+) -> Sent {
+    let request = client.send_request::<ApplyWorkspaceEdit>(ApplyWorkspaceEditParams { label: Some(label), edit });
+    let answer = tokio::select! {
+        // Cancelled already: the request is not even sent.
+        biased;
+        () = cancel.cancelled() => None,
+        a = tokio::time::timeout(APPLY_EDIT_TIMEOUT, request) => Some(a),
+    };
+    let refused = |m: String| Sent { message: Some(m), ..Sent::default() };
+    match answer {
+        None => Sent {
+            message: Some("Agent fix cancelled while waiting for the editor to apply its proposal; agentfix no longer waits for the answer.".to_string()),
+            cancelled: true,
+            ..Sent::default()
+        },
+        Some(Ok(Ok(r))) if r.applied => {
+            // Confirmed apart from the answer: some clients (eglot) send the
+            // didChange only once the command has returned.
+            let (session, client) = (session.clone(), client.clone());
+            tokio::spawn(async move {
+                let missing = confirm_applied(&session, &files).await;
+                if !missing.is_empty() {
+                    let msg = format!(
+                        "The editor said it applied the agent's proposal, but {} did not change (a stale edit may have been dropped). Run Agent fix again.",
+                        missing.join(", ")
+                    );
+                    client.show_message(MessageType::WARNING, msg).await;
+                }
+            });
+            Sent { applied: true, ..Sent::default() }
+        }
+        Some(Ok(Ok(r))) => refused(match r.failure_reason {
+            Some(f) => format!("The editor did not apply the agent's proposal: {f}."),
+            None => "The editor did not apply the agent's proposal (in a review such as VS Code's Refactor Preview, tick the changes to apply).".to_string(),
+        }),
+        Some(Ok(Err(e))) => refused(format!("The editor refused the agent's proposal: {}", e.message)),
+        Some(Err(_)) => refused("The editor did not answer workspace/applyEdit in time.".to_string()),
+    }
+}
+
+/// The editor's answer to `workspace/applyEdit`.
+#[derive(Default)]
+struct Sent {
+    message: Option<String>,
+    applied: bool,
+    cancelled: bool,
+}
+
+/// Ends the progress, tells the user what happened when there is something
+/// to tell, and builds the command's result.
+async fn conclude(
+    client: &Client,
+    progress: &RunProgress,
+    started: &Started,
+    result: &fix::FixResult,
+    delivered: Delivered,
+) -> (FixResult, Option<WorkspaceEdit>) {
+    let outcome = &result.outcome;
+    let message = started.setup.config.key_redactor().redact(&delivered.message).into_owned();
+    progress.end(message.clone()).await;
+    let partial = matches!(&result.verdict, Verdict::Proposal(p) if p.stopped_early.is_some());
+    let (applied, cancelled) = (delivered.applied, delivered.cancelled);
+    if !applied || !delivered.conflicts.is_empty() || partial {
+        let kind = match outcome.stop {
+            _ if cancelled => MessageType::INFO,
+            Stop::ModelError(_) | Stop::ToolFatal(_) => MessageType::ERROR,
+            _ if applied && delivered.conflicts.is_empty() => MessageType::INFO,
+            _ => MessageType::WARNING,
+        };
+        client.show_message(kind, &message).await;
+    }
+    let stop_reason = if cancelled { Stop::Cancelled.as_str() } else { outcome.stop.as_str() };
+    let answer = FixResult {
+        applied,
+        stop_reason: stop_reason.to_string(),
+        turns: outcome.turns,
+        input_tokens: outcome.usage.input_tokens,
+        output_tokens: outcome.usage.output_tokens,
+        message,
+        transcript: result.transcript.clone(),
+        conflicts: delivered.conflicts,
+    };
+    (answer, delivered.edit)
 }
 
 /// How long to wait for the `didChange` that should follow an applied edit.

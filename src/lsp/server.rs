@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tower_lsp_server::jsonrpc::{Error, Result};
 use tower_lsp_server::ls_types::{
     CodeAction, CodeActionKind, CodeActionOptions, CodeActionOrCommand, CodeActionParams, CodeActionProviderCapability,
@@ -14,7 +14,9 @@ use tower_lsp_server::ls_types::{
 };
 use tower_lsp_server::{Client, LanguageServer};
 
-use super::{FIX_COMMAND, Session, convert, run};
+use super::ext::{FIX_COMMAND, FixArguments};
+use super::session::{ClientSupport, Session};
+use super::{convert, run};
 use crate::config::Settings;
 
 /// How long to wait for `workspace/configuration`.
@@ -33,25 +35,8 @@ impl Backend {
         Self { client, session }
     }
 
-    /// Whether code actions go out without a command, to be run in
-    /// `codeAction/resolve`: a client that cannot take
-    /// `workspace/applyEdit` but resolves `edit` (Vim's ALE, old clients).
-    fn resolves_edits(&self) -> bool {
-        self.session.read_state(|state| {
-            let caps = &state.caps;
-            let apply = caps.workspace.as_ref().and_then(|w| w.apply_edit).unwrap_or(false);
-            let resolves = caps
-                .text_document
-                .as_ref()
-                .and_then(|t| t.code_action.as_ref())
-                .and_then(|c| c.resolve_support.as_ref())
-                .is_some_and(|r| r.properties.iter().any(|p| p == "edit"));
-            !apply && resolves
-        })
-    }
-
     fn supports_configuration(&self) -> bool {
-        self.session.read_state(|s| s.caps.workspace.as_ref().and_then(|w| w.configuration).unwrap_or(false))
+        self.session.support().configuration
     }
 
     /// Pulls the `agentfix` section with `workspace/configuration`, when the
@@ -93,7 +78,7 @@ impl Backend {
             NumberOrString::String(s) => s.clone(),
             NumberOrString::Number(n) => n.to_string(),
         };
-        if !self.session.cancel_run(&token) {
+        if !self.session.runs.cancel_by_token(&token) {
             tracing::debug!(token, "cancel for an unknown or finished run");
         }
     }
@@ -153,7 +138,7 @@ impl LanguageServer for Backend {
         tracing::info!(?encoding, ?roots, "initialize");
         self.session.update(|s| {
             s.encoding = encoding;
-            s.caps = params.capabilities;
+            s.support = ClientSupport::of(&params.capabilities);
             s.roots = roots;
             s.init_settings = settings;
         });
@@ -191,7 +176,7 @@ impl LanguageServer for Backend {
 
     async fn shutdown(&self) -> Result<()> {
         self.session.shut_down.store(true, std::sync::atomic::Ordering::SeqCst);
-        self.session.cancel_all_runs();
+        self.session.runs.cancel_all();
         self.session.stop_downstream().await;
         Ok(())
     }
@@ -209,7 +194,7 @@ impl LanguageServer for Backend {
     }
 
     async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
-        let resolve_edit = self.resolves_edits();
+        let resolve_edit = self.session.support().runs_in_resolve();
         let uri = params.text_document.uri;
         let version = self.session.docs.get(uri.as_str()).map(|d| d.version);
         let only = params.context.only.as_ref();
@@ -217,7 +202,14 @@ impl LanguageServer for Backend {
         // One fix action; clients that run the fix in codeAction/resolve get
         // it without a command, the argument in `data`.
         let action = |title: String, kind: CodeActionKind, diagnostics: Vec<Diagnostic>, attach: bool| {
-            let arg = json!({"uri": uri, "version": version, "range": params.range, "diagnostics": diagnostics});
+            let arg = FixArguments {
+                uri: uri.clone(),
+                version,
+                range: params.range,
+                diagnostics: diagnostics.clone(),
+                instruction: None,
+            }
+            .to_value();
             let (command, data) = if resolve_edit {
                 (None, Some(arg))
             } else {
@@ -287,6 +279,7 @@ impl LanguageServer for Backend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn titles_take_the_first_line_cut_at_80_chars() {

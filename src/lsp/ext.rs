@@ -1,0 +1,168 @@
+//! agentfix's own protocol on top of LSP: the `agentfix.fix` command's
+//! argument and result. Editor plugins (VS Code, Neovim, Emacs) and
+//! extensions that bundle agentfix build the argument and read the result, so
+//! these shapes are a stable contract, written down in the README's "The
+//! `agentfix.fix` contract" section; a test keeps the two in agreement.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tower_lsp_server::ls_types::{Diagnostic, Range, Uri};
+
+/// The command the code actions carry.
+pub const FIX_COMMAND: &str = "agentfix.fix";
+
+/// The one argument of `agentfix.fix` (and the `data` of a code action run
+/// in `codeAction/resolve`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FixArguments {
+    /// The document to fix.
+    pub uri: Uri,
+    /// Its version when the code action was made (`null`: not open); the run
+    /// works on the current text whatever it says.
+    #[serde(default)]
+    pub version: Option<i32>,
+    /// What the user pointed at.
+    pub range: Range,
+    /// The problems to fix (may be empty).
+    #[serde(default)]
+    pub diagnostics: Vec<Diagnostic>,
+    /// Free text from the user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instruction: Option<String>,
+}
+
+impl FixArguments {
+    /// The argument of an `executeCommand` request, which must carry exactly one.
+    pub fn from_command(arguments: &[Value]) -> Result<Self, String> {
+        match arguments {
+            [one] => Self::from_value(one),
+            _ => Err(format!(
+                "agentfix.fix expects exactly one argument {{uri, version, range, diagnostics, instruction?}}, got {}",
+                arguments.len()
+            )),
+        }
+    }
+
+    pub fn from_value(value: &Value) -> Result<Self, String> {
+        Self::deserialize(value).map_err(|e| {
+            format!("agentfix.fix expects one argument {{uri, version, range, diagnostics, instruction?}}: {e}")
+        })
+    }
+
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+/// The answer to `agentfix.fix`, sent when the run ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FixResult {
+    /// Whether the editor applied the proposal (or took it as the resolved
+    /// action's edit).
+    pub applied: bool,
+    /// How the run ended: a value of the README's stopReason table.
+    pub stop_reason: String,
+    /// Model requests made.
+    pub turns: u32,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// What the user was told.
+    pub message: String,
+    /// The run's transcript, when transcripts are on (else `null`).
+    pub transcript: Option<PathBuf>,
+    /// One sentence per hunk or file left out of the proposal.
+    pub conflicts: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The field names of the table under `heading` in `section` of the
+    /// README, with whether the table marks them optional (`?`).
+    fn readme_fields(section: &str, heading: &str) -> Vec<(String, bool)> {
+        let readme = include_str!("../../README.md");
+        let start = readme.find(section).unwrap_or_else(|| panic!("README has no `{section}`"));
+        let rest = &readme[start..];
+        let at = rest.find(heading).unwrap_or_else(|| panic!("README's `{section}` has no `{heading}`"));
+        rest[at..]
+            .lines()
+            .skip_while(|l| !l.starts_with('|'))
+            .take_while(|l| l.starts_with('|'))
+            .skip(2)
+            .map(|row| {
+                let name = row.split('|').nth(1).unwrap_or("").trim().trim_matches('`').to_string();
+                match name.strip_suffix('?') {
+                    Some(n) => (n.to_string(), true),
+                    None => (name, false),
+                }
+            })
+            .collect()
+    }
+
+    fn keys(v: &Value) -> Vec<String> {
+        v.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default()
+    }
+
+    #[test]
+    fn the_readme_describes_the_argument_and_the_result_as_they_are() {
+        const SECTION: &str = "### The `agentfix.fix` contract";
+        let argument = FixArguments {
+            uri: "file:///w/a.py".parse().unwrap(),
+            version: Some(3),
+            range: Range::default(),
+            diagnostics: Vec::new(),
+            instruction: Some("be brief".into()),
+        };
+        let mut documented = readme_fields(SECTION, "Argument");
+        let mut fields = keys(&argument.to_value());
+        documented.sort();
+        fields.sort();
+        assert_eq!(documented.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(), fields);
+        // The optional ones are exactly those an argument may leave out.
+        for (name, optional) in &documented {
+            let mut v = argument.to_value();
+            v.as_object_mut().unwrap().remove(name);
+            assert_eq!(FixArguments::from_value(&v).is_ok(), *optional, "README says `{name}` optional: {optional}");
+        }
+
+        let result = FixResult {
+            applied: true,
+            stop_reason: "end_turn".into(),
+            turns: 2,
+            input_tokens: 10,
+            output_tokens: 5,
+            message: "m".into(),
+            transcript: None,
+            conflicts: vec![],
+        };
+        let value = serde_json::to_value(&result).unwrap();
+        let mut fields = keys(&value);
+        let mut documented: Vec<String> = readme_fields(SECTION, "Result").into_iter().map(|(n, _)| n).collect();
+        fields.sort();
+        documented.sort();
+        assert_eq!(documented, fields);
+        assert_eq!(value["transcript"], Value::Null, "an absent transcript is sent as null");
+        assert_eq!(serde_json::from_value::<FixResult>(value).unwrap(), result);
+    }
+
+    #[test]
+    fn arguments_round_trip_and_wrong_counts_are_refused() {
+        let v = json!({"uri": "file:///w/a.py", "version": null, "range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 0}}});
+        let a = FixArguments::from_command(std::slice::from_ref(&v)).unwrap();
+        assert_eq!(a.version, None);
+        assert!(a.diagnostics.is_empty() && a.instruction.is_none());
+        // As the code actions send it: version null, diagnostics present, no instruction.
+        assert_eq!(
+            a.to_value(),
+            json!({"uri": "file:///w/a.py", "version": null, "range": v["range"], "diagnostics": []})
+        );
+        assert!(FixArguments::from_command(&[]).unwrap_err().contains("exactly one argument"));
+        assert!(FixArguments::from_command(&[json!({"uri": 5})]).unwrap_err().contains("expects one argument"));
+    }
+}

@@ -1,0 +1,311 @@
+//! The state of one LSP session, shared by the service wrapper (`ordered`)
+//! and the handlers: the documents, the client's resolved capabilities and
+//! the editor's settings, the runs in progress, the downstream servers.
+//! Locks are std locks, never held across an `.await`.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+
+use tokio_util::sync::CancellationToken;
+use tower_lsp_server::Client;
+use tower_lsp_server::ls_types::ClientCapabilities;
+
+use super::convert::EditSupport;
+use super::transport;
+use crate::config::{Config, Settings};
+use crate::documents::{Documents, PositionEncoding};
+use crate::downstream::Downstream;
+use crate::workspace::Overlay;
+
+pub struct Session {
+    pub docs: Arc<Documents>,
+    /// Downstream language servers, with the configuration they were made for.
+    downstream: tokio::sync::Mutex<Option<(Config, Arc<Downstream>)>>,
+    state: RwLock<SessionState>,
+    /// The runs in progress.
+    pub runs: Arc<RunRegistry>,
+    /// Held for writing while `workspace/configuration` is pulled, so that a
+    /// run never starts with the settings of before the pull.
+    pub config_gate: tokio::sync::RwLock<()>,
+    /// Commands approved "Always in this workspace": (root, name).
+    always: Mutex<HashSet<(PathBuf, String)>>,
+    /// The client, for what the service wrapper must tell the user.
+    pub client: OnceLock<Client>,
+    /// Cancelled when the session ends (`exit`, or stdin closed); every
+    /// run's cancellation is a child of it.
+    pub ending: CancellationToken,
+    /// Texts of large `didOpen`s, set aside by the transport (see
+    /// `transport::Stash`).
+    pub stash: Arc<transport::Stash>,
+    /// Whether `shutdown` was received (the exit code depends on it).
+    pub shut_down: AtomicBool,
+}
+
+/// What `initialize` and the editor's settings said.
+#[derive(Default, Clone)]
+pub struct SessionState {
+    pub encoding: PositionEncoding,
+    pub support: ClientSupport,
+    pub roots: Vec<PathBuf>,
+    /// `initializationOptions`.
+    pub init_settings: Settings,
+    /// The `agentfix` section from `workspace/configuration`, or the
+    /// `settings` of `workspace/didChangeConfiguration`; wins over the above.
+    pub pulled_settings: Settings,
+}
+
+impl SessionState {
+    /// The editor's settings layer of the configuration.
+    pub fn editor_settings(&self) -> Settings {
+        self.init_settings.merged(&self.pulled_settings)
+    }
+}
+
+/// The client capabilities agentfix acts on, resolved once in `initialize`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientSupport {
+    /// `workspace.applyEdit`: the proposal can be sent.
+    pub apply_edit: bool,
+    /// `window.workDoneProgress`: the server may create progress tokens.
+    pub work_done_progress: bool,
+    /// `textDocument.codeAction.resolveSupport` names `edit`: a client
+    /// without `applyEdit` can still take the proposal as the action's edit.
+    pub resolve_edit: bool,
+    /// `workspace.configuration`: settings are pulled.
+    pub configuration: bool,
+    /// What a `WorkspaceEdit` may contain.
+    pub edit: EditSupport,
+}
+
+impl ClientSupport {
+    pub fn of(caps: &ClientCapabilities) -> Self {
+        let workspace = caps.workspace.as_ref();
+        Self {
+            apply_edit: workspace.and_then(|w| w.apply_edit).unwrap_or(false),
+            work_done_progress: caps.window.as_ref().and_then(|w| w.work_done_progress).unwrap_or(false),
+            resolve_edit: caps
+                .text_document
+                .as_ref()
+                .and_then(|t| t.code_action.as_ref())
+                .and_then(|c| c.resolve_support.as_ref())
+                .is_some_and(|r| r.properties.iter().any(|p| p == "edit")),
+            configuration: workspace.and_then(|w| w.configuration).unwrap_or(false),
+            edit: EditSupport::of(caps),
+        }
+    }
+
+    /// Whether code actions go out without a command, to be run in
+    /// `codeAction/resolve`: a client that cannot take `workspace/applyEdit`
+    /// but resolves `edit` (Vim's ALE, old clients).
+    pub fn runs_in_resolve(&self) -> bool {
+        !self.apply_edit && self.resolve_edit
+    }
+}
+
+impl Session {
+    pub fn new() -> Self {
+        Self {
+            docs: Arc::new(Documents::new()),
+            downstream: tokio::sync::Mutex::new(None),
+            state: RwLock::new(SessionState::default()),
+            runs: Arc::new(RunRegistry::default()),
+            always: Mutex::new(HashSet::new()),
+            config_gate: tokio::sync::RwLock::new(()),
+            client: OnceLock::new(),
+            ending: CancellationToken::new(),
+            stash: Arc::new(transport::Stash::default()),
+            shut_down: AtomicBool::new(false),
+        }
+    }
+
+    /// A new run's cancellation: cancelled with the session too.
+    pub fn run_cancellation(&self) -> CancellationToken {
+        self.ending.child_token()
+    }
+
+    pub fn state(&self) -> SessionState {
+        self.state.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn update(&self, f: impl FnOnce(&mut SessionState)) {
+        f(&mut self.state.write().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    /// Reads the state under its lock, without cloning it (for the hot
+    /// paths: code actions, document sync).
+    pub fn read_state<T>(&self, f: impl FnOnce(&SessionState) -> T) -> T {
+        f(&self.state.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    pub fn encoding(&self) -> PositionEncoding {
+        self.read_state(|s| s.encoding)
+    }
+
+    pub fn support(&self) -> ClientSupport {
+        self.read_state(|s| s.support)
+    }
+
+    /// The downstream servers for `config` (recreated when the
+    /// `languageServers` setting or the roots changed).
+    pub async fn downstream(&self, config: &Config, roots: &[PathBuf]) -> Arc<Downstream> {
+        let mut slot = self.downstream.lock().await;
+        if let Some((old, ds)) = slot.as_ref()
+            && old.language_servers == config.language_servers
+            && old.diagnostics_settle == config.diagnostics_settle
+            && old.diagnostics_timeout == config.diagnostics_timeout
+            && old.language_server_timeout == config.language_server_timeout
+            && old.default_language_servers == config.default_language_servers
+            && old.env_allow == config.env_allow
+            && ds.roots() == roots
+        {
+            return ds.clone();
+        }
+        if let Some((_, old)) = slot.take() {
+            old.stop_all().await;
+        }
+        let ds = Arc::new(crate::fix::downstream_for(config, roots.to_vec()));
+        *slot = Some((config.clone(), ds.clone()));
+        ds
+    }
+
+    pub async fn stop_downstream(&self) {
+        if let Some((_, ds)) = self.downstream.lock().await.take() {
+            ds.stop_all().await;
+        }
+    }
+
+    pub fn always_allowed(&self, root: &Path, name: &str) -> bool {
+        self.always.lock().unwrap_or_else(|e| e.into_inner()).contains(&(root.to_path_buf(), name.to_string()))
+    }
+
+    pub fn allow_always(&self, root: &Path, name: &str) {
+        self.always.lock().unwrap_or_else(|e| e.into_inner()).insert((root.to_path_buf(), name.to_string()));
+    }
+}
+
+/// The runs in progress: one entry per run, made and cleared by one
+/// [`RunGuard`].
+#[derive(Default)]
+pub struct RunRegistry {
+    next: AtomicU64,
+    runs: Mutex<HashMap<u64, RunEntry>>,
+}
+
+/// A run in progress.
+struct RunEntry {
+    /// The progress token its reports go out on (cancel by it).
+    token: String,
+    target: PathBuf,
+    /// What it has edited so far.
+    overlay: Arc<Overlay>,
+    cancel: CancellationToken,
+}
+
+/// A registered run: its id and progress token. Dropping it clears the
+/// entry, so the run's file is free and its token cancels nothing, however
+/// the run ends.
+pub struct RunGuard {
+    registry: Arc<RunRegistry>,
+    pub id: u64,
+    pub token: String,
+}
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        self.registry.lock().remove(&self.id);
+    }
+}
+
+impl RunRegistry {
+    fn lock(&self) -> MutexGuard<'_, HashMap<u64, RunEntry>> {
+        self.runs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a run on `target` unless another run already targets or
+    /// has edited it (its edits would race the other's): then `Err` with the
+    /// other run's id. The check and the registration are one step. The
+    /// progress token is the client's when it sent one, else our own.
+    pub fn register(
+        self: &Arc<Self>,
+        target: PathBuf,
+        overlay: Arc<Overlay>,
+        cancel: CancellationToken,
+        client_token: Option<String>,
+    ) -> Result<RunGuard, u64> {
+        let mut runs = self.lock();
+        if let Some(other) = busy_with(&runs, &target) {
+            return Err(other);
+        }
+        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let token = client_token.unwrap_or_else(|| format!("agentfix/fix/{id}"));
+        runs.insert(id, RunEntry { token: token.clone(), target, overlay, cancel });
+        Ok(RunGuard { registry: self.clone(), id, token })
+    }
+
+    /// Cancels the run reporting progress on `token`; false if none.
+    pub fn cancel_by_token(&self, token: &str) -> bool {
+        let runs = self.lock();
+        let found = runs.values().filter(|r| r.token == token).map(|r| r.cancel.cancel()).count();
+        found > 0
+    }
+
+    pub fn cancel_all(&self) {
+        for run in self.lock().values() {
+            run.cancel.cancel();
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+}
+
+/// The run that already targets or has edited `path`, if any. A cancelled
+/// run proposes nothing, so it holds no file while it winds down.
+fn busy_with(runs: &HashMap<u64, RunEntry>, path: &Path) -> Option<u64> {
+    runs.iter()
+        .filter(|(_, run)| !run.cancel.is_cancelled())
+        .find(|(_, run)| run.target == path || run.overlay.changes().iter().any(|c| c.path == path))
+        .map(|(id, _)| *id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workspace::{NoBuffers, Workspace};
+
+    fn overlay(root: &Path) -> Arc<Overlay> {
+        Arc::new(Overlay::new(Arc::new(Workspace::new(vec![root.to_path_buf()])), Arc::new(NoBuffers)))
+    }
+
+    #[test]
+    fn one_guard_registers_and_clears_a_run_and_a_busy_file_is_refused_atomically() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let (a, b) = (root.join("a.py"), root.join("b.py"));
+        std::fs::write(&a, "x\n").unwrap();
+        std::fs::write(&b, "y\n").unwrap();
+        let registry = Arc::new(RunRegistry::default());
+        let cancel = CancellationToken::new();
+        let first = registry.register(a.clone(), overlay(&root), cancel.clone(), None).unwrap();
+        assert_eq!(first.token, format!("agentfix/fix/{}", first.id));
+        // The same file is busy; another file is not, and keeps the client's token.
+        assert_eq!(registry.register(a.clone(), overlay(&root), CancellationToken::new(), None).err(), Some(first.id));
+        let ov = overlay(&root);
+        let second = registry.register(b.clone(), ov.clone(), CancellationToken::new(), Some("tok".into())).unwrap();
+        assert_eq!(second.token, "tok");
+        // A file a run has edited is busy too.
+        ov.write(&a, "edited\n".into()).unwrap();
+        drop(first);
+        assert_eq!(registry.register(a.clone(), overlay(&root), CancellationToken::new(), None).err(), Some(second.id));
+        // Cancel by token reaches that run only; a cancelled run holds no file.
+        assert!(!registry.cancel_by_token("nope"));
+        assert!(registry.cancel_by_token("tok"));
+        assert!(!cancel.is_cancelled());
+        let third = registry.register(a, overlay(&root), CancellationToken::new(), None).unwrap();
+        drop((second, third));
+        assert!(registry.is_empty());
+    }
+}
