@@ -18,7 +18,7 @@
 
 #![no_main]
 
-use agentfix::workspace::{Hunk, TextChange, apply_hunks, rebase};
+use agentfix::workspace::{Edit, apply_hunks, rebase};
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 
@@ -92,14 +92,14 @@ fn touches(start: usize, end: usize, hs: usize, he: usize) -> bool {
 
 fuzz_target!(|input: Input| {
     let base = text_of(&input.base);
-    let hunks: Vec<Hunk> = input
+    let hunks: Vec<Edit> = input
         .hunks
         .iter()
         .take(32)
-        .map(|h| Hunk {
-            old_start: h.start.get(base.len()),
-            old_end: h.end.get(base.len()),
-            new_text: text_of(&h.text),
+        .map(|h| Edit {
+            start: h.start.get(base.len()),
+            end: h.end.get(base.len()),
+            text: text_of(&h.text),
         })
         .collect();
     // The changes, with offsets drawn against the text just before each.
@@ -108,7 +108,7 @@ fuzz_target!(|input: Input| {
     let mut normalised_changes = Vec::new();
     for c in input.changes.iter().take(32) {
         let ch =
-            TextChange { start: c.start.get(current.len()), end: c.end.get(current.len()), text: text_of(&c.text) };
+            Edit { start: c.start.get(current.len()), end: c.end.get(current.len()), text: text_of(&c.text) };
         let (s, e) = norm(&current, ch.start, ch.end);
         current.replace_range(s..e, &ch.text);
         normalised_changes.push((s, e, ch.text.clone()));
@@ -123,18 +123,18 @@ fuzz_target!(|input: Input| {
     // The output hunks apply to the current text.
     let mut prev_end = 0;
     for h in &r.hunks {
-        assert!(h.old_start <= h.old_end, "reversed output hunk {h:?}");
+        assert!(h.start <= h.end, "reversed output hunk {h:?}");
         assert!(
-            h.old_end <= current.len(),
+            h.end <= current.len(),
             "output hunk past the end of the current text: {h:?}, {} bytes",
             current.len()
         );
         assert!(
-            current.is_char_boundary(h.old_start) && current.is_char_boundary(h.old_end),
+            current.is_char_boundary(h.start) && current.is_char_boundary(h.end),
             "output hunk not on char boundaries: {h:?}"
         );
-        assert!(h.old_start >= prev_end, "output hunks overlap or are unsorted: {:?}", r.hunks);
-        prev_end = h.old_end;
+        assert!(h.start >= prev_end, "output hunks overlap or are unsorted: {:?}", r.hunks);
+        prev_end = h.end;
     }
     let rebased_text = apply_hunks(&current, &r.hunks);
 
@@ -143,7 +143,7 @@ fuzz_target!(|input: Input| {
         .iter()
         .enumerate()
         .map(|(i, h)| {
-            let (s, e) = norm(&base, h.old_start, h.old_end);
+            let (s, e) = norm(&base, h.start, h.end);
             (i, s, e)
         })
         .collect();
@@ -183,7 +183,7 @@ fuzz_target!(|input: Input| {
             &base,
             &pos2
                 .iter()
-                .map(|t| Hunk { old_start: t.1, old_end: t.2, new_text: hunks[t.0].new_text.clone() })
+                .map(|t| Edit { start: t.1, end: t.2, text: hunks[t.0].text.clone() })
                 .collect::<Vec<_>>(),
         );
         for (s, e, text) in &normalised_changes {
@@ -192,7 +192,7 @@ fuzz_target!(|input: Input| {
             for p in &pos2 {
                 assert!(!touches(s, e, p.1, p.2), "an accepted hunk is touched by a change");
                 if p.2 <= s {
-                    growth += hunks[p.0].new_text.len() as isize - (p.2 - p.1) as isize;
+                    growth += hunks[p.0].text.len() as isize - (p.2 - p.1) as isize;
                 }
             }
             let (ms, me) = ((s as isize + growth) as usize, (e as isize + growth) as usize);
@@ -207,14 +207,14 @@ fuzz_target!(|input: Input| {
             }
         }
         assert_eq!(rebased_text, m, "the two orders of applying disagree");
-        let expected: Vec<Hunk> =
-            pos2.iter().map(|t| Hunk { old_start: t.1, old_end: t.2, new_text: hunks[t.0].new_text.clone() }).collect();
+        let expected: Vec<Edit> =
+            pos2.iter().map(|t| Edit { start: t.1, end: t.2, text: hunks[t.0].text.clone() }).collect();
         assert_eq!(r.hunks, expected, "rebased hunks differ from the documented algorithm");
     }
 
     // Conflicts: as proposed, in sorted input order.
-    let expected_conflicts: Vec<&Hunk> = tracked.iter().filter(|t| conflict[t.0]).map(|t| &hunks[t.0]).collect();
-    let got: Vec<&Hunk> = r.conflicts.iter().map(|c| &c.hunk).collect();
+    let expected_conflicts: Vec<&Edit> = tracked.iter().filter(|t| conflict[t.0]).map(|t| &hunks[t.0]).collect();
+    let got: Vec<&Edit> = r.conflicts.iter().map(|c| &c.hunk).collect();
     assert_eq!(got, expected_conflicts, "conflicts differ from the documented rule");
     for c in &r.conflicts {
         assert!(c.reason.contains("line"), "a conflict reason names lines: {}", c.reason);
@@ -223,14 +223,14 @@ fuzz_target!(|input: Input| {
     // No change: valid hunks come back unchanged.
     if changes.is_empty() && r.conflicts.is_empty() {
         let valid = hunks.iter().all(|h| {
-            h.old_start <= h.old_end
-                && h.old_end <= base.len()
-                && base.is_char_boundary(h.old_start)
-                && base.is_char_boundary(h.old_end)
+            h.start <= h.end
+                && h.end <= base.len()
+                && base.is_char_boundary(h.start)
+                && base.is_char_boundary(h.end)
         });
         if valid {
             let mut sorted = hunks.clone();
-            sorted.sort_by_key(|h| (h.old_start, h.old_end));
+            sorted.sort_by_key(|h| (h.start, h.end));
             assert_eq!(r.hunks, sorted);
         }
     }

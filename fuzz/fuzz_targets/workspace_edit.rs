@@ -23,7 +23,7 @@
 
 use agentfix::documents::encoding::byte_to_position;
 use agentfix::documents::{Change, Documents, PositionEncoding};
-use agentfix::workspace::{Hunk, TextChange, apply_hunks, hunks, rebase, unified_diff};
+use agentfix::workspace::{Edit, apply_hunks, hunks, rebase, unified_diff};
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use ropey::Rope;
@@ -83,34 +83,34 @@ struct Input {
     mode: Mode,
 }
 
-fn check_line_hunks(old: &str, new: &str, hs: &[Hunk]) {
+fn check_line_hunks(old: &str, new: &str, hs: &[Edit]) {
     assert_eq!(apply_hunks(old, hs), new, "hunks do not reproduce the new text: {hs:?}");
     let mut prev = 0;
     for h in hs {
-        assert!(h.old_start <= h.old_end && h.old_end <= old.len());
-        assert!(h.old_start >= prev, "hunks unsorted or overlapping: {hs:?}");
-        assert!(old.is_char_boundary(h.old_start) && old.is_char_boundary(h.old_end));
+        assert!(h.start <= h.end && h.end <= old.len());
+        assert!(h.start >= prev, "hunks unsorted or overlapping: {hs:?}");
+        assert!(old.is_char_boundary(h.start) && old.is_char_boundary(h.end));
         // After `\n`, or after a lone `\r` (similar splits lines there too,
         // like LSP); never between the `\r` and `\n` of one line break.
         let b = old.as_bytes();
         let line_start = |i: usize| i == 0 || b[i - 1] == b'\n' || (b[i - 1] == b'\r' && b.get(i) != Some(&b'\n'));
-        assert!(line_start(h.old_start), "hunk does not start at a line: {h:?}");
-        assert!(h.old_end == old.len() || line_start(h.old_end), "hunk does not end at a line: {h:?}");
-        prev = h.old_end;
+        assert!(line_start(h.start), "hunk does not start at a line: {h:?}");
+        assert!(h.end == old.len() || line_start(h.end), "hunk does not end at a line: {h:?}");
+        prev = h.end;
     }
 }
 
 /// Applies `hs` (on `text`) as LSP edits in `encoding`, the way a client
 /// applies a `WorkspaceEdit`, and returns the result.
-fn apply_as_lsp(text: &str, hs: &[Hunk], encoding: PositionEncoding) -> String {
+fn apply_as_lsp(text: &str, hs: &[Edit], encoding: PositionEncoding) -> String {
     let rope = Rope::from_str(text);
     let edits: Vec<((u32, u32), (u32, u32), &str)> = hs
         .iter()
         .map(|h| {
             (
-                byte_to_position(&rope, h.old_start, encoding),
-                byte_to_position(&rope, h.old_end, encoding),
-                h.new_text.as_str(),
+                byte_to_position(&rope, h.start, encoding),
+                byte_to_position(&rope, h.end, encoding),
+                h.text.as_str(),
             )
         })
         .collect();
@@ -159,7 +159,7 @@ fuzz_target!(|input: Input| {
                 let (a, b) = (a.min(b), a.max(b));
                 let text = text_of(&c.text);
                 current.replace_range(a..b, &text);
-                tcs.push(TextChange { start: a, end: b, text });
+                tcs.push(Edit { start: a, end: b, text });
             }
             let r = rebase(&old, &hs, &tcs);
             let expected = apply_hunks(&current, &r.hunks);

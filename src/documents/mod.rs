@@ -15,7 +15,7 @@ use ropey::Rope;
 
 pub use encoding::PositionEncoding;
 
-use crate::workspace::{BufferPin, BufferSource, BufferText};
+use crate::workspace::{BufferPin, BufferSource, BufferText, Edit};
 
 /// One open buffer, as the editor last described it.
 #[derive(Debug, Clone)]
@@ -61,15 +61,6 @@ pub enum DocumentError {
     HistoryGone(i32),
     #[error("document {0} was closed and opened again")]
     Reopened(String),
-}
-
-/// One applied change, in UTF-8 bytes of the text just before it: bytes
-/// `start..end` became `text`. What rebasing needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Edit {
-    pub start: usize,
-    pub end: usize,
-    pub text: String,
 }
 
 /// Versions of history kept per document (enough for a run's duration of
@@ -263,11 +254,7 @@ fn apply_change(rope: &mut Rope, change: &Change, encoding: PositionEncoding) ->
     match change.range {
         None => {
             let old = rope.to_string();
-            let mut edits: Vec<Edit> = crate::workspace::hunks(&old, &change.text)
-                .into_iter()
-                .map(|h| Edit { start: h.old_start, end: h.old_end, text: h.new_text })
-                .collect();
-            edits.reverse();
+            let edits = crate::workspace::sequential_hunks(&old, &change.text);
             *rope = Rope::from_str(&change.text);
             edits
         }

@@ -15,7 +15,7 @@ use tower_lsp_server::ls_types::{
 
 use crate::documents::{Change, PositionEncoding, encoding};
 use crate::fix::Problem;
-use crate::workspace::{EditReason, FileChange, Hunk, hunks};
+use crate::workspace::{Edit, EditReason, FileChange, hunks};
 
 /// Picks the position encoding from what the client offers: UTF-8, then
 /// UTF-32 (both cheaper to convert), else the mandatory UTF-16.
@@ -134,7 +134,7 @@ pub struct FileEdit {
     pub version: Option<i32>,
     /// The text the hunks apply to (empty for a new file).
     pub text: String,
-    pub hunks: Vec<Hunk>,
+    pub hunks: Vec<Edit>,
     /// A new file: `CreateFile`, then the hunk inserts its text.
     pub create: bool,
     pub reasons: Vec<EditReason>,
@@ -158,12 +158,12 @@ impl FileEdit {
 
 /// The model's reason for a hunk: the reason of the edit whose inserted
 /// text the hunk carries, else every reason given for the file.
-fn reason_for(hunk: &Hunk, reasons: &[EditReason]) -> Option<String> {
+fn reason_for(hunk: &Edit, reasons: &[EditReason]) -> Option<String> {
     let matching: Vec<&str> = reasons
         .iter()
         .filter(|r| {
             let first = r.inserted.lines().map(str::trim).find(|l| !l.is_empty());
-            first.is_some_and(|l| hunk.new_text.contains(l))
+            first.is_some_and(|l| hunk.text.contains(l))
         })
         .map(|r| r.reason.as_str())
         .collect();
@@ -179,7 +179,7 @@ fn reason_for(hunk: &Hunk, reasons: &[EditReason]) -> Option<String> {
 }
 
 /// `calc.py: lines 3-4`, `calc.py: after line 7`, `calc.py: new file`.
-fn hunk_label(file: &FileEdit, h: &Hunk) -> String {
+fn hunk_label(file: &FileEdit, h: &Edit) -> String {
     if file.create {
         return format!("{}: new file", file.display);
     }
@@ -187,11 +187,11 @@ fn hunk_label(file: &FileEdit, h: &Hunk) -> String {
     // character (the end of a last line without a newline, minus one).
     let line_of =
         |byte: usize| file.text.as_bytes()[..byte.min(file.text.len())].iter().filter(|b| **b == b'\n').count() + 1;
-    let first = line_of(h.old_start);
-    if h.old_start == h.old_end {
+    let first = line_of(h.start);
+    if h.start == h.end {
         return format!("{}: insert before line {first}", file.display);
     }
-    let last = line_of(h.old_end.saturating_sub(1).max(h.old_start));
+    let last = line_of(h.end.saturating_sub(1).max(h.start));
     if first == last {
         format!("{}: line {first}", file.display)
     } else {
@@ -230,10 +230,8 @@ pub fn workspace_edit(
         let mut plain_edits = Vec::new();
         for (hi, h) in file.hunks.iter().enumerate() {
             count += 1;
-            let text_edit = TextEdit {
-                range: Range { start: pos(h.old_start), end: pos(h.old_end) },
-                new_text: h.new_text.clone(),
-            };
+            let text_edit =
+                TextEdit { range: Range { start: pos(h.start), end: pos(h.end) }, new_text: h.text.clone() };
             if support.annotations {
                 let id = format!("agentfix-{fi}-{hi}");
                 annotations.insert(
@@ -289,7 +287,7 @@ pub fn text_edits(original: &str, new: &str, encoding: PositionEncoding) -> Vec<
     };
     hunks(original, new)
         .into_iter()
-        .map(|h| TextEdit { range: Range { start: pos(h.old_start), end: pos(h.old_end) }, new_text: h.new_text })
+        .map(|h| TextEdit { range: Range { start: pos(h.start), end: pos(h.end) }, new_text: h.text })
         .collect()
 }
 

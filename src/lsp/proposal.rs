@@ -12,7 +12,7 @@
 
 use super::convert::FileEdit;
 use crate::documents::Documents;
-use crate::workspace::{FileChange, TextChange, hunks, rebase};
+use crate::workspace::{Edit, FileChange, rebase, sequential_hunks};
 
 /// Edits ready to send, and what had to be left out.
 #[derive(Debug, Default)]
@@ -22,20 +22,9 @@ pub struct Proposal {
     pub conflicts: Vec<String>,
 }
 
-/// The edits that turn `from` into `to`, as sequential byte changes (last
-/// first, so each applies to the text the previous one left).
-fn diff_changes(from: &str, to: &str) -> Vec<TextChange> {
-    let mut changes: Vec<TextChange> = hunks(from, to)
-        .into_iter()
-        .map(|h| TextChange { start: h.old_start, end: h.old_end, text: h.new_text })
-        .collect();
-    changes.reverse();
-    changes
-}
-
 /// Whether applying `edits` to `base` gives `now` (a recorded history is
 /// trusted only when it leads to the text the editor holds).
-fn replays(base: &str, edits: &[crate::documents::Edit], now: &str) -> bool {
+fn replays(base: &str, edits: &[Edit], now: &str) -> bool {
     let mut text = base.to_string();
     for e in edits {
         if e.start > e.end || e.end > text.len() || !text.is_char_boundary(e.start) || !text.is_char_boundary(e.end) {
@@ -52,7 +41,7 @@ fn rebased(
     file: FileEdit,
     current: String,
     version: Option<i32>,
-    changes: &[TextChange],
+    changes: &[Edit],
     why: &str,
 ) {
     let r = rebase(&file.text, &file.hunks, changes);
@@ -77,7 +66,7 @@ fn by_content(proposal: &mut Proposal, file: FileEdit, original: &str, now: Stri
     if now == original {
         proposal.files.push(FileEdit { version, ..file });
     } else {
-        let changes = diff_changes(original, &now);
+        let changes = sequential_hunks(original, &now);
         rebased(proposal, file, now, version, &changes, why);
     }
 }
@@ -118,16 +107,12 @@ pub fn prepare(changes: &[FileChange], docs: &Documents) -> Proposal {
                         // The same open document, typed in: carry the hunks over
                         // the recorded changes (checked to lead to the text now).
                         Some((edits, _)) if replays(original, &edits, &now) => {
-                            let changes: Vec<TextChange> = edits
-                                .into_iter()
-                                .map(|e| TextChange { start: e.start, end: e.end, text: e.text })
-                                .collect();
                             rebased(
                                 &mut proposal,
                                 file,
                                 now,
                                 Some(doc.version),
-                                &changes,
+                                &edits,
                                 "you edited the same lines during the run",
                             );
                         }

@@ -1,20 +1,32 @@
-//! Line-granular hunks between a file's original text and the run's proposal,
-//! as byte ranges of the original, plus unified diffs for the CLI.
+//! [`Edit`], the one byte-range replacement type of the crate (an agent's
+//! hunk, a user's change, a document's history step), line-granular hunks
+//! between a file's original text and the run's proposal, and unified diffs
+//! for the CLI.
 
 use similar::{DiffTag, TextDiff};
 
-/// One replacement: bytes `old_start..old_end` of the original become
-/// `new_text`. Hunks are sorted and never overlap.
+/// One replacement, in UTF-8 bytes: `start..end` of a text becomes `text`.
+/// Which text depends on the role: a hunk of a proposal is on its base (a
+/// set of hunks is sorted and never overlaps); a user's change, or a step of
+/// a document's history, is on the text just before it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hunk {
-    pub old_start: usize,
-    pub old_end: usize,
-    pub new_text: String,
+pub struct Edit {
+    pub start: usize,
+    pub end: usize,
+    pub text: String,
+}
+
+/// The hunks that turn `old` into `new` as sequential changes: last first,
+/// so that each applies to the text the previous one left.
+pub fn sequential_hunks(old: &str, new: &str) -> Vec<Edit> {
+    let mut edits = hunks(old, new);
+    edits.reverse();
+    edits
 }
 
 /// The hunks that turn `old` into `new`, each a run of whole changed lines
 /// (adjacent changed lines are merged into one hunk).
-pub fn hunks(old: &str, new: &str) -> Vec<Hunk> {
+pub fn hunks(old: &str, new: &str) -> Vec<Edit> {
     let diff = TextDiff::from_lines(old, new);
     let old_lines: Vec<&str> = diff.iter_old_slices().collect();
     let new_lines: Vec<&str> = diff.iter_new_slices().collect();
@@ -25,7 +37,7 @@ pub fn hunks(old: &str, new: &str) -> Vec<Hunk> {
         acc += l.len();
         old_offsets.push(acc);
     }
-    let mut out: Vec<Hunk> = Vec::new();
+    let mut out: Vec<Edit> = Vec::new();
     let mut last_old_end_line = usize::MAX;
     for op in diff.ops() {
         let (tag, old_range, new_range) = op.as_tag_tuple();
@@ -37,10 +49,10 @@ pub fn hunks(old: &str, new: &str) -> Vec<Hunk> {
         let text: String = new_lines[new_range].concat();
         match out.last_mut() {
             Some(prev) if last_old_end_line == old_range.start => {
-                prev.old_end = end;
-                prev.new_text.push_str(&text);
+                prev.end = end;
+                prev.text.push_str(&text);
             }
-            _ => out.push(Hunk { old_start: start, old_end: end, new_text: text }),
+            _ => out.push(Edit { start, end, text }),
         }
         last_old_end_line = old_range.end;
     }
@@ -56,13 +68,13 @@ pub fn unified_diff(path: &str, old: Option<&str>, new: &str) -> String {
 }
 
 /// Applies sorted, non-overlapping hunks to `old`.
-pub fn apply_hunks(old: &str, hunks: &[Hunk]) -> String {
+pub fn apply_hunks(old: &str, hunks: &[Edit]) -> String {
     let mut out = String::with_capacity(old.len());
     let mut pos = 0;
     for h in hunks {
-        out.push_str(&old[pos..h.old_start]);
-        out.push_str(&h.new_text);
-        pos = h.old_end;
+        out.push_str(&old[pos..h.start]);
+        out.push_str(&h.text);
+        pos = h.end;
     }
     out.push_str(&old[pos..]);
     out
@@ -87,7 +99,7 @@ mod tests {
             let hs = hunks(old, new);
             assert_eq!(apply_hunks(old, &hs), new, "{old:?} -> {new:?}: {hs:?}");
             for w in hs.windows(2) {
-                assert!(w[0].old_end <= w[1].old_start);
+                assert!(w[0].end <= w[1].start);
             }
         }
     }
@@ -95,7 +107,7 @@ mod tests {
     #[test]
     fn one_changed_line_is_one_hunk_of_whole_lines() {
         let hs = hunks("a\nb\nc\n", "a\nB\nc\n");
-        assert_eq!(hs, vec![Hunk { old_start: 2, old_end: 4, new_text: "B\n".into() }]);
+        assert_eq!(hs, vec![Edit { start: 2, end: 4, text: "B\n".into() }]);
     }
 
     #[test]

@@ -13,10 +13,10 @@ pub mod scratch;
 
 use std::path::{Path, PathBuf};
 
-pub use diff::{Hunk, apply_hunks, hunks, unified_diff};
+pub use diff::{Edit, apply_hunks, hunks, sequential_hunks, unified_diff};
 pub use overlay::{EditReason, FileBase, FileChange, Overlay, OverlayError};
 pub use paths::{DEFAULT_PROTECTED, PathError, Protected, Workspace, normalize, real_path};
-pub use rebase::{Conflict, Rebased, TextChange, rebase};
+pub use rebase::{Conflict, Rebased, rebase};
 pub use scratch::Scratch;
 
 /// The text of an open editor buffer and its version.

@@ -2,9 +2,9 @@
 //! was working.
 //!
 //! An agent run reads a buffer (the *base*, at some version) and proposes
-//! [`Hunk`]s against it. Meanwhile the editor keeps sending the user's
-//! changes, in order, each a [`TextChange`] on the text as it was just before
-//! that change. [`rebase`] moves every hunk the user did not touch onto the
+//! hunks ([`Edit`]s on the base) against it. Meanwhile the editor keeps
+//! sending the user's changes, in order, each an [`Edit`] on the text as it
+//! was just before that change. [`rebase`] moves every hunk the user did not touch onto the
 //! user's current text and reports every hunk the user did touch as a
 //! [`Conflict`], so that the user's typing is never overwritten and no edit is
 //! ever sent against stale text.
@@ -69,7 +69,7 @@
 //! # Output
 //!
 //! [`Rebased::hunks`] are on the current text, sorted and non-overlapping, in
-//! the order of the (sorted) input, each with its original `new_text`.
+//! the order of the (sorted) input, each with its original `text`.
 //! [`Rebased::conflicts`] carry the hunks exactly as proposed, in the same
 //! order, with a reason naming the 1-based base lines the user edited. Every
 //! input hunk ends up in exactly one of the two. With no change at all, valid
@@ -82,7 +82,7 @@
 //! user's change `ci`, and `current = Tn`. No `ci` touches an accepted hunk,
 //! so on `T(i-1)` every accepted hunk lies entirely before or entirely after
 //! `ci`. Let `ci'` be `ci` with both offsets increased by the net growth
-//! (`new_text.len() - (old_end - old_start)`) of the accepted hunks that lie
+//! (`text.len() - (end - start)`) of the accepted hunks that lie
 //! before it. Then
 //!
 //! ```text
@@ -97,22 +97,13 @@
 
 use ropey::Rope;
 
-use super::diff::Hunk;
-
-/// One user change: bytes `start..end` of the text as it was just before this
-/// change become `text`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TextChange {
-    pub start: usize,
-    pub end: usize,
-    pub text: String,
-}
+use super::diff::Edit;
 
 /// An agent hunk that could not be carried over the user's changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conflict {
     /// The hunk as proposed, on the base text.
-    pub hunk: Hunk,
+    pub hunk: Edit,
     /// Why, e.g. "the user edited lines 3-4 while the agent was working"
     /// (1-based lines of the base).
     pub reason: String,
@@ -122,14 +113,14 @@ pub struct Conflict {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Rebased {
     /// On the user's current text: sorted, non-overlapping.
-    pub hunks: Vec<Hunk>,
+    pub hunks: Vec<Edit>,
     pub conflicts: Vec<Conflict>,
 }
 
 /// One input hunk on its way through the changes.
 struct Tracked<'a> {
     /// As proposed.
-    hunk: &'a Hunk,
+    hunk: &'a Edit,
     /// Normalised, on the base.
     base_start: usize,
     /// On the text after the changes seen so far.
@@ -141,11 +132,11 @@ struct Tracked<'a> {
 /// Carries `hunks` (on `base`) over `changes` (applied to `base` in order).
 ///
 /// See the module documentation for the rules and the guarantees.
-pub fn rebase(base: &str, hunks: &[Hunk], changes: &[TextChange]) -> Rebased {
+pub fn rebase(base: &str, hunks: &[Edit], changes: &[Edit]) -> Rebased {
     let mut tracked: Vec<Tracked> = hunks
         .iter()
         .map(|hunk| {
-            let (start, end) = normalise_in_str(base, hunk.old_start, hunk.old_end);
+            let (start, end) = normalise_in_str(base, hunk.start, hunk.end);
             Tracked { hunk, base_start: start, start, end, conflict: None }
         })
         .collect();
@@ -203,7 +194,7 @@ pub fn rebase(base: &str, hunks: &[Hunk], changes: &[TextChange]) -> Rebased {
     for t in tracked {
         match t.conflict {
             Some(reason) => out.conflicts.push(Conflict { hunk: t.hunk.clone(), reason }),
-            None => out.hunks.push(Hunk { old_start: t.start, old_end: t.end, new_text: t.hunk.new_text.clone() }),
+            None => out.hunks.push(Edit { start: t.start, end: t.end, text: t.hunk.text.clone() }),
         }
     }
     out
@@ -267,16 +258,16 @@ mod tests {
     use super::*;
     use crate::workspace::apply_hunks;
 
-    fn hunk(start: usize, end: usize, text: &str) -> Hunk {
-        Hunk { old_start: start, old_end: end, new_text: text.to_string() }
+    fn hunk(start: usize, end: usize, text: &str) -> Edit {
+        Edit { start, end, text: text.to_string() }
     }
 
-    fn change(start: usize, end: usize, text: &str) -> TextChange {
-        TextChange { start, end, text: text.to_string() }
+    fn change(start: usize, end: usize, text: &str) -> Edit {
+        Edit { start, end, text: text.to_string() }
     }
 
     /// The changes applied in order (test inputs are on char boundaries).
-    fn apply_changes(base: &str, changes: &[TextChange]) -> String {
+    fn apply_changes(base: &str, changes: &[Edit]) -> String {
         let mut text = base.to_string();
         for c in changes {
             text.replace_range(c.start..c.end, &c.text);
@@ -472,14 +463,14 @@ mod tests {
     fn many_changes() {
         let base: String = (0..50).map(|i| format!("line {i}\n")).collect();
         let line_start = |i: usize| base.match_indices('\n').nth(i.wrapping_sub(1)).map_or(0, |(p, _)| p + 1);
-        let hs: Vec<Hunk> =
+        let hs: Vec<Edit> =
             (0..50).step_by(5).map(|i| hunk(line_start(i), line_start(i + 1), &format!("LINE {i}\n"))).collect();
         // The user types on line 3 (index 2) a character at a time, then
         // deletes some of it, and then types at the end of the file.
         let mut changes = Vec::new();
         let mut at = line_start(2);
         for ch in "hello 漢字 😀 ".chars() {
-            changes.push(TextChange { start: at, end: at, text: ch.to_string() });
+            changes.push(Edit { start: at, end: at, text: ch.to_string() });
             at += ch.len_utf8();
         }
         changes.push(change(at - 5, at, ""));
@@ -546,7 +537,7 @@ mod tests {
 
         /// One user change as the model saw it.
         #[derive(Debug)]
-        struct Edit {
+        struct UserEdit {
             /// The replaced range, in chars of the text just before the change.
             at: usize,
             deleted: Vec<Id>,
@@ -564,10 +555,10 @@ mod tests {
             base: String,
             base_chars: usize,
             /// The agent's hunks, and the same as char ranges of the base.
-            hunks: Vec<Hunk>,
+            hunks: Vec<Edit>,
             hunk_chars: Vec<(usize, usize)>,
-            edits: Vec<Edit>,
-            changes: Vec<TextChange>,
+            edits: Vec<UserEdit>,
+            changes: Vec<Edit>,
             /// The user's current text.
             current: Vec<Atom>,
         }
@@ -596,7 +587,7 @@ mod tests {
 
         /// Sorted, non-overlapping hunks on char boundaries (adjacent ones and
         /// several insertions at one point included).
-        fn hunks_of(base: &[Atom], specs: &[HunkSpec]) -> (Vec<Hunk>, Vec<(usize, usize)>) {
+        fn hunks_of(base: &[Atom], specs: &[HunkSpec]) -> (Vec<Edit>, Vec<(usize, usize)>) {
             let mut cursor = 0;
             let (mut hunks, mut chars) = (Vec::new(), Vec::new());
             for (gap, len, text) in specs {
@@ -605,10 +596,10 @@ mod tests {
                     break;
                 }
                 let end = (start + usize::from(*len)).min(base.len());
-                hunks.push(Hunk {
-                    old_start: bytes_before(base, start),
-                    old_end: bytes_before(base, end),
-                    new_text: text_of(text),
+                hunks.push(Edit {
+                    start: bytes_before(base, start),
+                    end: bytes_before(base, end),
+                    text: text_of(text),
                 });
                 chars.push((start, end));
                 cursor = end;
@@ -623,9 +614,9 @@ mod tests {
             (a, b): (usize, usize),
             text: &str,
             swap: bool,
-        ) -> (Edit, TextChange) {
+        ) -> (UserEdit, Edit) {
             let inserted: Vec<Atom> = text.chars().enumerate().map(|(j, c)| (Id::User(index, j), c)).collect();
-            let e = Edit {
+            let e = UserEdit {
                 at: a,
                 deleted: atoms[a..b].iter().map(|(id, _)| *id).collect(),
                 left: a.checked_sub(1).map(|k| atoms[k].0),
@@ -637,7 +628,7 @@ mod tests {
             // `rebase` must swap a reversed range back.
             let (start, end) = if swap { (e.end, e.start) } else { (e.start, e.end) };
             atoms.splice(a..b, inserted);
-            (e, TextChange { start, end, text: text.to_string() })
+            (e, Edit { start, end, text: text.to_string() })
         }
 
         /// Chars to replace so that the change certainly meets the hunk `s..e`
@@ -700,7 +691,7 @@ mod tests {
         /// The change certainly touches the hunk `s..e` (base chars): it
         /// deletes one of its chars or inserts next to one; for an agent
         /// insertion, it deletes or inserts next to the chars around it.
-        fn must_touch(e: &Edit, (s, end): (usize, usize), base_chars: usize) -> bool {
+        fn must_touch(e: &UserEdit, (s, end): (usize, usize), base_chars: usize) -> bool {
             let insertion = e.deleted.is_empty();
             if s < end {
                 e.deleted.iter().any(|&id| is_base_in(Some(id), s, end))
@@ -718,7 +709,7 @@ mod tests {
 
         /// The change could touch the hunk `s..e`: it deletes or inserts next
         /// to a char of the hunk or one of the two chars around it.
-        fn may_touch(e: &Edit, (s, end): (usize, usize), base_chars: usize) -> bool {
+        fn may_touch(e: &UserEdit, (s, end): (usize, usize), base_chars: usize) -> bool {
             let lo = s.saturating_sub(1);
             e.deleted.iter().any(|&id| is_base_in(Some(id), lo, end + 1))
                 || (e.deleted.is_empty()
@@ -744,8 +735,8 @@ mod tests {
                     let Some(got) = r.hunks.get(ri) else {
                         return Err(TestCaseError::fail(format!("{h:?} is neither rebased nor a conflict: {r:?}")));
                     };
-                    prop_assert_eq!(&got.new_text, &h.new_text);
-                    prop_assert_eq!(got.old_end - got.old_start, h.old_end - h.old_start);
+                    prop_assert_eq!(&got.text, &h.text);
+                    prop_assert_eq!(got.end - got.start, h.end - h.start);
                     ri += 1;
                     out.push(true);
                 }
@@ -777,7 +768,7 @@ mod tests {
                 while let Some((((s, e), h), _)) = kept.get(k)
                     && *s == i
                 {
-                    items.push(Item::Hunk(*s, *e, h.new_text.clone()));
+                    items.push(Item::Hunk(*s, *e, h.text.clone()));
                     i = *e;
                     k += 1;
                 }
@@ -823,9 +814,9 @@ mod tests {
         /// both offsets increased by the net growth of the accepted hunks that
         /// end at or before its start (found in the model by their chars).
         fn agent_first_by_offsets(sc: &Scenario, accepted: &[bool]) -> Result<String, TestCaseError> {
-            let kept: Vec<(&(usize, usize), &Hunk)> =
+            let kept: Vec<(&(usize, usize), &Edit)> =
                 sc.hunk_chars.iter().zip(&sc.hunks).zip(accepted).filter(|(_, a)| **a).map(|(x, _)| x).collect();
-            let kept_hunks: Vec<Hunk> = kept.iter().map(|(_, h)| (*h).clone()).collect();
+            let kept_hunks: Vec<Edit> = kept.iter().map(|(_, h)| (*h).clone()).collect();
             let mut text = apply_hunks(&sc.base, &kept_hunks);
             let mut atoms = base_atoms(&sc.base);
             for e in &sc.edits {
@@ -843,7 +834,7 @@ mod tests {
                         return Err(TestCaseError::fail("an accepted hunk lost its chars"));
                     };
                     if bytes_before(&atoms, hunk_end) <= e.start {
-                        growth += h.new_text.len() as isize - (h.old_end - h.old_start) as isize;
+                        growth += h.text.len() as isize - (h.end - h.start) as isize;
                     }
                 }
                 let (start, end) = ((e.start as isize + growth) as usize, (e.end as isize + growth) as usize);
@@ -861,16 +852,11 @@ mod tests {
 
             // (a) sorted, non-overlapping, within the current text, on char boundaries.
             for h in &r.hunks {
-                prop_assert!(
-                    h.old_start <= h.old_end && h.old_end <= current.len(),
-                    "{:?} out of {}",
-                    h,
-                    current.len()
-                );
-                prop_assert!(current.is_char_boundary(h.old_start) && current.is_char_boundary(h.old_end));
+                prop_assert!(h.start <= h.end && h.end <= current.len(), "{:?} out of {}", h, current.len());
+                prop_assert!(current.is_char_boundary(h.start) && current.is_char_boundary(h.end));
             }
             for w in r.hunks.windows(2) {
-                prop_assert!(w[0].old_end <= w[1].old_start, "{:?}", w);
+                prop_assert!(w[0].end <= w[1].start, "{:?}", w);
             }
 
             // (b) every hunk is accounted for, exactly once.
@@ -897,11 +883,11 @@ mod tests {
             let splits = |text: &str, i: usize| {
                 i > 0 && i < text.len() && text.as_bytes()[i - 1] == b'\r' && text.as_bytes()[i] == b'\n'
             };
-            let base_split = sc.hunks.iter().any(|h| splits(&sc.base, h.old_start) || splits(&sc.base, h.old_end));
+            let base_split = sc.hunks.iter().any(|h| splits(&sc.base, h.start) || splits(&sc.base, h.end));
             if !base_split {
                 for h in &r.hunks {
                     prop_assert!(
-                        !splits(&current, h.old_start) && !splits(&current, h.old_end),
+                        !splits(&current, h.start) && !splits(&current, h.end),
                         "{:?} splits a CRLF of {:?}",
                         h,
                         current
