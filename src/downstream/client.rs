@@ -2,7 +2,10 @@
 //! one writes, one drains stderr; pending requests by id, each with a
 //! timeout; bounded header and message sizes; the server→client requests
 //! servers expect are answered; `kill_on_drop`, and `shutdown`/`exit` on the
-//! way out. Messages are `serde_json::Value`s: LSP types stay in `src/lsp/`.
+//! way out. The envelope (id, method, params, result, error) is a
+//! `serde_json::Value`; params and results are LSP types (`ls_types`), and a
+//! result of the wrong shape is a `Malformed` error for its request. No LSP
+//! type leaves `downstream`.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -13,9 +16,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::{Notify, mpsc, oneshot};
+use tower_lsp_server::ls_types::notification::{self, Notification};
+use tower_lsp_server::ls_types::request::{self, Request};
+use tower_lsp_server::ls_types::{self as lsp};
 
+use super::error::DownstreamError;
 use super::uri::path_to_uri;
 
 /// Largest message accepted from a server.
@@ -27,15 +34,24 @@ const STDERR_TAIL: usize = 4096;
 
 /// Diagnostics a server published for one document.
 #[derive(Debug, Clone, Default)]
-pub struct Published {
-    pub version: Option<i64>,
-    pub items: Vec<Value>,
+pub(super) struct Published {
+    pub version: Option<i32>,
+    pub items: Vec<lsp::Diagnostic>,
     pub at: Option<Instant>,
     /// Counts publications, so waiters can tell a new one from an old one.
     pub serial: u64,
 }
 
-type Pending = Arc<Mutex<HashMap<i64, oneshot::Sender<Result<Value, String>>>>>;
+/// Why a request got no result.
+#[derive(Debug)]
+enum Failure {
+    /// A JSON-RPC error response.
+    Error { code: i64, message: String },
+    /// The server died first.
+    Died(String),
+}
+
+type Pending = Arc<Mutex<HashMap<i64, oneshot::Sender<Result<Value, Failure>>>>>;
 
 /// Shared between the client handle and its tasks.
 struct Shared {
@@ -47,19 +63,44 @@ struct Shared {
     stderr: Mutex<String>,
     /// Answer to `workspace/configuration` items.
     settings: Value,
-    folders: Value,
+    folders: Vec<lsp::WorkspaceFolder>,
 }
 
 impl Shared {
+    fn new(settings: Value, folders: Vec<lsp::WorkspaceFolder>) -> Self {
+        Shared {
+            pending: Arc::new(Mutex::new(HashMap::new())),
+            diagnostics: Mutex::new(HashMap::new()),
+            published: Notify::new(),
+            dead: AtomicBool::new(false),
+            death: Mutex::new(None),
+            stderr: Mutex::new(String::new()),
+            settings,
+            folders,
+        }
+    }
+
     fn die(&self, why: String) {
         if !self.dead.swap(true, Ordering::SeqCst) {
             *self.death.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.clone());
         }
         let pending: Vec<_> = self.pending.lock().unwrap_or_else(|e| e.into_inner()).drain().collect();
         for (_, tx) in pending {
-            let _ = tx.send(Err(why.clone()));
+            let _ = tx.send(Err(Failure::Died(why.clone())));
         }
         self.published.notify_waiters();
+    }
+
+    /// Keeps the last [`STDERR_TAIL`] bytes of the server's stderr.
+    fn stderr_line(&self, line: &str) {
+        let mut tail = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
+        tail.push_str(line);
+        tail.push('\n');
+        if tail.len() > STDERR_TAIL {
+            let cut = tail.len() - STDERR_TAIL;
+            let cut = (cut..tail.len()).find(|i| tail.is_char_boundary(*i)).unwrap_or(tail.len());
+            tail.drain(..cut);
+        }
     }
 }
 
@@ -71,7 +112,135 @@ pub struct Client {
     next_id: AtomicI64,
     child: Mutex<Option<Child>>,
     /// The server's `InitializeResult.capabilities`.
-    pub capabilities: Value,
+    capabilities: lsp::ServerCapabilities,
+}
+
+/// Spawns the server process with piped stdio and without credentials.
+fn spawn(command: &[String], name: &str, root: &Path, env_allow: &[String]) -> Result<Child, DownstreamError> {
+    let (program, args) =
+        command.split_first().ok_or_else(|| DownstreamError::Spawn(format!("{name}: empty command")))?;
+    let mut cmd = Command::new(program);
+    // A language server never sees the provider key or other credentials.
+    for var in crate::secrets::credential_vars(env_allow) {
+        cmd.env_remove(var);
+    }
+    cmd.args(args)
+        .current_dir(root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| DownstreamError::Spawn(format!("cannot start `{}`: {e}", command.join(" "))))
+}
+
+/// Writes queued frames to the server's stdin.
+fn spawn_writer(shared: Arc<Shared>, mut stdin: ChildStdin, mut out_rx: mpsc::UnboundedReceiver<Vec<u8>>) {
+    tokio::spawn(async move {
+        while let Some(bytes) = out_rx.recv().await {
+            if stdin.write_all(&bytes).await.is_err() || stdin.flush().await.is_err() {
+                shared.die("its stdin closed".into());
+                break;
+            }
+        }
+    });
+}
+
+/// Reads and dispatches the server's messages until its stdout ends.
+fn spawn_reader(shared: Arc<Shared>, out: mpsc::UnboundedSender<Vec<u8>>, stdout: ChildStdout) {
+    tokio::spawn(async move {
+        let mut reader = BufReader::new(stdout);
+        loop {
+            match read_message(&mut reader).await {
+                Ok(Some(msg)) => dispatch(&shared, &out, msg),
+                Ok(None) => {
+                    shared.die("it exited".into());
+                    break;
+                }
+                Err(e) => {
+                    shared.die(format!("it sent a malformed message: {e}"));
+                    break;
+                }
+            }
+        }
+    });
+}
+
+/// Drains the server's stderr into the log and the kept tail.
+fn spawn_stderr(shared: Arc<Shared>, name: String, stderr: ChildStderr) {
+    tokio::spawn(async move {
+        drain_stderr(stderr, |line| {
+            tracing::debug!(server = %name, "stderr: {line}");
+            shared.stderr_line(line);
+        })
+        .await
+    });
+}
+
+/// What agentfix tells a server in `initialize`.
+#[allow(deprecated)] // rootUri and rootPath: older servers still read them.
+fn initialize_params(
+    root: &Path,
+    root_uri: lsp::Uri,
+    folders: Vec<lsp::WorkspaceFolder>,
+    initialization_options: Option<Value>,
+) -> lsp::InitializeParams {
+    let capabilities = lsp::ClientCapabilities {
+        general: Some(lsp::GeneralClientCapabilities {
+            position_encodings: Some(vec![lsp::PositionEncodingKind::UTF8, lsp::PositionEncodingKind::UTF16]),
+            ..Default::default()
+        }),
+        workspace: Some(lsp::WorkspaceClientCapabilities {
+            configuration: Some(true),
+            workspace_folders: Some(true),
+            symbol: Some(lsp::WorkspaceSymbolClientCapabilities::default()),
+            ..Default::default()
+        }),
+        window: Some(lsp::WindowClientCapabilities { work_done_progress: Some(true), ..Default::default() }),
+        text_document: Some(lsp::TextDocumentClientCapabilities {
+            synchronization: Some(lsp::TextDocumentSyncClientCapabilities {
+                did_save: Some(false),
+                dynamic_registration: Some(false),
+                ..Default::default()
+            }),
+            document_symbol: Some(lsp::DocumentSymbolClientCapabilities {
+                hierarchical_document_symbol_support: Some(true),
+                ..Default::default()
+            }),
+            definition: Some(lsp::GotoCapability { link_support: Some(false), ..Default::default() }),
+            references: Some(lsp::ReferenceClientCapabilities::default()),
+            hover: Some(lsp::HoverClientCapabilities {
+                content_format: Some(vec![lsp::MarkupKind::PlainText, lsp::MarkupKind::Markdown]),
+                ..Default::default()
+            }),
+            publish_diagnostics: Some(lsp::PublishDiagnosticsClientCapabilities {
+                version_support: Some(true),
+                related_information: Some(false),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    lsp::InitializeParams {
+        process_id: Some(std::process::id()),
+        client_info: Some(lsp::ClientInfo { name: "agentfix".into(), version: Some(env!("CARGO_PKG_VERSION").into()) }),
+        root_uri: Some(root_uri),
+        root_path: Some(root.to_string_lossy().into_owned()),
+        workspace_folders: Some(folders),
+        initialization_options,
+        capabilities,
+        ..Default::default()
+    }
+}
+
+/// Decodes the result of request `R`; a wrong shape is `Malformed`.
+pub(super) fn decode_result<R: Request>(server: &str, result: Value) -> Result<R::Result, DownstreamError> {
+    serde_json::from_value(result).map_err(|e| DownstreamError::Malformed {
+        server: server.to_string(),
+        method: R::METHOD.to_string(),
+        why: e.to_string(),
+    })
 }
 
 impl Client {
@@ -84,123 +253,41 @@ impl Client {
         settings: Value,
         timeout: Duration,
         env_allow: &[String],
-    ) -> Result<Client, String> {
-        let (program, args) = command.split_first().ok_or_else(|| format!("{name}: empty command"))?;
-        let mut cmd = Command::new(program);
-        // A language server never sees the provider key or other credentials.
-        for var in crate::secrets::credential_vars(env_allow) {
-            cmd.env_remove(var);
-        }
-        let mut child = cmd
-            .args(args)
-            .current_dir(root)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| format!("cannot start `{}`: {e}", command.join(" ")))?;
-        let root_uri = path_to_uri(root);
+    ) -> Result<Client, DownstreamError> {
+        let root_uri = super::decode::uri_of(root).ok_or_else(|| DownstreamError::BadPath(root.to_path_buf()))?;
+        let mut child = spawn(command, name, root, env_allow)?;
         let folder_name = root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let shared = Arc::new(Shared {
-            pending: Arc::new(Mutex::new(HashMap::new())),
-            diagnostics: Mutex::new(HashMap::new()),
-            published: Notify::new(),
-            dead: AtomicBool::new(false),
-            death: Mutex::new(None),
-            stderr: Mutex::new(String::new()),
-            settings,
-            folders: json!([{"uri": root_uri, "name": folder_name}]),
-        });
-        let (out, mut out_rx) = mpsc::unbounded_channel::<Vec<u8>>();
-        let mut stdin = child.stdin.take().ok_or("no stdin")?;
-        let stdout = child.stdout.take().ok_or("no stdout")?;
-        let stderr = child.stderr.take().ok_or("no stderr")?;
-        {
-            let shared = shared.clone();
-            tokio::spawn(async move {
-                while let Some(bytes) = out_rx.recv().await {
-                    if stdin.write_all(&bytes).await.is_err() || stdin.flush().await.is_err() {
-                        shared.die("its stdin closed".into());
-                        break;
-                    }
-                }
-            });
-        }
-        {
-            let shared = shared.clone();
-            let out = out.clone();
-            tokio::spawn(async move {
-                let mut reader = BufReader::new(stdout);
-                loop {
-                    match read_message(&mut reader).await {
-                        Ok(Some(msg)) => dispatch(&shared, &out, msg),
-                        Ok(None) => {
-                            shared.die("it exited".into());
-                            break;
-                        }
-                        Err(e) => {
-                            shared.die(format!("it sent a malformed message: {e}"));
-                            break;
-                        }
-                    }
-                }
-            });
-        }
-        {
-            let shared = shared.clone();
-            let name = name.to_string();
-            tokio::spawn(async move {
-                drain_stderr(stderr, |line| {
-                    tracing::debug!(server = %name, "stderr: {line}");
-                    let mut tail = shared.stderr.lock().unwrap_or_else(|e| e.into_inner());
-                    tail.push_str(line);
-                    tail.push('\n');
-                    if tail.len() > STDERR_TAIL {
-                        let cut = tail.len() - STDERR_TAIL;
-                        let cut = (cut..tail.len()).find(|i| tail.is_char_boundary(*i)).unwrap_or(tail.len());
-                        tail.drain(..cut);
-                    }
-                })
-                .await
-            });
-        }
+        let folders = vec![lsp::WorkspaceFolder { uri: root_uri.clone(), name: folder_name }];
+        let shared = Arc::new(Shared::new(settings, folders.clone()));
+        let (out, out_rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let missing = |pipe: &str| DownstreamError::Spawn(format!("no {pipe}"));
+        let stdin = child.stdin.take().ok_or_else(|| missing("stdin"))?;
+        let stdout = child.stdout.take().ok_or_else(|| missing("stdout"))?;
+        let stderr = child.stderr.take().ok_or_else(|| missing("stderr"))?;
+        spawn_writer(shared.clone(), stdin, out_rx);
+        spawn_reader(shared.clone(), out.clone(), stdout);
+        spawn_stderr(shared.clone(), name.to_string(), stderr);
         let client = Client {
             name: name.to_string(),
             shared,
             out,
             next_id: AtomicI64::new(1),
             child: Mutex::new(Some(child)),
-            capabilities: Value::Null,
+            capabilities: lsp::ServerCapabilities::default(),
         };
-        let params = json!({
-            "processId": std::process::id(),
-            "clientInfo": {"name": "agentfix", "version": env!("CARGO_PKG_VERSION")},
-            "rootUri": root_uri,
-            "rootPath": root,
-            "workspaceFolders": client.shared.folders,
-            "initializationOptions": initialization_options,
-            "capabilities": {
-                "general": {"positionEncodings": ["utf-8", "utf-16"]},
-                "workspace": {"configuration": true, "workspaceFolders": true, "symbol": {}},
-                "window": {"workDoneProgress": true},
-                "textDocument": {
-                    "synchronization": {"didSave": false, "dynamicRegistration": false},
-                    "documentSymbol": {"hierarchicalDocumentSymbolSupport": true},
-                    "definition": {"linkSupport": false},
-                    "references": {},
-                    "hover": {"contentFormat": ["plaintext", "markdown"]},
-                    "publishDiagnostics": {"versionSupport": true, "relatedInformation": false}
-                }
-            }
-        });
-        let result = client.request("initialize", params, timeout).await?;
-        client.notify("initialized", json!({}));
-        Ok(Client { capabilities: result["capabilities"].clone(), ..client })
+        let params = initialize_params(root, root_uri, folders, initialization_options);
+        let result = client.request::<request::Initialize>(params, timeout).await?;
+        client.notify::<notification::Initialized>(lsp::InitializedParams {});
+        Ok(Client { capabilities: result.capabilities, ..client })
     }
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Whether the server counts positions in UTF-8 bytes (else UTF-16).
+    pub fn utf8(&self) -> bool {
+        self.capabilities.position_encoding.as_ref() == Some(&lsp::PositionEncodingKind::UTF8)
     }
 
     pub fn is_dead(&self) -> bool {
@@ -217,41 +304,62 @@ impl Client {
     }
 
     fn send(&self, msg: &Value) {
-        let body = msg.to_string();
-        let mut bytes = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
-        bytes.extend_from_slice(body.as_bytes());
-        if self.out.send(bytes).is_err() {
+        if self.out.send(frame(msg)).is_err() {
             self.shared.die("its writer stopped".into());
         }
     }
 
-    pub fn notify(&self, method: &str, params: Value) {
-        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    /// Sends notification `N`.
+    pub(super) fn notify<N: Notification>(&self, params: N::Params) {
+        let params = serde_json::to_value(params).unwrap_or(Value::Null);
+        self.send(&json!({"jsonrpc": "2.0", "method": N::METHOD, "params": params}));
     }
 
-    /// Sends a request and waits for its result at most `timeout`. On a
+    /// Sends request `R` and waits for its result at most `timeout`. On a
     /// timeout the request is cancelled with `$/cancelRequest`.
-    pub async fn request(&self, method: &str, params: Value, timeout: Duration) -> Result<Value, String> {
+    pub(super) async fn request<R: Request>(
+        &self,
+        params: R::Params,
+        timeout: Duration,
+    ) -> Result<R::Result, DownstreamError> {
+        let params = serde_json::to_value(params).map_err(|e| DownstreamError::Malformed {
+            server: self.name.clone(),
+            method: R::METHOD.to_string(),
+            why: format!("cannot encode the request: {e}"),
+        })?;
+        let result = self.request_value(R::METHOD, params, timeout).await?;
+        decode_result::<R>(&self.name, result)
+    }
+
+    async fn request_value(&self, method: &str, params: Value, timeout: Duration) -> Result<Value, DownstreamError> {
         if self.is_dead() {
-            return Err(format!("{} is not running: {}", self.name, self.death()));
+            return Err(DownstreamError::NotRunning { server: self.name.clone(), why: self.death() });
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         self.shared.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(id, tx);
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let (server, method) = (self.name.clone(), method.to_string());
         match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(r)) => r.map_err(|e| format!("{} failed `{method}`: {e}", self.name)),
-            Ok(Err(_)) => Err(format!("{} dropped `{method}`", self.name)),
+            Ok(Ok(Ok(result))) => Ok(result),
+            Ok(Ok(Err(Failure::Error { code, message }))) => {
+                Err(DownstreamError::ServerError { server, method, code, message })
+            }
+            Ok(Ok(Err(Failure::Died(why)))) => Err(DownstreamError::Crashed { server, method, why }),
+            Ok(Err(_)) => Err(DownstreamError::Dropped { server, method }),
             Err(_) => {
                 self.shared.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-                self.notify("$/cancelRequest", json!({"id": id}));
-                Err(format!("{} did not answer `{method}` within {} s", self.name, timeout.as_secs_f32()))
+                let id = i32::try_from(id)
+                    .map(lsp::NumberOrString::Number)
+                    .unwrap_or_else(|_| lsp::NumberOrString::String(id.to_string()));
+                self.notify::<notification::Cancel>(lsp::CancelParams { id });
+                Err(DownstreamError::Timeout { server, method, secs: timeout.as_secs_f32() })
             }
         }
     }
 
     /// The diagnostics last published for `uri`.
-    pub fn published(&self, uri: &str) -> Published {
+    pub(super) fn published(&self, uri: &str) -> Published {
         self.shared.diagnostics.lock().unwrap_or_else(|e| e.into_inner()).get(uri).cloned().unwrap_or_default()
     }
 
@@ -260,14 +368,14 @@ impl Client {
     /// (or, from servers that do not say, any publication after `since`),
     /// then `quiet` without a newer one, `max` at most. `None` if nothing
     /// came in time.
-    pub async fn settled_diagnostics(
+    pub(super) async fn settled_diagnostics(
         &self,
         uri: &str,
-        version: i64,
+        version: i32,
         since: Instant,
         quiet: Duration,
         max: Duration,
-    ) -> Option<Vec<Value>> {
+    ) -> Option<Vec<lsp::Diagnostic>> {
         let deadline = tokio::time::Instant::now() + max;
         let fresh = |p: &Published| match p.version {
             Some(v) => v >= version,
@@ -297,12 +405,11 @@ impl Client {
             }
         }
     }
-
     /// `shutdown` then `exit`, then the process is killed if still there.
     pub async fn stop(&self) {
         if !self.is_dead() {
-            let _ = self.request("shutdown", Value::Null, Duration::from_secs(2)).await;
-            self.notify("exit", Value::Null);
+            let _ = self.request::<request::Shutdown>((), Duration::from_secs(2)).await;
+            self.notify::<notification::Exit>(());
         }
         let child = self.child.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(mut child) = child
@@ -315,6 +422,14 @@ impl Client {
     }
 }
 
+/// One message with its `Content-Length` header.
+fn frame(msg: &Value) -> Vec<u8> {
+    let body = msg.to_string();
+    let mut bytes = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+    bytes.extend_from_slice(body.as_bytes());
+    bytes
+}
+
 /// Routes one message from the server.
 fn dispatch(shared: &Shared, out: &mpsc::UnboundedSender<Vec<u8>>, msg: Value) {
     let method = msg["method"].as_str();
@@ -325,7 +440,10 @@ fn dispatch(shared: &Shared, out: &mpsc::UnboundedSender<Vec<u8>>, msg: Value) {
             let tx = shared.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
             if let Some(tx) = tx {
                 let r = if let Some(err) = msg.get("error") {
-                    Err(err["message"].as_str().unwrap_or("error").to_string())
+                    Err(Failure::Error {
+                        code: err["code"].as_i64().unwrap_or(0),
+                        message: err["message"].as_str().unwrap_or("error").to_string(),
+                    })
                 } else {
                     Ok(msg.get("result").cloned().unwrap_or(Value::Null))
                 };
@@ -333,44 +451,65 @@ fn dispatch(shared: &Shared, out: &mpsc::UnboundedSender<Vec<u8>>, msg: Value) {
             }
         }
         (Some(method), Some(id)) => {
-            let result = match method {
-                "workspace/configuration" => {
-                    let n = msg["params"]["items"].as_array().map_or(0, Vec::len);
-                    Ok(Value::Array(vec![shared.settings.clone(); n]))
-                }
-                "window/workDoneProgress/create" | "client/registerCapability" | "client/unregisterCapability" => {
-                    Ok(Value::Null)
-                }
-                "workspace/workspaceFolders" => Ok(shared.folders.clone()),
-                "window/showMessageRequest" | "window/showDocument" => Ok(Value::Null),
-                "workspace/applyEdit" => {
-                    Ok(json!({"applied": false, "failureReason": "agentfix does not take edits from language servers"}))
-                }
-                _ => Err(json!({"code": -32601, "message": format!("agentfix does not handle {method}")})),
-            };
-            let reply = match result {
+            let params = msg.get("params").cloned().unwrap_or(Value::Null);
+            let reply = match answer(shared, method, params) {
                 Ok(r) => json!({"jsonrpc": "2.0", "id": id, "result": r}),
                 Err(e) => json!({"jsonrpc": "2.0", "id": id, "error": e}),
             };
-            let body = reply.to_string();
-            let mut bytes = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
-            bytes.extend_from_slice(body.as_bytes());
-            let _ = out.send(bytes);
+            let _ = out.send(frame(&reply));
         }
-        (Some("textDocument/publishDiagnostics"), None) => {
-            let p = &msg["params"];
-            if let Some(uri) = p["uri"].as_str() {
-                let mut map = shared.diagnostics.lock().unwrap_or_else(|e| e.into_inner());
-                let entry = map.entry(normalize_uri(uri)).or_default();
-                entry.version = p["version"].as_i64();
-                entry.items = p["diagnostics"].as_array().cloned().unwrap_or_default();
-                entry.at = Some(Instant::now());
-                entry.serial += 1;
-                drop(map);
-                shared.published.notify_waiters();
+        (Some(notification::PublishDiagnostics::METHOD), None) => {
+            let params = msg.get("params").cloned().unwrap_or(Value::Null);
+            match serde_json::from_value::<lsp::PublishDiagnosticsParams>(params) {
+                Ok(p) => publish(shared, p),
+                Err(e) => tracing::warn!("ignoring malformed publishDiagnostics: {e}"),
             }
         }
         _ => {}
+    }
+}
+
+/// Keeps the diagnostics a server published and wakes the waiters.
+fn publish(shared: &Shared, p: lsp::PublishDiagnosticsParams) {
+    let mut map = shared.diagnostics.lock().unwrap_or_else(|e| e.into_inner());
+    let entry = map.entry(normalize_uri(p.uri.as_str())).or_default();
+    entry.version = p.version;
+    entry.items = p.diagnostics;
+    entry.at = Some(Instant::now());
+    entry.serial += 1;
+    drop(map);
+    shared.published.notify_waiters();
+}
+
+/// The result of request `R`, encoded.
+fn reply<R: Request>(result: R::Result) -> Result<Value, Value> {
+    Ok(serde_json::to_value(result).unwrap_or(Value::Null))
+}
+
+/// Answers a server→client request (`Err`: a JSON-RPC error object).
+fn answer(shared: &Shared, method: &str, params: Value) -> Result<Value, Value> {
+    use request::{
+        ApplyWorkspaceEdit, RegisterCapability, ShowDocument, ShowMessageRequest, UnregisterCapability,
+        WorkDoneProgressCreate, WorkspaceConfiguration, WorkspaceFoldersRequest,
+    };
+    match method {
+        WorkspaceConfiguration::METHOD => {
+            // The same settings for every item (lenient: no items, none).
+            let n = serde_json::from_value::<lsp::ConfigurationParams>(params).map_or(0, |p| p.items.len());
+            reply::<WorkspaceConfiguration>(vec![shared.settings.clone(); n])
+        }
+        WorkDoneProgressCreate::METHOD => reply::<WorkDoneProgressCreate>(()),
+        RegisterCapability::METHOD => reply::<RegisterCapability>(()),
+        UnregisterCapability::METHOD => reply::<UnregisterCapability>(()),
+        WorkspaceFoldersRequest::METHOD => reply::<WorkspaceFoldersRequest>(Some(shared.folders.clone())),
+        ShowMessageRequest::METHOD => reply::<ShowMessageRequest>(None),
+        ShowDocument::METHOD => reply::<ShowDocument>(lsp::ShowDocumentResult { success: false }),
+        ApplyWorkspaceEdit::METHOD => reply::<ApplyWorkspaceEdit>(lsp::ApplyWorkspaceEditResponse {
+            applied: false,
+            failure_reason: Some("agentfix does not take edits from language servers".into()),
+            failed_change: None,
+        }),
+        _ => Err(json!({"code": -32601, "message": format!("agentfix does not handle {method}")})),
     }
 }
 
@@ -485,6 +624,49 @@ mod tests {
                 .unwrap_err()
                 .starts_with("not JSON")
         );
+    }
+
+    #[test]
+    fn malformed_results_are_errors_of_their_query() {
+        let e =
+            decode_result::<request::GotoDefinition>("fake (python)", json!([{"uri": "file:///a.py"}])).unwrap_err();
+        assert!(matches!(e, DownstreamError::Malformed { .. }), "{e:?}");
+        assert!(
+            e.to_string().starts_with("fake (python) sent a malformed answer to `textDocument/definition`: "),
+            "{e}"
+        );
+        assert!(decode_result::<request::HoverRequest>("s", json!({"contents": 7})).is_err());
+        assert!(decode_result::<request::DocumentSymbolRequest>("s", json!({"name": "x"})).is_err());
+        assert!(decode_result::<request::WorkspaceSymbolRequest>("s", json!("x")).is_err());
+        assert!(decode_result::<request::References>("s", json!([1])).is_err());
+        assert!(decode_result::<request::Initialize>("s", json!({"serverInfo": {}})).is_err());
+        // `null` is the protocol's "nothing", not an error.
+        assert_eq!(decode_result::<request::HoverRequest>("s", Value::Null).unwrap(), None);
+        assert_eq!(decode_result::<request::GotoDefinition>("s", Value::Null).unwrap(), None);
+        let init = decode_result::<request::Initialize>("s", json!({"capabilities": {"positionEncoding": "utf-8"}}));
+        assert_eq!(init.unwrap().capabilities.position_encoding, Some(lsp::PositionEncodingKind::UTF8));
+    }
+
+    #[test]
+    fn server_requests_are_answered() {
+        let root: lsp::Uri = "file:///w".parse().unwrap();
+        let shared =
+            Shared::new(json!({"python": {"x": 1}}), vec![lsp::WorkspaceFolder { uri: root, name: "w".into() }]);
+        let items = json!({"items": [{"section": "python"}, {}]});
+        assert_eq!(
+            answer(&shared, "workspace/configuration", items),
+            Ok(json!([{"python": {"x": 1}}, {"python": {"x": 1}}]))
+        );
+        assert_eq!(answer(&shared, "workspace/configuration", json!(null)), Ok(json!([])));
+        assert_eq!(answer(&shared, "window/workDoneProgress/create", json!({"token": "t"})), Ok(Value::Null));
+        assert_eq!(answer(&shared, "client/registerCapability", json!({"registrations": []})), Ok(Value::Null));
+        assert_eq!(
+            answer(&shared, "workspace/workspaceFolders", Value::Null),
+            Ok(json!([{"uri": "file:///w", "name": "w"}]))
+        );
+        let applied = answer(&shared, "workspace/applyEdit", json!({})).unwrap();
+        assert_eq!(applied["applied"], false);
+        assert_eq!(answer(&shared, "x/unknown", Value::Null).unwrap_err()["code"], -32601);
     }
 
     #[tokio::test]

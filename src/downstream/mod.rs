@@ -12,6 +12,8 @@
 //! (editor and overlay texts interleave), not the editor's.
 
 mod client;
+mod decode;
+mod error;
 pub mod uri;
 
 use std::collections::{HashMap, HashSet};
@@ -20,11 +22,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
+use serde_json::Value;
+use tower_lsp_server::ls_types::notification::{DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument};
+use tower_lsp_server::ls_types::request::{
+    DocumentSymbolRequest, GotoDefinition, HoverRequest, References, Request, WorkspaceSymbolRequest,
+};
+use tower_lsp_server::ls_types::{self as lsp};
 
 pub use crate::config::ServerConfig;
 pub use client::Client;
-use uri::{path_to_uri, uri_to_path};
+pub use error::DownstreamError;
+use uri::path_to_uri;
 
 /// How long a server may take to start.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -120,13 +128,25 @@ pub struct Diagnostic {
 pub trait SymbolSource: Send + Sync {
     /// Whether a language server is configured or found for `path`'s language.
     fn available(&self, path: &Path) -> bool;
-    async fn document_symbols(&self, path: &Path, text: &str) -> Result<Vec<Symbol>, String>;
-    async fn workspace_symbols(&self, language_hint: &Path, query: &str) -> Result<Vec<Location>, String>;
-    async fn definition(&self, path: &Path, text: &str, line: u32, column: u32) -> Result<Vec<Location>, String>;
-    async fn references(&self, path: &Path, text: &str, line: u32, column: u32) -> Result<Vec<Location>, String>;
-    async fn hover(&self, path: &Path, text: &str, line: u32, column: u32) -> Result<Option<String>, String>;
+    async fn document_symbols(&self, path: &Path, text: &str) -> Result<Vec<Symbol>, DownstreamError>;
+    async fn workspace_symbols(&self, language_hint: &Path, query: &str) -> Result<Vec<Location>, DownstreamError>;
+    async fn definition(
+        &self,
+        path: &Path,
+        text: &str,
+        line: u32,
+        column: u32,
+    ) -> Result<Vec<Location>, DownstreamError>;
+    async fn references(
+        &self,
+        path: &Path,
+        text: &str,
+        line: u32,
+        column: u32,
+    ) -> Result<Vec<Location>, DownstreamError>;
+    async fn hover(&self, path: &Path, text: &str, line: u32, column: u32) -> Result<Option<String>, DownstreamError>;
     /// The diagnostics of `text`, waiting (bounded) for the server to settle.
-    async fn diagnostics(&self, path: &Path, text: &str) -> Result<Vec<Diagnostic>, String>;
+    async fn diagnostics(&self, path: &Path, text: &str) -> Result<Vec<Diagnostic>, DownstreamError>;
     /// Gives servers back the editor's text (`None`: not open in the editor)
     /// of the documents a run synced.
     async fn release(&self, docs: &[(PathBuf, Option<String>)]);
@@ -154,14 +174,14 @@ struct Server {
     client: Client,
     language: String,
     /// Documents the server has: path → (version, text).
-    docs: tokio::sync::Mutex<HashMap<PathBuf, (i64, String)>>,
+    docs: tokio::sync::Mutex<HashMap<PathBuf, (i32, String)>>,
     /// The server's position encoding.
     utf8: bool,
 }
 
 enum Slot {
     Running(Arc<Server>),
-    Failed(String),
+    Failed(DownstreamError),
 }
 
 /// All downstream servers of a session.
@@ -254,12 +274,9 @@ impl Downstream {
     }
 
     /// The server for `path`, started (or restarted once) as needed.
-    async fn server_for(&self, path: &Path) -> Result<Arc<Server>, String> {
-        let language =
-            language_of(path).ok_or_else(|| format!("no language server is known for `{}`", path.display()))?;
-        let config = self
-            .config_for(language)
-            .ok_or_else(|| format!("no language server for {language}: none is configured in `languageServers` and none of the defaults is on PATH"))?;
+    async fn server_for(&self, path: &Path) -> Result<Arc<Server>, DownstreamError> {
+        let language = language_of(path).ok_or_else(|| DownstreamError::UnknownLanguage(path.to_path_buf()))?;
+        let config = self.config_for(language).ok_or_else(|| DownstreamError::NoServer(language.to_string()))?;
         let root = self.root_for(path, &config);
         let key = (language.to_string(), root.clone());
         let mut servers = self.servers.lock().await;
@@ -273,7 +290,7 @@ impl Downstream {
             Some((Ok(s), n)) => {
                 tracing::warn!(language, "language server died: {}", s.client.death());
                 if n >= MAX_RESTARTS {
-                    let why = format!("language server for {language} unavailable: {}", s.client.death());
+                    let why = DownstreamError::Unavailable { language: language.to_string(), why: s.client.death() };
                     servers.insert(key, (Slot::Failed(why.clone()), n));
                     return Err(why);
                 }
@@ -282,104 +299,130 @@ impl Downstream {
             Some((Err(why), _)) => return Err(why),
             None => 0,
         };
-        let name = format!("{} ({language})", config.command[0]);
-        let settings = config.settings.clone().unwrap_or(Value::Null);
-        match Client::start(
-            &name,
-            &config.command,
-            &root,
-            config.initialization_options.clone(),
-            settings,
-            START_TIMEOUT,
-            &self.env_allow,
-        )
-        .await
-        {
-            Ok(client) => {
-                let utf8 = client.capabilities["positionEncoding"] == "utf-8";
-                tracing::info!(server = %name, root = %root.display(), restarts, "language server started");
-                let server = Arc::new(Server {
-                    client,
-                    language: language.to_string(),
-                    docs: tokio::sync::Mutex::new(HashMap::new()),
-                    utf8,
-                });
+        match self.start_server(language, &config, &root, restarts).await {
+            Ok(server) => {
                 servers.insert(key, (Slot::Running(server.clone()), restarts));
                 Ok(server)
             }
             Err(e) => {
-                let why = format!("language server for {language} unavailable: {e}");
+                let why = DownstreamError::Unavailable { language: language.to_string(), why: e.to_string() };
                 servers.insert(key, (Slot::Failed(why.clone()), restarts));
                 Err(why)
             }
         }
     }
 
+    /// Starts the server of `config` for `language` in `root`.
+    async fn start_server(
+        &self,
+        language: &str,
+        config: &ServerConfig,
+        root: &Path,
+        restarts: u32,
+    ) -> Result<Arc<Server>, DownstreamError> {
+        let name = format!("{} ({language})", config.command[0]);
+        let settings = config.settings.clone().unwrap_or(Value::Null);
+        let client = Client::start(
+            &name,
+            &config.command,
+            root,
+            config.initialization_options.clone(),
+            settings,
+            START_TIMEOUT,
+            &self.env_allow,
+        )
+        .await?;
+        let utf8 = client.utf8();
+        tracing::info!(server = %name, root = %root.display(), restarts, "language server started");
+        Ok(Arc::new(Server {
+            client,
+            language: language.to_string(),
+            docs: tokio::sync::Mutex::new(HashMap::new()),
+            utf8,
+        }))
+    }
+
     /// Gives the server `text` for `path` (didOpen or a full didChange) if it
     /// has something else; returns the version and when it was sent.
-    async fn sync(&self, server: &Server, path: &Path, text: &str) -> (i64, Instant) {
+    async fn sync(&self, server: &Server, path: &Path, text: &str) -> Result<(i32, Instant), DownstreamError> {
+        let uri = document_uri(path)?;
         let mut docs = server.docs.lock().await;
-        let uri = path_to_uri(path);
-        match docs.get_mut(path) {
+        Ok(match docs.get_mut(path) {
             Some((v, t)) if t == text => (*v, Instant::now() - Duration::from_secs(3600)),
             Some((v, t)) => {
                 *v += 1;
                 *t = text.to_string();
-                server.client.notify(
-                    "textDocument/didChange",
-                    json!({"textDocument": {"uri": uri, "version": *v}, "contentChanges": [{"text": text}]}),
-                );
+                server.client.notify::<DidChangeTextDocument>(lsp::DidChangeTextDocumentParams {
+                    text_document: lsp::VersionedTextDocumentIdentifier { uri, version: *v },
+                    content_changes: vec![lsp::TextDocumentContentChangeEvent {
+                        range: None,
+                        range_length: None,
+                        text: text.to_string(),
+                    }],
+                });
                 (*v, Instant::now())
             }
             None => {
-                server.client.notify(
-                    "textDocument/didOpen",
-                    json!({"textDocument": {"uri": uri, "languageId": server.language, "version": 1, "text": text}}),
-                );
+                server.client.notify::<DidOpenTextDocument>(lsp::DidOpenTextDocumentParams {
+                    text_document: lsp::TextDocumentItem {
+                        uri,
+                        language_id: server.language.clone(),
+                        version: 1,
+                        text: text.to_string(),
+                    },
+                });
                 docs.insert(path.to_path_buf(), (1, text.to_string()));
                 (1, Instant::now())
             }
-        }
+        })
     }
 
-    /// Runs a query after syncing; a dead server is restarted once and the
-    /// query repeated.
-    async fn query(
+    /// Runs request `R` after syncing; a dead or hung server is restarted
+    /// once and the query repeated.
+    async fn query<R: Request>(
         &self,
         path: &Path,
         text: &str,
-        method: &str,
-        params: impl Fn(&Server) -> Value,
-    ) -> Result<(Arc<Server>, Value), String> {
-        for attempt in 0..=MAX_RESTARTS {
+        params: impl Fn(&Server) -> R::Params,
+    ) -> Result<R::Result, DownstreamError> {
+        let mut attempt = 0;
+        loop {
             let server = self.server_for(path).await?;
-            self.sync(&server, path, text).await;
+            self.sync(&server, path, text).await?;
             self.dirty.lock().unwrap_or_else(|e| e.into_inner()).insert(path.to_path_buf());
-            match server.client.request(method, params(&server), self.wait.query).await {
-                Ok(v) => return Ok((server, v)),
-                Err(e) if attempt < MAX_RESTARTS && (server.client.is_dead() || e.contains("did not answer")) => {
+            match server.client.request::<R>(params(&server), self.wait.query).await {
+                Ok(v) => return Ok(v),
+                Err(e) if attempt < MAX_RESTARTS && (server.client.is_dead() || e.is_timeout()) => {
                     tracing::warn!("{e}; restarting the language server");
                     server.client.stop().await;
-                    continue;
+                    attempt += 1;
                 }
                 Err(_) if server.client.is_dead() => {
-                    return Err(format!(
-                        "language server for {} unavailable: {}",
-                        server.language,
-                        server.client.death()
-                    ));
+                    return Err(DownstreamError::Unavailable {
+                        language: server.language.clone(),
+                        why: server.client.death(),
+                    });
                 }
                 Err(e) => return Err(e),
             }
         }
-        Err("unreachable".into())
     }
 
-    fn position(server: &Server, text: &str, line: u32, column: u32) -> Value {
+    /// The LSP position of a 0-based line and char column of `text`, in the
+    /// server's encoding.
+    fn position(server: &Server, text: &str, line: u32, column: u32) -> lsp::Position {
         let line_text = text.split('\n').nth(line as usize).unwrap_or("");
         let prefix: String = line_text.chars().take(column as usize).collect();
         let character = if server.utf8 { prefix.len() } else { prefix.encode_utf16().count() };
-        json!({"line": line, "character": character})
+        lsp::Position { line, character: u32::try_from(character).unwrap_or(u32::MAX) }
+    }
+
+    /// The request at a position of `path`.
+    fn at(server: &Server, uri: &lsp::Uri, text: &str, line: u32, column: u32) -> lsp::TextDocumentPositionParams {
+        lsp::TextDocumentPositionParams {
+            text_document: lsp::TextDocumentIdentifier { uri: uri.clone() },
+            position: Self::position(server, text, line, column),
+        }
     }
 
     /// Stops every server (shutdown/exit).
@@ -400,122 +443,9 @@ impl Downstream {
     }
 }
 
-fn symbol_kind(n: u64) -> &'static str {
-    const KINDS: [&str; 26] = [
-        "symbol",
-        "file",
-        "module",
-        "namespace",
-        "package",
-        "class",
-        "method",
-        "property",
-        "field",
-        "constructor",
-        "enum",
-        "interface",
-        "function",
-        "variable",
-        "constant",
-        "string",
-        "number",
-        "boolean",
-        "array",
-        "object",
-        "key",
-        "null",
-        "enum member",
-        "struct",
-        "event",
-        "operator",
-    ];
-    KINDS.get(n as usize).copied().unwrap_or(if n == 26 { "type parameter" } else { "symbol" })
-}
-
-fn parse_symbols(v: &Value, fallback_path: &Path) -> Vec<Symbol> {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .map(|s| {
-            // DocumentSymbol (range) or SymbolInformation (location.range).
-            let range = if s["range"].is_object() { &s["range"] } else { &s["location"]["range"] };
-            let _ = fallback_path;
-            Symbol {
-                name: s["name"].as_str().unwrap_or_default().to_string(),
-                kind: symbol_kind(s["kind"].as_u64().unwrap_or(0)),
-                start_line: range["start"]["line"].as_u64().unwrap_or(0) as u32,
-                end_line: range["end"]["line"].as_u64().unwrap_or(0) as u32,
-                children: parse_symbols(&s["children"], fallback_path),
-            }
-        })
-        .collect()
-}
-
-fn parse_locations(v: &Value) -> Vec<Location> {
-    let items: Vec<&Value> = match v {
-        Value::Array(a) => a.iter().collect(),
-        Value::Object(_) => vec![v],
-        _ => vec![],
-    };
-    items
-        .into_iter()
-        .filter_map(|l| {
-            // Location, LocationLink, or WorkspaceSymbol/SymbolInformation.
-            let (uri, range) = if let Some(u) = l["targetUri"].as_str() {
-                (u, &l["targetSelectionRange"])
-            } else if let Some(u) = l["uri"].as_str() {
-                (u, &l["range"])
-            } else {
-                (l["location"]["uri"].as_str()?, &l["location"]["range"])
-            };
-            Some(Location {
-                path: uri_to_path(uri)?,
-                line: range["start"]["line"].as_u64().unwrap_or(0) as u32,
-                name: l["name"].as_str().map(str::to_string),
-                kind: l["kind"].as_u64().map(symbol_kind),
-            })
-        })
-        .collect()
-}
-
-pub fn parse_diagnostics(items: &[Value]) -> Vec<Diagnostic> {
-    items
-        .iter()
-        .map(|d| Diagnostic {
-            line: d["range"]["start"]["line"].as_u64().unwrap_or(0) as u32,
-            column: d["range"]["start"]["character"].as_u64().unwrap_or(0) as u32,
-            severity: match d["severity"].as_u64() {
-                Some(1) | None => "error",
-                Some(2) => "warning",
-                Some(3) => "info",
-                _ => "hint",
-            },
-            message: d["message"].as_str().unwrap_or_default().to_string(),
-            source: d["source"].as_str().map(str::to_string),
-            code: match &d["code"] {
-                Value::String(s) => Some(s.clone()),
-                Value::Number(n) => Some(n.to_string()),
-                _ => None,
-            },
-        })
-        .collect()
-}
-
-fn hover_text(v: &Value) -> Option<String> {
-    let c = &v["contents"];
-    let text = match c {
-        Value::String(s) => s.clone(),
-        Value::Object(o) => o.get("value").and_then(Value::as_str).unwrap_or_default().to_string(),
-        Value::Array(items) => items
-            .iter()
-            .map(|i| {
-                i.as_str().map(str::to_string).unwrap_or_else(|| i["value"].as_str().unwrap_or_default().to_string())
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    };
-    (!text.trim().is_empty()).then_some(text)
+/// The URI a server is given for `path`.
+fn document_uri(path: &Path) -> Result<lsp::Uri, DownstreamError> {
+    decode::uri_of(path).ok_or_else(|| DownstreamError::BadPath(path.to_path_buf()))
 }
 
 #[async_trait]
@@ -524,70 +454,91 @@ impl SymbolSource for Downstream {
         language_of(path).and_then(|l| self.config_for(l)).is_some()
     }
 
-    async fn document_symbols(&self, path: &Path, text: &str) -> Result<Vec<Symbol>, String> {
-        let uri = path_to_uri(path);
-        let (_, v) =
-            self.query(path, text, "textDocument/documentSymbol", |_| json!({"textDocument": {"uri": uri}})).await?;
-        Ok(parse_symbols(&v, path))
-    }
-
-    async fn workspace_symbols(&self, language_hint: &Path, query: &str) -> Result<Vec<Location>, String> {
-        let server = self.server_for(language_hint).await?;
-        let v = server.client.request("workspace/symbol", json!({"query": query}), self.wait.query).await?;
-        Ok(parse_locations(&v))
-    }
-
-    async fn definition(&self, path: &Path, text: &str, line: u32, column: u32) -> Result<Vec<Location>, String> {
-        let uri = path_to_uri(path);
-        let (_, v) = self
-            .query(
-                path,
-                text,
-                "textDocument/definition",
-                |s| json!({"textDocument": {"uri": uri}, "position": Self::position(s, text, line, column)}),
-            )
-            .await?;
-        Ok(parse_locations(&v))
-    }
-
-    async fn references(&self, path: &Path, text: &str, line: u32, column: u32) -> Result<Vec<Location>, String> {
-        let uri = path_to_uri(path);
-        let (_, v) = self
-            .query(path, text, "textDocument/references", |s| {
-                json!({"textDocument": {"uri": uri}, "position": Self::position(s, text, line, column), "context": {"includeDeclaration": true}})
+    async fn document_symbols(&self, path: &Path, text: &str) -> Result<Vec<Symbol>, DownstreamError> {
+        let uri = document_uri(path)?;
+        let r = self
+            .query::<DocumentSymbolRequest>(path, text, |_| lsp::DocumentSymbolParams {
+                text_document: lsp::TextDocumentIdentifier { uri: uri.clone() },
+                work_done_progress_params: Default::default(),
+                partial_result_params: Default::default(),
             })
             .await?;
-        Ok(parse_locations(&v))
+        Ok(decode::symbols(r))
     }
 
-    async fn hover(&self, path: &Path, text: &str, line: u32, column: u32) -> Result<Option<String>, String> {
-        let uri = path_to_uri(path);
-        let (_, v) = self
-            .query(
-                path,
-                text,
-                "textDocument/hover",
-                |s| json!({"textDocument": {"uri": uri}, "position": Self::position(s, text, line, column)}),
-            )
+    async fn workspace_symbols(&self, language_hint: &Path, query: &str) -> Result<Vec<Location>, DownstreamError> {
+        let server = self.server_for(language_hint).await?;
+        let params = lsp::WorkspaceSymbolParams {
+            query: query.to_string(),
+            work_done_progress_params: Default::default(),
+            partial_result_params: Default::default(),
+        };
+        let r = server.client.request::<WorkspaceSymbolRequest>(params, self.wait.query).await?;
+        Ok(decode::workspace_symbols(r))
+    }
+
+    async fn definition(
+        &self,
+        path: &Path,
+        text: &str,
+        line: u32,
+        column: u32,
+    ) -> Result<Vec<Location>, DownstreamError> {
+        let uri = document_uri(path)?;
+        let r = self
+            .query::<GotoDefinition>(path, text, |s| lsp::GotoDefinitionParams {
+                text_document_position_params: Self::at(s, &uri, text, line, column),
+                work_done_progress_params: Default::default(),
+                partial_result_params: Default::default(),
+            })
             .await?;
-        Ok(hover_text(&v))
+        Ok(decode::definitions(r))
     }
 
-    async fn diagnostics(&self, path: &Path, text: &str) -> Result<Vec<Diagnostic>, String> {
+    async fn references(
+        &self,
+        path: &Path,
+        text: &str,
+        line: u32,
+        column: u32,
+    ) -> Result<Vec<Location>, DownstreamError> {
+        let uri = document_uri(path)?;
+        let r = self
+            .query::<References>(path, text, |s| lsp::ReferenceParams {
+                text_document_position: Self::at(s, &uri, text, line, column),
+                work_done_progress_params: Default::default(),
+                partial_result_params: Default::default(),
+                context: lsp::ReferenceContext { include_declaration: true },
+            })
+            .await?;
+        Ok(decode::references(r))
+    }
+
+    async fn hover(&self, path: &Path, text: &str, line: u32, column: u32) -> Result<Option<String>, DownstreamError> {
+        let uri = document_uri(path)?;
+        let r = self
+            .query::<HoverRequest>(path, text, |s| lsp::HoverParams {
+                text_document_position_params: Self::at(s, &uri, text, line, column),
+                work_done_progress_params: Default::default(),
+            })
+            .await?;
+        Ok(decode::hover_text(r))
+    }
+
+    async fn diagnostics(&self, path: &Path, text: &str) -> Result<Vec<Diagnostic>, DownstreamError> {
         let server = self.server_for(path).await?;
-        let (version, sent) = self.sync(&server, path, text).await;
+        let (version, sent) = self.sync(&server, path, text).await?;
         self.dirty.lock().unwrap_or_else(|e| e.into_inner()).insert(path.to_path_buf());
         let uri = path_to_uri(path);
         match server.client.settled_diagnostics(&uri, version, sent, self.wait.settle, self.wait.max).await {
-            Some(items) => Ok(parse_diagnostics(&items)),
+            Some(items) => Ok(decode::diagnostics(&items)),
             None if server.client.is_dead() => {
-                Err(format!("language server for {} unavailable: {}", server.language, server.client.death()))
+                Err(DownstreamError::Unavailable { language: server.language.clone(), why: server.client.death() })
             }
-            None => Err(format!(
-                "{} published no diagnostics within {} s",
-                server.client.name(),
-                self.wait.max.as_secs_f32()
-            )),
+            None => Err(DownstreamError::NoDiagnostics {
+                server: server.client.name().to_string(),
+                secs: self.wait.max.as_secs_f32(),
+            }),
         }
     }
 
@@ -600,13 +551,16 @@ impl SymbolSource for Downstream {
             let Ok(server) = self.server_for(&path).await else { continue };
             match editor_text {
                 Some(text) => {
-                    self.sync(&server, &path, &text).await;
+                    // A path without a URI was never synced.
+                    let _ = self.sync(&server, &path, &text).await;
                 }
                 None => {
-                    if server.docs.lock().await.remove(&path).is_some() {
-                        server
-                            .client
-                            .notify("textDocument/didClose", json!({"textDocument": {"uri": path_to_uri(&path)}}));
+                    if server.docs.lock().await.remove(&path).is_some()
+                        && let Ok(uri) = document_uri(&path)
+                    {
+                        server.client.notify::<DidCloseTextDocument>(lsp::DidCloseTextDocumentParams {
+                            text_document: lsp::TextDocumentIdentifier { uri },
+                        });
                     }
                 }
             }
@@ -654,34 +608,5 @@ mod tests {
         };
         assert_eq!(ds.root_for(&root.join("pkg/sub/a.py"), &cfg), root.join("pkg"));
         assert_eq!(ds.root_for(&root.join("other/a.py"), &cfg), root);
-    }
-
-    #[test]
-    fn locations_symbols_and_hover_parse_every_shape() {
-        let locs = parse_locations(&json!([
-            {"uri": "file:///w/a.py", "range": {"start": {"line": 3, "character": 0}, "end": {"line": 3, "character": 1}}},
-            {"targetUri": "file:///w/b%20c.py", "targetRange": {}, "targetSelectionRange": {"start": {"line": 9, "character": 2}}},
-            {"name": "Foo", "kind": 5, "location": {"uri": "file:///w/c.py", "range": {"start": {"line": 1}}}}
-        ]));
-        assert_eq!(
-            locs.iter().map(|l| (l.path.to_str().unwrap(), l.line)).collect::<Vec<_>>(),
-            vec![("/w/a.py", 3), ("/w/b c.py", 9), ("/w/c.py", 1)]
-        );
-        assert_eq!(locs[2].kind, Some("class"));
-        let syms = parse_symbols(
-            &json!([{"name": "C", "kind": 5, "range": {"start": {"line": 0}, "end": {"line": 9}}, "selectionRange": {},
-            "children": [{"name": "m", "kind": 6, "range": {"start": {"line": 1}, "end": {"line": 2}}}]}]),
-            Path::new("/w/a.py"),
-        );
-        assert_eq!(
-            syms[0].children[0],
-            Symbol { name: "m".into(), kind: "method", start_line: 1, end_line: 2, children: vec![] }
-        );
-        assert_eq!(
-            hover_text(&json!({"contents": {"kind": "markdown", "value": "def f()"}})).as_deref(),
-            Some("def f()")
-        );
-        assert_eq!(hover_text(&json!({"contents": ["a", {"language": "py", "value": "b"}]})).as_deref(), Some("a\nb"));
-        assert_eq!(hover_text(&json!({"contents": ""})), None);
     }
 }

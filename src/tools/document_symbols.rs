@@ -26,7 +26,10 @@ impl Tool for DocumentSymbols {
         let abs = ctx.overlay.resolve(&input.path)?;
         let text = ctx.overlay.read(&abs)?;
         let shown = ctx.overlay.workspace().display(&abs);
-        let symbols = symbol_support::source(ctx)?.document_symbols(&abs, &text).await.map_err(ToolError::Respond)?;
+        let symbols = symbol_support::source(ctx)?
+            .document_symbols(&abs, &text)
+            .await
+            .map_err(|e| ToolError::Respond(e.to_string()))?;
         if symbols.is_empty() {
             return Ok(format!("{shown} has no symbols."));
         }

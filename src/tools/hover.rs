@@ -36,7 +36,7 @@ impl Tool for Hover {
         let info = symbol_support::source(ctx)?
             .hover(&abs, &text, (input.line - 1) as u32, column)
             .await
-            .map_err(ToolError::Respond)?;
+            .map_err(|e| ToolError::Respond(e.to_string()))?;
         Ok(match info {
             Some(t) => format!("`{}` ({shown}:{}){note}:\n{}\n", input.symbol, input.line, clip(t.trim(), 4000)),
             None => {

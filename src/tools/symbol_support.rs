@@ -43,7 +43,7 @@ pub async fn locations(ctx: &ToolContext, input: &SymbolAt, query: LocationQuery
         LocationQuery::Definition => (source.definition(&abs, &text, line, column).await, "Definitions", "definitions"),
         LocationQuery::References => (source.references(&abs, &text, line, column).await, "References", "references"),
     };
-    let found = found.map_err(ToolError::Respond)?;
+    let found = found.map_err(|e| ToolError::Respond(e.to_string()))?;
     let mut out = format!("{title} of `{}` ({shown}:{}){note}:\n", input.symbol, input.line);
     out.push_str(&render_locations(ctx, &found, input.page, what));
     Ok(out)

@@ -28,7 +28,7 @@ impl Tool for WorkspaceSymbols {
         let symbols = symbol_support::source(ctx)?
             .workspace_symbols(&ctx.target, &input.query)
             .await
-            .map_err(ToolError::Respond)?;
+            .map_err(|e| ToolError::Respond(e.to_string()))?;
         Ok(symbol_support::render_locations(ctx, &symbols, input.page, "symbols"))
     }
 }
