@@ -613,30 +613,9 @@ mod tests {
         assert_eq!(end.changes[0].version, Some(4));
     }
 
-    #[test]
-    fn the_writer_writes_version_1_and_reads_it_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let t = Transcript::create(dir.path(), vec![]).unwrap();
-        let settings = crate::config::Settings { max_turns: Some(7), ..Default::default() };
-        let config = Config::resolve(&Default::default(), &settings, &|_| None).unwrap();
-        let target = TargetRecord {
-            path: "/ws/calc.py".into(),
-            lines: (3, 4),
-            instruction: Some("guard".into()),
-            problems: vec![ProblemRecord {
-                line: 3,
-                column: 5,
-                severity: Some("error".into()),
-                source: Some("pyright".into()),
-                code: None,
-                message: "division by zero".into(),
-            }],
-        };
-        let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}});
-        let tools =
-            vec![ToolSpec { name: "read_file".into(), description: "Reads a file.".into(), input_schema: schema }];
-        t.start(&config, Path::new("/ws"), target, "You are agentfix.", &tools);
-        let events = [
+    /// The run events of [`V1_LINES`].
+    fn v1_events() -> [RunEvent; 6] {
+        [
             RunEvent::Request {
                 turn: 1,
                 new_messages: vec![Message::user_text("Fix calc.py")],
@@ -700,7 +679,33 @@ mod tests {
                     usage: Usage { input_tokens: 150, output_tokens: 2 },
                 },
             },
-        ];
+        ]
+    }
+
+    #[test]
+    fn the_writer_writes_version_1_and_reads_it_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Transcript::create(dir.path(), vec![]).unwrap();
+        let settings = crate::config::Settings { max_turns: Some(7), ..Default::default() };
+        let config = Config::resolve(&Default::default(), &settings, &|_| None).unwrap();
+        let target = TargetRecord {
+            path: "/ws/calc.py".into(),
+            lines: (3, 4),
+            instruction: Some("guard".into()),
+            problems: vec![ProblemRecord {
+                line: 3,
+                column: 5,
+                severity: Some("error".into()),
+                source: Some("pyright".into()),
+                code: None,
+                message: "division by zero".into(),
+            }],
+        };
+        let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}});
+        let tools =
+            vec![ToolSpec { name: "read_file".into(), description: "Reads a file.".into(), input_schema: schema }];
+        t.start(&config, Path::new("/ws"), target, "You are agentfix.", &tools);
+        let events = v1_events();
         for e in &events {
             t.event(e);
         }
