@@ -14,10 +14,10 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::RunEvent;
 use crate::config::{Config, Settings};
 use crate::downstream::{DiagnosticsWait, Downstream};
-use crate::fix::{self, Problem, Target};
+use crate::fix::{self, FixResult, Problem, Target};
 use crate::model::{ModelError, ModelErrorKind, ModelRequest, ModelResponse, StreamUpdate};
 use crate::providers::ModelClient;
-use crate::transcript::{self, response_from_json};
+use crate::transcript::{self, EndRecord, ProblemRecord, Record, StartRecord, TargetRecord, ToolResultRecord};
 use crate::workspace::{BufferSource, BufferText, Overlay, Workspace};
 
 /// What a replay found.
@@ -72,8 +72,222 @@ impl BufferSource for RecordedFiles {
     }
 }
 
-fn record<'a>(records: &'a [Value], kind: &str) -> Result<&'a Value, String> {
-    records.iter().find(|r| r["type"] == kind).ok_or_else(|| format!("the transcript has no `{kind}` record"))
+/// `fix::Target` as the transcript records it. It lives here, where both
+/// types are known, so that `transcript` does not depend on `fix`.
+impl From<&Target> for TargetRecord {
+    fn from(t: &Target) -> Self {
+        Self {
+            path: t.path.clone(),
+            lines: t.lines,
+            instruction: t.instruction.clone(),
+            problems: t
+                .problems
+                .iter()
+                .map(|p| ProblemRecord {
+                    line: p.line,
+                    column: p.column,
+                    severity: p.severity.clone(),
+                    source: p.source.clone(),
+                    code: p.code.clone(),
+                    message: p.message.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The records replay needs, by kind (the first `start` and `end`).
+struct Recording {
+    start: StartRecord,
+    end: EndRecord,
+    responses: Vec<ModelResponse>,
+    calls: Vec<ToolResultRecord>,
+}
+
+impl Recording {
+    fn load(path: &Path) -> Result<Self, String> {
+        let (mut start, mut end, mut responses, mut calls) = (None, None, Vec::new(), Vec::new());
+        for record in transcript::read(path)? {
+            match record {
+                Record::Start(s) => _ = start.get_or_insert(s),
+                Record::End(e) => _ = end.get_or_insert(e),
+                Record::Response(r) => responses.push(r.response()),
+                Record::ToolResult(t) => calls.push(t),
+                Record::Request(_) => {}
+            }
+        }
+        let missing = |kind: &str| format!("the transcript has no `{kind}` record");
+        Ok(Self {
+            start: start.ok_or_else(|| missing("start"))?,
+            end: end.ok_or_else(|| missing("end"))?,
+            responses,
+            calls,
+        })
+    }
+}
+
+/// Moves recorded paths from the recorded root to the replay's.
+struct Rebase {
+    old: PathBuf,
+    new: PathBuf,
+}
+
+impl Rebase {
+    fn path(&self, p: &Path) -> PathBuf {
+        p.strip_prefix(&self.old).map(|rel| self.new.join(rel)).unwrap_or_else(|_| p.to_path_buf())
+    }
+}
+
+/// The recorded limits; no transcript of the replay itself.
+fn config_of(start: &StartRecord) -> Result<Config, String> {
+    let c = &start.config;
+    let settings = Settings {
+        max_turns: Some(c.max_turns),
+        max_tokens: Some(c.max_tokens),
+        max_output_tokens: Some(c.max_output_tokens),
+        timeout_secs: Some(c.timeout_secs),
+        transcripts: Some(false),
+        ..Default::default()
+    };
+    Config::resolve(&Settings::default(), &settings, &|_| None).map_err(|e| e.to_string())
+}
+
+fn target_of(t: &TargetRecord, rebase: &Rebase) -> Target {
+    Target {
+        path: rebase.path(&t.path),
+        lines: t.lines,
+        instruction: t.instruction.clone(),
+        problems: t
+            .problems
+            .iter()
+            .map(|p| Problem {
+                line: p.line,
+                column: p.column,
+                severity: p.severity.clone(),
+                source: p.source.clone(),
+                code: p.code.clone(),
+                message: p.message.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn files_of(end: &EndRecord, rebase: &Rebase) -> RecordedFiles {
+    let mut files = RecordedFiles { buffers: HashMap::new(), disk: HashMap::new() };
+    for f in &end.files {
+        let p = rebase.path(&f.path);
+        match (f.source.as_str(), f.version, f.text.clone()) {
+            ("buffer", Some(version), Some(text)) => {
+                files.buffers.insert(p, BufferText { text, version, pin: Default::default() });
+            }
+            (_, _, text) => {
+                files.disk.insert(p, text);
+            }
+        }
+    }
+    files
+}
+
+/// A tool call the replay made.
+struct Call {
+    name: String,
+    input: Value,
+    content: String,
+    is_error: bool,
+}
+
+/// Runs the fix over the recorded files with the recorded responses; the
+/// calls it made, by id.
+async fn run_recorded(
+    config: &Config,
+    recording: &Recording,
+    root: &Path,
+    files: RecordedFiles,
+    target: &Target,
+) -> (FixResult, HashMap<String, Call>) {
+    let model = Recorded(Mutex::new(recording.responses.iter().cloned().collect()));
+    let calls = Mutex::new(HashMap::new());
+    let events = |e: RunEvent| {
+        if let RunEvent::ToolResult { id, name, input, output, .. } = e {
+            let call = Call { name, input, content: output.content, is_error: output.is_error };
+            calls.lock().unwrap_or_else(|e| e.into_inner()).insert(id, call);
+        }
+    };
+    let workspace = Arc::new(Workspace::new(vec![root.to_path_buf()]));
+    // Symbol tools replay against the language servers found here, when the
+    // recorded run had them.
+    let had_symbols = recording.start.tools.iter().any(|t| t.name == "document_symbols");
+    let downstream = Arc::new(
+        Downstream::new(config.language_servers.clone(), vec![root.to_path_buf()], DiagnosticsWait::default())
+            .with_defaults(config.default_language_servers),
+    );
+    let symbols: Option<Arc<dyn crate::downstream::SymbolSource>> = had_symbols.then(|| downstream.clone() as _);
+    let overlay = Arc::new(Overlay::new(workspace, Arc::new(files)));
+    let result = fix::run(config, &model, overlay, symbols, None, target, &CancellationToken::new(), &events).await;
+    downstream.stop_all().await;
+    (result, calls.into_inner().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// The first recorded call the replay did not make the same way.
+fn compare_calls(recorded: &[ToolResultRecord], replayed: &HashMap<String, Call>) -> Option<String> {
+    for r in recorded {
+        let (id, turn, name) = (&r.id, r.turn, &r.name);
+        let Some(got) = replayed.get(id) else {
+            return Some(format!("turn {turn}: the replay made no call `{id}` ({name})"));
+        };
+        if got.name != *name || got.input != r.input {
+            return Some(format!(
+                "turn {turn}, call `{id}`: recorded {name} {}, replayed {} {}",
+                r.input, got.name, got.input
+            ));
+        }
+        if got.content != r.content || got.is_error != r.is_error {
+            return Some(format!(
+                "turn {turn}, call `{id}` ({name}): the tool result differs\n  recorded: {}\n  replayed: {}",
+                clip(&r.content),
+                clip(&got.content)
+            ));
+        }
+    }
+    (replayed.len() != recorded.len())
+        .then(|| format!("the replay made {} tool calls, the recording {}", replayed.len(), recorded.len()))
+}
+
+/// Whether the final edit is the recorded one.
+fn compare_changes(end: &EndRecord, rebase: &Rebase, result: &FixResult) -> Option<String> {
+    let recorded: Vec<(PathBuf, Option<i32>, &str)> =
+        end.changes.iter().map(|c| (rebase.path(&c.path), c.version, c.new_text.as_str())).collect();
+    let got: Vec<(PathBuf, Option<i32>, &str)> =
+        result.changes().iter().map(|c| (c.path.clone(), c.version, c.new_text.as_str())).collect();
+    if recorded == got {
+        return None;
+    }
+    Some(match recorded.iter().zip(&got).find(|(a, b)| a != b) {
+        Some((a, b)) => format!(
+            "the final edit differs in {}\n  recorded (version {:?}):\n{}\n  replayed (version {:?}):\n{}",
+            a.0.display(),
+            a.1,
+            clip(a.2),
+            b.1,
+            clip(b.2)
+        ),
+        None => format!("the final edit changes {} files, the recording {}", got.len(), recorded.len()),
+    })
+}
+
+/// The first divergence: tool calls, then the stop, then the final edit.
+fn compare(
+    recording: &Recording,
+    rebase: &Rebase,
+    result: &FixResult,
+    calls: &HashMap<String, Call>,
+) -> Option<String> {
+    compare_calls(&recording.calls, calls)
+        .or_else(|| {
+            let (stop, recorded) = (result.outcome.stop.as_str(), &recording.end.stop);
+            (stop != recorded).then(|| format!("the run stopped with `{stop}`, the recording with `{recorded}`"))
+        })
+        .or_else(|| compare_changes(&recording.end, rebase, result))
 }
 
 fn clip(s: &str) -> String {
@@ -83,163 +297,37 @@ fn clip(s: &str) -> String {
 
 /// Replays `path`; `root` moves the workspace (the recorded root by default).
 pub async fn replay(path: &Path, root: Option<&Path>) -> Result<Report, String> {
-    let records = transcript::read(path)?;
-    let start = record(&records, "start")?;
-    let end = record(&records, "end")?;
-    let old_root = PathBuf::from(start["root"].as_str().ok_or("the start record has no root")?);
-    let new_root = root.map(Path::to_path_buf).unwrap_or_else(|| old_root.clone());
-    let rebase = |p: &str| -> PathBuf {
-        let p = Path::new(p);
-        p.strip_prefix(&old_root).map(|rel| new_root.join(rel)).unwrap_or_else(|_| p.to_path_buf())
-    };
-    // Limits as recorded; no transcript of the replay itself.
-    let c = &start["config"];
-    let settings = Settings {
-        max_turns: c["maxTurns"].as_u64().map(|n| n as u32),
-        max_tokens: c["maxTokens"].as_u64(),
-        max_output_tokens: c["maxOutputTokens"].as_u64().map(|n| n as u32),
-        timeout_secs: c["timeoutSecs"].as_u64(),
-        transcripts: Some(false),
-        ..Default::default()
-    };
-    let config = Config::resolve(&Settings::default(), &settings, &|_| None).map_err(|e| e.to_string())?;
-    let t = &start["target"];
-    let target = Target {
-        path: rebase(t["path"].as_str().unwrap_or_default()),
-        lines: (t["lines"][0].as_u64().unwrap_or(1) as u32, t["lines"][1].as_u64().unwrap_or(1) as u32),
-        instruction: t["instruction"].as_str().map(str::to_string),
-        problems: t["problems"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|p| Problem {
-                line: p["line"].as_u64().unwrap_or(1) as u32,
-                column: p["column"].as_u64().unwrap_or(1) as u32,
-                severity: p["severity"].as_str().map(str::to_string),
-                source: p["source"].as_str().map(str::to_string),
-                code: p["code"].as_str().map(str::to_string),
-                message: p["message"].as_str().unwrap_or_default().to_string(),
-            })
-            .collect(),
-    };
-    let mut files = RecordedFiles { buffers: HashMap::new(), disk: HashMap::new() };
-    for f in end["files"].as_array().into_iter().flatten() {
-        let p = rebase(f["path"].as_str().unwrap_or_default());
-        let text = f["text"].as_str().map(str::to_string);
-        match (f["source"].as_str(), f["version"].as_i64(), text) {
-            (Some("buffer"), Some(v), Some(text)) => {
-                files.buffers.insert(p, BufferText { text, version: v as i32, pin: Default::default() });
-            }
-            (_, _, text) => {
-                files.disk.insert(p, text);
-            }
-        }
-    }
-    let responses: VecDeque<ModelResponse> =
-        records.iter().filter(|r| r["type"] == "response").map(response_from_json).collect();
-    let recorded_calls: Vec<&Value> = records.iter().filter(|r| r["type"] == "tool_result").collect();
-    let model = Recorded(Mutex::new(responses));
-    let results: Mutex<HashMap<String, (String, Value, String, bool)>> = Mutex::new(HashMap::new());
-    let events = |e: RunEvent| {
-        if let RunEvent::ToolResult { id, name, input, output, .. } = e {
-            results
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(id, (name, input, output.content, output.is_error));
-        }
-    };
-    let workspace = Arc::new(Workspace::new(vec![new_root.clone()]));
-    // Symbol tools replay against the language servers found here, when the
-    // recorded run had them.
-    let had_symbols = start["tools"].as_array().into_iter().flatten().any(|t| t["name"] == "document_symbols");
-    let downstream = Arc::new(
-        Downstream::new(config.language_servers.clone(), vec![new_root.clone()], DiagnosticsWait::default())
-            .with_defaults(config.default_language_servers),
-    );
-    let symbols: Option<Arc<dyn crate::downstream::SymbolSource>> = had_symbols.then(|| downstream.clone() as _);
-    let result = fix::run(
-        &config,
-        &model,
-        Arc::new(Overlay::new(workspace, Arc::new(files))),
-        symbols,
-        None,
-        &target,
-        &CancellationToken::new(),
-        &events,
-    )
-    .await;
-    downstream.stop_all().await;
-    let replayed = results.into_inner().unwrap_or_else(|e| e.into_inner());
-
-    let mut divergence = None;
-    for r in &recorded_calls {
-        let id = r["id"].as_str().unwrap_or_default();
-        let turn = r["turn"].as_u64().unwrap_or(0);
-        let name = r["name"].as_str().unwrap_or_default();
-        let Some((rname, rinput, rcontent, rerror)) = replayed.get(id) else {
-            divergence = Some(format!("turn {turn}: the replay made no call `{id}` ({name})"));
-            break;
-        };
-        let content = r["content"].as_str().unwrap_or_default();
-        if rname != name || *rinput != r["input"] {
-            divergence =
-                Some(format!("turn {turn}, call `{id}`: recorded {name} {}, replayed {rname} {rinput}", r["input"]));
-        } else if rcontent != content || *rerror != r["is_error"].as_bool().unwrap_or(false) {
-            divergence = Some(format!(
-                "turn {turn}, call `{id}` ({name}): the tool result differs\n  recorded: {}\n  replayed: {}",
-                clip(content),
-                clip(rcontent)
-            ));
-        }
-        if divergence.is_some() {
-            break;
-        }
-    }
-    if divergence.is_none() && replayed.len() != recorded_calls.len() {
-        divergence =
-            Some(format!("the replay made {} tool calls, the recording {}", replayed.len(), recorded_calls.len()));
-    }
-    if divergence.is_none() && result.outcome.stop.as_str() != end["stop"].as_str().unwrap_or_default() {
-        divergence = Some(format!(
-            "the run stopped with `{}`, the recording with `{}`",
-            result.outcome.stop.as_str(),
-            end["stop"]
-        ));
-    }
-    if divergence.is_none() {
-        let recorded: Vec<(PathBuf, Option<i64>, String)> = end["changes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|c| {
-                (
-                    rebase(c["path"].as_str().unwrap_or_default()),
-                    c["version"].as_i64(),
-                    c["new_text"].as_str().unwrap_or_default().to_string(),
-                )
-            })
-            .collect();
-        let got: Vec<(PathBuf, Option<i64>, String)> =
-            result.changes().iter().map(|c| (c.path.clone(), c.version.map(i64::from), c.new_text.clone())).collect();
-        if recorded != got {
-            let first = recorded.iter().zip(&got).find(|(a, b)| a != b);
-            divergence = Some(match first {
-                Some((a, b)) => format!(
-                    "the final edit differs in {}\n  recorded (version {:?}):\n{}\n  replayed (version {:?}):\n{}",
-                    a.0.display(),
-                    a.1,
-                    clip(&a.2),
-                    b.1,
-                    clip(&b.2)
-                ),
-                None => format!("the final edit changes {} files, the recording {}", got.len(), recorded.len()),
-            });
-        }
-    }
+    let recording = Recording::load(path)?;
+    let old = recording.start.root.clone();
+    let rebase = Rebase { new: root.map(Path::to_path_buf).unwrap_or_else(|| old.clone()), old };
+    let config = config_of(&recording.start)?;
+    let target = target_of(&recording.start.target, &rebase);
+    let files = files_of(&recording.end, &rebase);
+    let (result, calls) = run_recorded(&config, &recording, &rebase.new, files, &target).await;
+    let divergence = compare(&recording, &rebase, &result, &calls);
     Ok(Report {
         turns: result.outcome.turns,
-        tool_calls: replayed.len(),
+        tool_calls: calls.len(),
         changed_files: result.changes().len(),
         divergence,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_malformed_transcript_is_an_error_naming_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        std::fs::write(&path, "{\"type\": \"start\", \"version\": 1}\n").unwrap();
+        let e = replay(&path, None).await.expect_err("refused");
+        assert!(e.starts_with(&format!("{}:1: not a transcript record: missing field", path.display())), "{e}");
+        std::fs::write(&path, "\n{\"type\": \"request\", \"turn\": \"one\"}\n").unwrap();
+        let e = replay(&path, None).await.expect_err("refused");
+        assert!(e.starts_with(&format!("{}:2: not a transcript record: ", path.display())), "{e}");
+        std::fs::write(&path, "").unwrap();
+        assert_eq!(replay(&path, None).await.expect_err("refused"), "the transcript has no `start` record");
+    }
 }

@@ -11,23 +11,355 @@
 //! scrubbed of it anyway, and of anything shaped like a credential (see
 //! `secrets::Redactor`). Protected files are never read, so never recorded.
 //! Transcripts are readable by their owner only (mode 0600, folder 0700).
+//!
+//! Every line is one [`Record`]; the writer ([`Transcript`]) and the reader
+//! ([`read`], used by `agentfix replay`) share these types, so the format has
+//! one definition. The `start` record carries the format [`VERSION`]: a
+//! transcript without one, or with a newer one, is refused with a message
+//! naming the line (there is no default: version 1 is the first format, so a
+//! start record without a version was not written by agentfix). Unknown
+//! record types, malformed lines and missing fields are refused the same way.
+//! The records hold plain data of their own (no `fix` types), so this module
+//! depends only on the loop, the model types, the configuration and the
+//! workspace.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::agent::{Outcome, RunEvent};
 use crate::config::Config;
-use crate::fix::Target;
 use crate::model::{Block, Message, ModelResponse, Role, StopReason, ToolSpec, Usage};
 use crate::secrets::Redactor;
 use crate::workspace::{FileBase, FileChange};
 
 /// Format version of the transcript lines.
 pub const VERSION: u32 = 1;
+
+/// One line of a transcript, tagged by its `type`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Record {
+    Start(StartRecord),
+    Request(RequestRecord),
+    Response(ResponseRecord),
+    ToolResult(ToolResultRecord),
+    End(EndRecord),
+}
+
+/// The first record: what the run was configured with and asked to do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StartRecord {
+    /// [`VERSION`] of the writer.
+    pub version: u32,
+    /// The agentfix release that wrote the transcript.
+    pub agentfix: String,
+    pub config: ConfigRecord,
+    pub root: PathBuf,
+    pub target: TargetRecord,
+    pub system: String,
+    #[serde(with = "tool_specs")]
+    pub tools: Vec<ToolSpec>,
+}
+
+/// The configuration in force, without secrets (field names as in the settings).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigRecord {
+    pub provider: String,
+    pub model: String,
+    pub base_url: String,
+    pub api_key: KeyState,
+    pub max_turns: u32,
+    pub max_tokens: u64,
+    pub max_output_tokens: u32,
+    pub timeout_secs: u64,
+}
+
+/// Whether an API key was configured; the key itself is never recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KeyState {
+    #[serde(rename = "set")]
+    Set,
+    #[serde(rename = "not set")]
+    NotSet,
+}
+
+impl ConfigRecord {
+    pub fn new(config: &Config) -> Self {
+        Self {
+            provider: config.provider.name().to_string(),
+            model: config.model.clone(),
+            base_url: config.base_url.clone(),
+            api_key: if config.api_key.is_some() { KeyState::Set } else { KeyState::NotSet },
+            max_turns: config.max_turns,
+            max_tokens: config.max_tokens,
+            max_output_tokens: config.max_output_tokens,
+            timeout_secs: config.timeout.as_secs(),
+        }
+    }
+}
+
+/// What the run was asked to fix (`replay` converts it to and from `fix::Target`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetRecord {
+    pub path: PathBuf,
+    /// 1-based, inclusive.
+    pub lines: (u32, u32),
+    pub instruction: Option<String>,
+    pub problems: Vec<ProblemRecord>,
+}
+
+/// A diagnostic of the target (1-based).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProblemRecord {
+    pub line: u32,
+    pub column: u32,
+    pub severity: Option<String>,
+    pub source: Option<String>,
+    pub code: Option<String>,
+    pub message: String,
+}
+
+/// A request about to be sent: the messages added since the previous one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    pub turn: u32,
+    pub max_output_tokens: u32,
+    pub allow_tools: bool,
+    pub new_messages: Vec<MessageRecord>,
+}
+
+/// The model's assembled answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResponseRecord {
+    pub turn: u32,
+    pub elapsed_ms: u64,
+    pub stop_reason: StopReasonRecord,
+    #[serde(with = "UsageDef")]
+    pub usage: Usage,
+    pub message: MessageRecord,
+}
+
+impl ResponseRecord {
+    /// The recorded response, as the model client returned it.
+    pub fn response(&self) -> ModelResponse {
+        ModelResponse {
+            message: self.message.clone().into(),
+            stop_reason: self.stop_reason.clone().into(),
+            usage: self.usage,
+        }
+    }
+}
+
+/// One finished tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResultRecord {
+    pub turn: u32,
+    pub id: String,
+    pub name: String,
+    pub input: Value,
+    pub content: String,
+    pub is_error: bool,
+    pub fatal: bool,
+    pub elapsed_ms: u64,
+}
+
+/// The last record: how the run ended, what it read and what it proposes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EndRecord {
+    /// `agent::Stop::as_str`.
+    pub stop: String,
+    pub turns: u32,
+    #[serde(with = "UsageDef")]
+    pub usage: Usage,
+    pub summary: String,
+    pub elapsed_ms: u64,
+    pub files: Vec<FileRecord>,
+    pub changes: Vec<ChangeRecord>,
+}
+
+/// A file the run read, as it read it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileRecord {
+    pub path: PathBuf,
+    /// The buffer version; `None` when the run read the disk.
+    pub version: Option<i32>,
+    /// `buffer`, `disk` or `missing`.
+    pub source: String,
+    /// `None` for a missing file.
+    pub text: Option<String>,
+}
+
+impl From<&FileBase> for FileRecord {
+    fn from(f: &FileBase) -> Self {
+        Self { path: f.path.clone(), version: f.version, source: f.source.to_string(), text: f.text.clone() }
+    }
+}
+
+/// A proposed change of one file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeRecord {
+    pub path: PathBuf,
+    pub version: Option<i32>,
+    /// The run created the file.
+    pub created: bool,
+    pub new_text: String,
+}
+
+impl From<&FileChange> for ChangeRecord {
+    fn from(c: &FileChange) -> Self {
+        Self { path: c.path.clone(), version: c.version, created: c.original.is_none(), new_text: c.new_text.clone() }
+    }
+}
+
+/// A neutral message: `{role, content: [block], raw}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessageRecord {
+    #[serde(with = "RoleDef")]
+    pub role: Role,
+    pub content: Vec<BlockRecord>,
+    /// The provider's own encoding (`null` for messages the harness wrote).
+    pub raw: Option<Value>,
+}
+
+/// A content block; blocks the loop does not interpret are `other` with the
+/// provider's block as `value`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum BlockRecord {
+    Text { text: String },
+    ToolUse { id: String, name: String, input: Value },
+    ToolResult { tool_use_id: String, content: String, is_error: bool },
+    Other { value: Value },
+}
+
+impl From<&Message> for MessageRecord {
+    fn from(m: &Message) -> Self {
+        Self { role: m.role, content: m.content.iter().map(BlockRecord::from).collect(), raw: m.raw.clone() }
+    }
+}
+
+impl From<MessageRecord> for Message {
+    fn from(m: MessageRecord) -> Self {
+        Self { role: m.role, content: m.content.into_iter().map(Block::from).collect(), raw: m.raw }
+    }
+}
+
+impl From<&Block> for BlockRecord {
+    fn from(b: &Block) -> Self {
+        match b.clone() {
+            Block::Text { text } => Self::Text { text },
+            Block::ToolUse { id, name, input } => Self::ToolUse { id, name, input },
+            Block::ToolResult { tool_use_id, content, is_error } => Self::ToolResult { tool_use_id, content, is_error },
+            Block::Other(value) => Self::Other { value },
+        }
+    }
+}
+
+impl From<BlockRecord> for Block {
+    fn from(b: BlockRecord) -> Self {
+        match b {
+            BlockRecord::Text { text } => Self::Text { text },
+            BlockRecord::ToolUse { id, name, input } => Self::ToolUse { id, name, input },
+            BlockRecord::ToolResult { tool_use_id, content, is_error } => {
+                Self::ToolResult { tool_use_id, content, is_error }
+            }
+            BlockRecord::Other { value } => Self::Other(value),
+        }
+    }
+}
+
+/// A stop reason: its API name (`"end_turn"`, `"model_context_window_exceeded"`,
+/// …), `{"refusal": explanation}` or `{"other": name}`. An unknown name reads
+/// as `StopReason::Other`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum StopReasonRecord {
+    Name(String),
+    // Before `Refusal`, whose only field may be absent.
+    Other { other: String },
+    Refusal { refusal: Option<String> },
+}
+
+impl From<&StopReason> for StopReasonRecord {
+    fn from(r: &StopReason) -> Self {
+        let name = |s: &str| Self::Name(s.to_string());
+        match r {
+            StopReason::EndTurn => name("end_turn"),
+            StopReason::ToolUse => name("tool_use"),
+            StopReason::MaxTokens => name("max_tokens"),
+            StopReason::StopSequence => name("stop_sequence"),
+            StopReason::PauseTurn => name("pause_turn"),
+            StopReason::Refusal { explanation } => Self::Refusal { refusal: explanation.clone() },
+            StopReason::ContextWindowExceeded => name("model_context_window_exceeded"),
+            StopReason::Other(s) => Self::Other { other: s.clone() },
+        }
+    }
+}
+
+impl From<StopReasonRecord> for StopReason {
+    fn from(r: StopReasonRecord) -> Self {
+        match r {
+            StopReasonRecord::Name(s) => match s.as_str() {
+                "end_turn" => Self::EndTurn,
+                "tool_use" => Self::ToolUse,
+                "max_tokens" => Self::MaxTokens,
+                "stop_sequence" => Self::StopSequence,
+                "pause_turn" => Self::PauseTurn,
+                "model_context_window_exceeded" => Self::ContextWindowExceeded,
+                _ => Self::Other(s),
+            },
+            StopReasonRecord::Refusal { refusal } => Self::Refusal { explanation: refusal },
+            StopReasonRecord::Other { other } => Self::Other(other),
+        }
+    }
+}
+
+/// The on-disk shape of the model types recorded as they are.
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Role", rename_all = "lowercase")]
+enum RoleDef {
+    User,
+    Assistant,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Usage")]
+struct UsageDef {
+    input_tokens: u64,
+    output_tokens: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "ToolSpec")]
+struct ToolSpecDef {
+    name: String,
+    description: String,
+    input_schema: Value,
+}
+
+/// `Vec<ToolSpec>` through [`ToolSpecDef`].
+mod tool_specs {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::{ToolSpec, ToolSpecDef};
+
+    #[derive(Serialize, Deserialize)]
+    struct Spec(#[serde(with = "ToolSpecDef")] ToolSpec);
+
+    pub fn serialize<S: Serializer>(tools: &[ToolSpec], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(tools.iter().map(|t| Spec(t.clone())))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ToolSpec>, D::Error> {
+        Ok(Vec::<Spec>::deserialize(d)?.into_iter().map(|s| s.0).collect())
+    }
+}
 
 /// A transcript being written. Write errors are logged once and then the
 /// transcript goes quiet: a full disk must not break a fix.
@@ -74,6 +406,15 @@ impl Transcript {
         &self.path
     }
 
+    /// Writes `record` as one line, every string scrubbed.
+    pub fn record(&self, record: &Record) {
+        match serde_json::to_value(record) {
+            Ok(v) => self.write(v),
+            // A path that is not UTF-8: the record is left out, the run goes on.
+            Err(e) => tracing::warn!(path = %self.path.display(), "transcript record left out: {e}"),
+        }
+    }
+
     fn write(&self, record: Value) {
         let line = scrub(record, &self.redactor).to_string();
         let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
@@ -85,169 +426,128 @@ impl Transcript {
         }
     }
 
-    pub fn start(&self, config: &Config, root: &Path, target: &Target, system: &str, tools: &[ToolSpec]) {
-        self.write(json!({
-            "type": "start",
-            "version": VERSION,
-            "agentfix": env!("CARGO_PKG_VERSION"),
-            "config": {
-                "provider": config.provider.name(),
-                "model": config.model,
-                "baseUrl": config.base_url,
-                "apiKey": if config.api_key.is_some() { "set" } else { "not set" },
-                "maxTurns": config.max_turns,
-                "maxTokens": config.max_tokens,
-                "maxOutputTokens": config.max_output_tokens,
-                "timeoutSecs": config.timeout.as_secs(),
-            },
-            "root": root,
-            "target": {
-                "path": target.path,
-                "lines": [target.lines.0, target.lines.1],
-                "instruction": target.instruction,
-                "problems": target.problems.iter().map(|p| json!({
-                    "line": p.line, "column": p.column, "severity": p.severity,
-                    "source": p.source, "code": p.code, "message": p.message,
-                })).collect::<Vec<_>>(),
-            },
-            "system": system,
-            "tools": tools.iter().map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema})).collect::<Vec<_>>(),
+    /// The `start` record. `target` is the fix's target (`fix::Target`
+    /// converts, see `replay`).
+    pub fn start(
+        &self,
+        config: &Config,
+        root: &Path,
+        target: impl Into<TargetRecord>,
+        system: &str,
+        tools: &[ToolSpec],
+    ) {
+        self.record(&Record::Start(StartRecord {
+            version: VERSION,
+            agentfix: env!("CARGO_PKG_VERSION").to_string(),
+            config: ConfigRecord::new(config),
+            root: root.to_path_buf(),
+            target: target.into(),
+            system: system.to_string(),
+            tools: tools.to_vec(),
         }));
     }
 
     pub fn event(&self, event: &RunEvent) {
         let record = match event {
-            RunEvent::Request { turn, new_messages, max_output_tokens, allow_tools } => json!({
-                "type": "request", "turn": turn, "max_output_tokens": max_output_tokens, "allow_tools": allow_tools,
-                "new_messages": new_messages.iter().map(message_to_json).collect::<Vec<_>>(),
+            RunEvent::Request { turn, new_messages, max_output_tokens, allow_tools } => {
+                Record::Request(RequestRecord {
+                    turn: *turn,
+                    max_output_tokens: *max_output_tokens,
+                    allow_tools: *allow_tools,
+                    new_messages: new_messages.iter().map(MessageRecord::from).collect(),
+                })
+            }
+            RunEvent::Response { turn, response, elapsed_ms } => Record::Response(ResponseRecord {
+                turn: *turn,
+                elapsed_ms: *elapsed_ms,
+                stop_reason: (&response.stop_reason).into(),
+                usage: response.usage,
+                message: (&response.message).into(),
             }),
-            RunEvent::Response { turn, response, elapsed_ms } => json!({
-                "type": "response", "turn": turn, "elapsed_ms": elapsed_ms,
-                "stop_reason": stop_reason_to_json(&response.stop_reason),
-                "usage": {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens},
-                "message": message_to_json(&response.message),
-            }),
-            RunEvent::ToolResult { turn, id, name, input, output, elapsed_ms } => json!({
-                "type": "tool_result", "turn": turn, "id": id, "name": name, "input": input,
-                "content": output.content, "is_error": output.is_error, "fatal": output.fatal, "elapsed_ms": elapsed_ms,
-            }),
+            RunEvent::ToolResult { turn, id, name, input, output, elapsed_ms } => {
+                Record::ToolResult(ToolResultRecord {
+                    turn: *turn,
+                    id: id.clone(),
+                    name: name.clone(),
+                    input: input.clone(),
+                    content: output.content.clone(),
+                    is_error: output.is_error,
+                    fatal: output.fatal,
+                    elapsed_ms: *elapsed_ms,
+                })
+            }
             RunEvent::ToolCalls { .. } | RunEvent::Stream(_) => return,
         };
-        self.write(record);
+        self.record(&record);
     }
 
     pub fn end(&self, outcome: &Outcome, files: &[FileBase], changes: &[FileChange], elapsed_ms: u64) {
-        self.write(json!({
-            "type": "end",
-            "stop": outcome.stop.as_str(),
-            "turns": outcome.turns,
-            "usage": {"input_tokens": outcome.usage.input_tokens, "output_tokens": outcome.usage.output_tokens},
-            "summary": outcome.summary,
-            "elapsed_ms": elapsed_ms,
-            "files": files.iter().map(|f| json!({"path": f.path, "version": f.version, "source": f.source, "text": f.text})).collect::<Vec<_>>(),
-            "changes": changes.iter().map(change_to_json).collect::<Vec<_>>(),
+        self.record(&Record::End(EndRecord {
+            stop: outcome.stop.as_str().to_string(),
+            turns: outcome.turns,
+            usage: outcome.usage,
+            summary: outcome.summary.clone(),
+            elapsed_ms,
+            files: files.iter().map(FileRecord::from).collect(),
+            changes: changes.iter().map(ChangeRecord::from).collect(),
         }));
     }
 }
 
-pub fn change_to_json(c: &FileChange) -> Value {
-    json!({"path": c.path, "version": c.version, "created": c.original.is_none(), "new_text": c.new_text})
-}
-
-pub fn message_to_json(m: &Message) -> Value {
-    json!({
-        "role": match m.role { Role::User => "user", Role::Assistant => "assistant" },
-        "content": m.content.iter().map(block_to_json).collect::<Vec<_>>(),
-        "raw": m.raw,
-    })
-}
-
-fn block_to_json(b: &Block) -> Value {
-    match b {
-        Block::Text { text } => json!({"type": "text", "text": text}),
-        Block::ToolUse { id, name, input } => json!({"type": "tool_use", "id": id, "name": name, "input": input}),
-        Block::ToolResult { tool_use_id, content, is_error } => {
-            json!({"type": "tool_result", "tool_use_id": tool_use_id, "content": content, "is_error": is_error})
-        }
-        Block::Other(v) => json!({"type": "other", "value": v}),
-    }
-}
-
-pub fn message_from_json(v: &Value) -> Message {
-    let role = if v["role"] == "assistant" { Role::Assistant } else { Role::User };
-    let content = v["content"].as_array().into_iter().flatten().map(block_from_json).collect();
-    let raw = if v["raw"].is_null() { None } else { Some(v["raw"].clone()) };
-    Message { role, content, raw }
-}
-
-fn block_from_json(b: &Value) -> Block {
-    let s = |k: &str| b[k].as_str().unwrap_or_default().to_string();
-    match b["type"].as_str() {
-        Some("text") => Block::Text { text: s("text") },
-        Some("tool_use") => Block::ToolUse { id: s("id"), name: s("name"), input: b["input"].clone() },
-        Some("tool_result") => Block::ToolResult {
-            tool_use_id: s("tool_use_id"),
-            content: s("content"),
-            is_error: b["is_error"].as_bool().unwrap_or(false),
-        },
-        _ => Block::Other(b["value"].clone()),
-    }
-}
-
-fn stop_reason_to_json(r: &StopReason) -> Value {
-    match r {
-        StopReason::EndTurn => json!("end_turn"),
-        StopReason::ToolUse => json!("tool_use"),
-        StopReason::MaxTokens => json!("max_tokens"),
-        StopReason::StopSequence => json!("stop_sequence"),
-        StopReason::PauseTurn => json!("pause_turn"),
-        StopReason::Refusal { explanation } => json!({"refusal": explanation}),
-        StopReason::ContextWindowExceeded => json!("model_context_window_exceeded"),
-        StopReason::Other(s) => json!({"other": s}),
-    }
-}
-
-fn stop_reason_from_json(v: &Value) -> StopReason {
-    match v.as_str() {
-        Some("end_turn") => StopReason::EndTurn,
-        Some("tool_use") => StopReason::ToolUse,
-        Some("max_tokens") => StopReason::MaxTokens,
-        Some("stop_sequence") => StopReason::StopSequence,
-        Some("pause_turn") => StopReason::PauseTurn,
-        Some("model_context_window_exceeded") => StopReason::ContextWindowExceeded,
-        Some(other) => StopReason::Other(other.to_string()),
-        None if v.get("refusal").is_some() => {
-            StopReason::Refusal { explanation: v["refusal"].as_str().map(str::to_string) }
-        }
-        None => StopReason::Other(v["other"].as_str().unwrap_or_default().to_string()),
-    }
-}
-
-/// A recorded response, for replay.
-pub fn response_from_json(v: &Value) -> ModelResponse {
-    ModelResponse {
-        message: message_from_json(&v["message"]),
-        stop_reason: stop_reason_from_json(&v["stop_reason"]),
-        usage: Usage {
-            input_tokens: v["usage"]["input_tokens"].as_u64().unwrap_or(0),
-            output_tokens: v["usage"]["output_tokens"].as_u64().unwrap_or(0),
-        },
-    }
-}
-
 /// Reads a transcript file into its records.
-pub fn read(path: &Path) -> Result<Vec<Value>, String> {
+pub fn read(path: &Path) -> Result<Vec<Record>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    parse(&text).map_err(|(line, e)| format!("{}:{line}: {e}", path.display()))
+}
+
+/// The records of a transcript's text; an error carries its 1-based line.
+/// Blank lines are skipped.
+pub fn parse(text: &str) -> Result<Vec<Record>, (usize, String)> {
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| serde_json::from_str(l).map_err(|e| format!("{}:{}: not JSON: {e}", path.display(), i + 1)))
+        .map(|(i, l)| parse_line(l).map_err(|e| (i + 1, e)))
         .collect()
+}
+
+fn parse_line(line: &str) -> Result<Record, String> {
+    let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
+    // The version first: a newer format may not decode as this one.
+    if v["type"] == "start" {
+        match v.get("version").map(Value::as_u64) {
+            None => return Err("the start record has no `version`: not an agentfix transcript".into()),
+            Some(Some(n)) if (1..=u64::from(VERSION)).contains(&n) => {}
+            Some(Some(n)) if n > u64::from(VERSION) => {
+                return Err(format!(
+                    "transcript format version {n} is newer than this agentfix reads (up to {VERSION}); \
+                     replay it with a newer agentfix"
+                ));
+            }
+            Some(_) => return Err(format!("the start record has an invalid `version`: {}", v["version"])),
+        }
+    }
+    serde_json::from_value(v).map_err(|e| format!("not a transcript record: {e}"))
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+
+    /// Lines written by the untyped writer (`json!` per record) before the
+    /// records were typed: version 1 as it exists on users' disks.
+    const V1_LINES: &str = r#"{"agentfix":"0.1.0","config":{"apiKey":"not set","baseUrl":"https://api.anthropic.com","maxOutputTokens":8192,"maxTokens":2000000,"maxTurns":7,"model":"claude-sonnet-4-5","provider":"anthropic","timeoutSecs":300},"root":"/ws","system":"You are agentfix.","target":{"instruction":"guard","lines":[3,4],"path":"/ws/calc.py","problems":[{"code":null,"column":5,"line":3,"message":"division by zero","severity":"error","source":"pyright"}]},"tools":[{"description":"Reads a file.","input_schema":{"properties":{"path":{"type":"string"}},"type":"object"},"name":"read_file"}],"type":"start","version":1}
+{"allow_tools":true,"max_output_tokens":8192,"new_messages":[{"content":[{"text":"Fix calc.py","type":"text"}],"raw":null,"role":"user"}],"turn":1,"type":"request"}
+{"elapsed_ms":12,"message":{"content":[{"text":"Reading.","type":"text"},{"id":"toolu_1","input":{"path":"calc.py"},"name":"read_file","type":"tool_use"},{"type":"other","value":{"signature":"sig","thinking":"hm","type":"thinking"}}],"raw":[{"text":"Reading.","type":"text"}],"role":"assistant"},"stop_reason":"tool_use","turn":1,"type":"response","usage":{"input_tokens":100,"output_tokens":20}}
+{"content":"1: def div(a, b):","elapsed_ms":3,"fatal":false,"id":"toolu_1","input":{"path":"calc.py"},"is_error":false,"name":"read_file","turn":1,"type":"tool_result"}
+{"allow_tools":false,"max_output_tokens":8192,"new_messages":[{"content":[{"content":"1: def div(a, b):","is_error":true,"tool_use_id":"toolu_1","type":"tool_result"}],"raw":null,"role":"user"}],"turn":2,"type":"request"}
+{"elapsed_ms":9,"message":{"content":[{"text":"No.","type":"text"}],"raw":null,"role":"assistant"},"stop_reason":{"refusal":"policy"},"turn":2,"type":"response","usage":{"input_tokens":150,"output_tokens":2}}
+{"changes":[{"created":false,"new_text":"def div(a, b):\n    pass\n","path":"/ws/calc.py","version":4}],"elapsed_ms":40,"files":[{"path":"/ws/calc.py","source":"buffer","text":"def div(a, b):\n","version":4},{"path":"/ws/gone.py","source":"missing","text":null,"version":null}],"stop":"end_turn","summary":"Guarded b == 0.","turns":2,"type":"end","usage":{"input_tokens":250,"output_tokens":22}}"#;
+
+    fn through_json<T: Serialize + serde::de::DeserializeOwned>(t: &T) -> T {
+        serde_json::from_value(serde_json::to_value(t).unwrap()).unwrap()
+    }
 
     #[test]
     fn messages_round_trip() {
@@ -260,21 +560,238 @@ mod tests {
             ],
             raw: Some(json!([{"type": "text", "text": "hi 漢"}])),
         };
-        assert_eq!(message_from_json(&message_to_json(&m)), m);
+        assert_eq!(Message::from(through_json(&MessageRecord::from(&m))), m);
         let u = Message {
             role: Role::User,
             content: vec![Block::ToolResult { tool_use_id: "t1".into(), content: "x".into(), is_error: true }],
             raw: None,
         };
-        assert_eq!(message_from_json(&message_to_json(&u)), u);
+        assert_eq!(Message::from(through_json(&MessageRecord::from(&u))), u);
         for r in [
             StopReason::EndTurn,
+            StopReason::ToolUse,
+            StopReason::MaxTokens,
+            StopReason::StopSequence,
+            StopReason::ContextWindowExceeded,
             StopReason::Refusal { explanation: Some("no".into()) },
+            StopReason::Refusal { explanation: None },
             StopReason::Other("new".into()),
             StopReason::PauseTurn,
         ] {
-            assert_eq!(stop_reason_from_json(&stop_reason_to_json(&r)), r);
+            assert_eq!(StopReason::from(through_json(&StopReasonRecord::from(&r))), r);
         }
+        // A name this version does not know is kept.
+        let unknown: StopReasonRecord = serde_json::from_value(json!("brand_new")).unwrap();
+        assert_eq!(StopReason::from(unknown), StopReason::Other("brand_new".into()));
+    }
+
+    #[test]
+    fn version_1_lines_read_and_write_back_byte_for_byte() {
+        let records = parse(V1_LINES).expect("version 1 reads");
+        assert_eq!(records.len(), 7);
+        for (record, line) in records.iter().zip(V1_LINES.lines()) {
+            assert_eq!(serde_json::to_value(record).unwrap().to_string(), line);
+        }
+        let Record::Start(start) = &records[0] else { panic!("{:?}", records[0]) };
+        assert_eq!((start.version, start.config.max_turns, start.config.api_key), (1, 7, KeyState::NotSet));
+        assert_eq!(start.target.lines, (3, 4));
+        assert_eq!(start.target.problems[0].code, None);
+        assert_eq!(start.tools[0].name, "read_file");
+        let Record::Response(first) = &records[2] else { panic!("{:?}", records[2]) };
+        let response = first.response();
+        assert_eq!(response.stop_reason, StopReason::ToolUse);
+        assert_eq!(response.usage, Usage { input_tokens: 100, output_tokens: 20 });
+        assert_eq!(response.message.tool_calls().count(), 1);
+        assert!(matches!(&response.message.content[2], Block::Other(v) if v["signature"] == "sig"));
+        let Record::Response(refusal) = &records[5] else { panic!("{:?}", records[5]) };
+        assert_eq!(refusal.response().stop_reason, StopReason::Refusal { explanation: Some("policy".into()) });
+        let Record::End(end) = &records[6] else { panic!("{:?}", records[6]) };
+        assert_eq!(
+            end.files[1],
+            FileRecord { path: "/ws/gone.py".into(), version: None, source: "missing".into(), text: None }
+        );
+        assert_eq!(end.changes[0].version, Some(4));
+    }
+
+    /// The run events of [`V1_LINES`].
+    fn v1_events() -> [RunEvent; 6] {
+        [
+            RunEvent::Request {
+                turn: 1,
+                new_messages: vec![Message::user_text("Fix calc.py")],
+                max_output_tokens: 8192,
+                allow_tools: true,
+            },
+            RunEvent::Response {
+                turn: 1,
+                elapsed_ms: 12,
+                response: ModelResponse {
+                    message: Message {
+                        role: Role::Assistant,
+                        content: vec![
+                            Block::Text { text: "Reading.".into() },
+                            Block::ToolUse {
+                                id: "toolu_1".into(),
+                                name: "read_file".into(),
+                                input: json!({"path": "calc.py"}),
+                            },
+                            Block::Other(json!({"type": "thinking", "thinking": "hm", "signature": "sig"})),
+                        ],
+                        raw: Some(json!([{"type": "text", "text": "Reading."}])),
+                    },
+                    stop_reason: StopReason::ToolUse,
+                    usage: Usage { input_tokens: 100, output_tokens: 20 },
+                },
+            },
+            RunEvent::ToolCalls { turn: 1, calls: vec!["read_file calc.py".into()] },
+            RunEvent::ToolResult {
+                turn: 1,
+                id: "toolu_1".into(),
+                name: "read_file".into(),
+                input: json!({"path": "calc.py"}),
+                output: crate::tools::ToolOutput { content: "1: def div(a, b):".into(), is_error: false, fatal: false },
+                elapsed_ms: 3,
+            },
+            RunEvent::Request {
+                turn: 2,
+                new_messages: vec![Message {
+                    role: Role::User,
+                    content: vec![Block::ToolResult {
+                        tool_use_id: "toolu_1".into(),
+                        content: "1: def div(a, b):".into(),
+                        is_error: true,
+                    }],
+                    raw: None,
+                }],
+                max_output_tokens: 8192,
+                allow_tools: false,
+            },
+            RunEvent::Response {
+                turn: 2,
+                elapsed_ms: 9,
+                response: ModelResponse {
+                    message: Message {
+                        role: Role::Assistant,
+                        content: vec![Block::Text { text: "No.".into() }],
+                        raw: None,
+                    },
+                    stop_reason: StopReason::Refusal { explanation: Some("policy".into()) },
+                    usage: Usage { input_tokens: 150, output_tokens: 2 },
+                },
+            },
+        ]
+    }
+
+    #[test]
+    fn the_writer_writes_version_1_and_reads_it_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Transcript::create(dir.path(), vec![]).unwrap();
+        let settings = crate::config::Settings { max_turns: Some(7), ..Default::default() };
+        let config = Config::resolve(&Default::default(), &settings, &|_| None).unwrap();
+        let target = TargetRecord {
+            path: "/ws/calc.py".into(),
+            lines: (3, 4),
+            instruction: Some("guard".into()),
+            problems: vec![ProblemRecord {
+                line: 3,
+                column: 5,
+                severity: Some("error".into()),
+                source: Some("pyright".into()),
+                code: None,
+                message: "division by zero".into(),
+            }],
+        };
+        let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}});
+        let tools =
+            vec![ToolSpec { name: "read_file".into(), description: "Reads a file.".into(), input_schema: schema }];
+        t.start(&config, Path::new("/ws"), target, "You are agentfix.", &tools);
+        let events = v1_events();
+        for e in &events {
+            t.event(e);
+        }
+        let outcome = Outcome {
+            stop: crate::agent::Stop::EndTurn,
+            turns: 2,
+            usage: Usage { input_tokens: 250, output_tokens: 22 },
+            summary: "Guarded b == 0.".into(),
+            messages: vec![],
+        };
+        let files = [
+            FileBase {
+                path: "/ws/calc.py".into(),
+                source: "buffer",
+                version: Some(4),
+                text: Some("def div(a, b):\n".into()),
+            },
+            FileBase { path: "/ws/gone.py".into(), source: "missing", version: None, text: None },
+        ];
+        let changes = [FileChange {
+            path: "/ws/calc.py".into(),
+            display: "calc.py".into(),
+            version: Some(4),
+            pin: None,
+            original: Some("def div(a, b):\n".into()),
+            new_text: "def div(a, b):\n    pass\n".into(),
+            reasons: vec![],
+        }];
+        t.end(&outcome, &files, &changes, 40);
+        let written = std::fs::read_to_string(t.path()).unwrap();
+        let expected =
+            V1_LINES.replace("\"agentfix\":\"0.1.0\"", &format!("\"agentfix\":\"{}\"", env!("CARGO_PKG_VERSION")));
+        assert_eq!(written.lines().collect::<Vec<_>>(), expected.lines().collect::<Vec<_>>());
+        let records = read(t.path()).unwrap();
+        let Record::Response(r) = &records[2] else { panic!("{:?}", records[2]) };
+        let RunEvent::Response { response, .. } = &events[1] else { unreachable!() };
+        assert_eq!(&r.response(), response);
+        let Record::End(end) = &records[6] else { panic!("{:?}", records[6]) };
+        assert_eq!(end.changes, vec![ChangeRecord::from(&changes[0])]);
+    }
+
+    #[test]
+    fn bad_lines_are_refused_with_their_line_number() {
+        let start = V1_LINES.lines().next().unwrap();
+        let err = |text: String| parse(&text).expect_err("refused");
+        let (line, e) = err(format!("{start}\n\n{{\"type\": \"end\""));
+        assert_eq!(line, 3);
+        assert!(e.starts_with("not JSON: "), "{e}");
+        let (line, e) = err(format!("{start}\n{{\"type\": \"bogus\", \"turn\": 1}}"));
+        assert_eq!(line, 2);
+        assert!(e.contains("unknown variant `bogus`"), "{e}");
+        let (line, e) = err(format!("{start}\n{{\"type\": \"tool_result\", \"id\": \"t\"}}"));
+        assert_eq!(line, 2);
+        assert!(e.contains("missing field"), "{e}");
+        let (line, e) = err(format!("{start}\n[1, 2]"));
+        assert_eq!(line, 2);
+        assert!(e.starts_with("not a transcript record: "), "{e}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        std::fs::write(&path, format!("{start}\nnot json\n")).unwrap();
+        let e = read(&path).expect_err("refused");
+        assert!(e.starts_with(&format!("{}:2: not JSON: ", path.display())), "{e}");
+    }
+
+    #[test]
+    fn a_missing_or_newer_version_is_refused() {
+        let start: Value = serde_json::from_str(V1_LINES.lines().next().unwrap()).unwrap();
+        let with = |version: Option<Value>| {
+            let mut v = start.clone();
+            match version {
+                Some(n) => v["version"] = n,
+                None => drop(v.as_object_mut().unwrap().remove("version")),
+            }
+            parse(&v.to_string())
+        };
+        assert!(with(Some(json!(1))).is_ok());
+        let (line, e) = with(None).expect_err("no version");
+        assert_eq!((line, e.as_str()), (1, "the start record has no `version`: not an agentfix transcript"));
+        let (line, e) = with(Some(json!(VERSION + 1))).expect_err("newer");
+        assert_eq!(line, 1);
+        assert!(e.starts_with(&format!("transcript format version {} is newer", VERSION + 1)), "{e}");
+        let (_, e) = with(Some(json!(0))).expect_err("zero");
+        assert_eq!(e, "the start record has an invalid `version`: 0");
+        let (_, e) = with(Some(json!("1"))).expect_err("a string");
+        assert_eq!(e, "the start record has an invalid `version`: \"1\"");
     }
 
     #[test]

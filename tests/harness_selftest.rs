@@ -528,6 +528,8 @@ fn delayed_reply_waits_before_answering() {
 #[test]
 fn wrong_or_missing_api_key_is_401() {
     let mock = MockModel::start();
+    // This test sends invalid requests on purpose to check the mock's validation.
+    mock.expect_violations();
     mock.push(text_reply("unused"));
     let body = body_with(json!([{"role": "user", "content": "hi"}]));
     let wrong = post_with(&mock, "/v1/messages", &[("x-api-key", "nope"), ("anthropic-version", "2023-06-01")], &body);
@@ -543,6 +545,8 @@ fn wrong_or_missing_api_key_is_401() {
 #[test]
 fn missing_anthropic_version_is_400() {
     let mock = MockModel::start();
+    // This test sends invalid requests on purpose to check the mock's validation.
+    mock.expect_violations();
     let response = post_with(
         &mock,
         "/v1/messages",
@@ -557,6 +561,8 @@ fn missing_anthropic_version_is_400() {
 #[test]
 fn wrong_path_or_method_is_404_and_query_string_is_ignored() {
     let mock = MockModel::start();
+    // This test sends invalid requests on purpose to check the mock's validation.
+    mock.expect_violations();
     let body = body_with(json!([{"role": "user", "content": "hi"}]));
     let response = post_with(&mock, "/v1/complete", GOOD_HEADERS, &body);
     assert_eq!(response.status, 404);
@@ -573,6 +579,8 @@ fn wrong_path_or_method_is_404_and_query_string_is_ignored() {
 #[test]
 fn invalid_bodies_are_400() {
     let mock = MockModel::start();
+    // This test sends invalid requests on purpose to check the mock's validation.
+    mock.expect_violations();
     let not_json = send(
         &mock,
         &request_bytes(
@@ -631,6 +639,8 @@ fn invalid_bodies_are_400() {
 #[test]
 fn empty_content_is_400() {
     let mock = MockModel::start();
+    // This test sends invalid requests on purpose to check the mock's validation.
+    mock.expect_violations();
     let expected =
         "messages.0: all messages must have non-empty content except for the optional final assistant message";
     assert_400(&mock, &body_with(json!([{"role": "user", "content": ""}])), expected);
@@ -659,6 +669,8 @@ fn empty_content_is_400() {
 #[test]
 fn tool_use_without_tool_result_is_400_and_recorded_as_violation() {
     let mock = MockModel::start();
+    // This test sends invalid requests on purpose to check the mock's validation.
+    mock.expect_violations();
     mock.push(text_reply("never sent"));
     let body = body_with(json!([
         {"role": "user", "content": "read a"},
@@ -685,6 +697,8 @@ fn tool_use_without_tool_result_is_400_and_recorded_as_violation() {
 #[test]
 fn tool_result_not_first_in_next_message_is_400() {
     let mock = MockModel::start();
+    // This test sends invalid requests on purpose to check the mock's validation.
+    mock.expect_violations();
     let body = body_with(json!([
         {"role": "user", "content": "read a"},
         {"role": "assistant", "content": [
@@ -701,6 +715,8 @@ fn tool_result_not_first_in_next_message_is_400() {
 #[test]
 fn unexpected_duplicate_or_malformed_tool_blocks_are_400() {
     let mock = MockModel::start();
+    // This test sends invalid requests on purpose to check the mock's validation.
+    mock.expect_violations();
     let tool_use = |id: &str| json!({"type": "tool_use", "id": id, "name": "read_file", "input": {}});
     let result = |id: &str| json!({"type": "tool_result", "tool_use_id": id, "content": "x"});
 
@@ -778,6 +794,8 @@ fn no_scripted_reply_is_500_and_not_a_violation() {
 #[test]
 fn requests_records_everything_valid_or_not() {
     let mock = MockModel::start();
+    // This test sends invalid requests on purpose to check the mock's validation.
+    mock.expect_violations();
     mock.push(text_reply("one"));
     let body = body_with(json!([{"role": "user", "content": "hi"}]));
     post(&mock, &body);
@@ -1066,6 +1084,8 @@ fn truncated_streams_close_early() {
 #[test]
 fn error_statuses_are_json_even_for_streams_and_sse_needs_a_streaming_request() {
     let mock = MockModel::start();
+    // This test sends invalid requests on purpose to check the mock's validation.
+    mock.expect_violations();
     mock.push(overloaded());
     mock.push(rate_limited("1"));
     mock.push(rate_limited_ms(1500));
@@ -1277,6 +1297,8 @@ fn openai_quirk_streams_and_mid_stream_error() {
 #[test]
 fn openai_validation_rejects_like_the_api() {
     let mock = MockModel::start();
+    // This test sends invalid requests on purpose to check the mock's validation.
+    mock.expect_violations();
     let call = |id: &str| json!({"id": id, "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}});
     let assistant = |ids: &[&str]| json!({"role": "assistant", "content": null, "tool_calls": ids.iter().map(|id| call(id)).collect::<Vec<_>>()});
     let tool = |id: &str| json!({"role": "tool", "tool_call_id": id, "content": "aaa"});
@@ -1431,6 +1453,8 @@ fn openai_errors_use_the_openai_envelope() {
 fn openai_requires_bearer_auth_unless_optional() {
     assert_eq!(OPENAI_HEADERS[0].1, format!("Bearer {API_KEY}"));
     let mock = MockModel::start();
+    // This test sends invalid requests on purpose to check the mock's validation.
+    mock.expect_violations();
     mock.push(openai_text("ok"));
     let body = openai_body(json!([{"role": "user", "content": "hi"}]));
     let expected = json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",

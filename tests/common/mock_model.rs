@@ -248,6 +248,7 @@ struct Shared {
     state: Mutex<State>,
     stop: AtomicBool,
     openai_auth_optional: AtomicBool,
+    violations_expected: AtomicBool,
 }
 
 impl Shared {
@@ -257,7 +258,8 @@ impl Shared {
 }
 
 /// The mock server. Dropping it stops accepting connections and ends hanging ones
-/// ([`Reply::Hang`]); other open connections finish on their own. Connection threads are
+/// ([`Reply::Hang`]); other open connections finish on their own. Dropping it also fails the
+/// test if any request was a protocol violation (see [`MockModel::expect_violations`]). Connection threads are
 /// detached, so none of them keeps the test process alive.
 pub struct MockModel {
     addr: SocketAddr,
@@ -327,6 +329,12 @@ impl MockModel {
         self.shared.lock().violations.clone()
     }
 
+    /// For a test that sends invalid requests on purpose (the mock's own validation tests):
+    /// dropping the mock then does not fail on the violations it recorded.
+    pub fn expect_violations(&self) {
+        self.shared.violations_expected.store(true, Ordering::SeqCst);
+    }
+
     /// With `true`, `/v1/chat/completions` accepts requests without (or with any)
     /// `Authorization` header, like Ollama. Default `false`: `Bearer {API_KEY}` is required.
     pub fn set_openai_auth_optional(&self, optional: bool) {
@@ -341,6 +349,13 @@ impl Drop for MockModel {
         let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
         if let Some(handle) = self.accept.take() {
             let _ = handle.join();
+        }
+        // Every test checks the protocol: a request the real API would refuse fails the test
+        // that made it, unless the test said it sends them on purpose. Only in test crates:
+        // `examples/mock_model.rs` serves the editors' tests as a process whose exit stays as is.
+        if cfg!(test) && !thread::panicking() && !self.shared.violations_expected.load(Ordering::SeqCst) {
+            let violations = self.violations();
+            assert!(violations.is_empty(), "the mock model refused requests as the real API would: {violations:#?}");
         }
     }
 }
