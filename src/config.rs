@@ -363,47 +363,123 @@ impl Source {
     }
 }
 
-/// The configuration in force for a run.
+/// Default `languageServerTimeoutMs`: the longest wait for one answer of a
+/// language server.
+pub const DEFAULT_LANGUAGE_SERVER_TIMEOUT_MS: u64 = 20_000;
+/// Default `diagnosticsSettleMs`: quiet time after the last publication.
+pub const DEFAULT_DIAGNOSTICS_SETTLE_MS: u64 = 300;
+/// Default `diagnosticsTimeoutMs`: the longest wait for diagnostics.
+pub const DEFAULT_DIAGNOSTICS_TIMEOUT_MS: u64 = 5000;
+
+/// The configuration in force for a run, in sections: each room takes only
+/// its own (`providers` the provider, the loop the limits, `downstream` its
+/// section, `run_command` the commands, `transcript` the transcripts).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
-    pub provider: ProviderKind,
-    pub model: String,
-    pub base_url: String,
-    pub api_key: Option<Secret>,
-    pub max_turns: u32,
-    /// Budget of input + output tokens over a whole run.
-    pub max_tokens: u64,
-    /// `max_tokens` of each model request.
-    pub max_output_tokens: u32,
-    pub timeout: Duration,
-    pub max_retries: u32,
-    pub connect_timeout: Duration,
-    pub idle_timeout: Duration,
+    pub provider: ProviderConfig,
+    pub limits: Limits,
+    /// What to do with the edits of a run a limit stopped.
     pub partial_edits: PartialEdits,
-    /// `None` when transcripts are off.
-    pub transcript_dir: Option<PathBuf>,
-    /// Commands the model may run, by name.
-    pub commands: std::collections::BTreeMap<String, CommandConfig>,
-    /// Run them without asking.
-    pub commands_auto_approve: bool,
-    /// How they are confined (`commands.sandbox`).
-    pub commands_sandbox: CommandSandbox,
-    /// Whether they may reach the network (`commands.network`).
-    pub commands_network: bool,
-    /// Configured language servers by language id.
-    pub language_servers: std::collections::HashMap<String, ServerConfig>,
-    /// Whether defaults on PATH are used for other languages.
-    pub default_language_servers: bool,
-    pub diagnostics_settle: Duration,
-    pub diagnostics_timeout: Duration,
-    pub language_server_timeout: Duration,
+    pub downstream: DownstreamConfig,
+    pub commands: CommandsConfig,
+    pub transcripts: TranscriptsConfig,
     /// Patterns of protected files beyond the built-in deny-list: the
     /// project's and the editor's together (a layer adds, never removes).
     pub exclude: Vec<String>,
-    /// Credential variables children may inherit (`envAllow`).
-    pub env_allow: Vec<String>,
     /// Where each setting came from, by camelCase name.
     pub sources: Vec<(&'static str, Source)>,
+}
+
+/// The model API: which, where, with which key, how patiently.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderConfig {
+    pub kind: ProviderKind,
+    pub model: String,
+    pub base_url: String,
+    pub api_key: Option<Secret>,
+    pub max_retries: u32,
+    pub connect_timeout: Duration,
+    pub idle_timeout: Duration,
+}
+
+impl ProviderConfig {
+    /// The API key, or the error that tells the user how to set it.
+    pub fn require_api_key(&self) -> Result<Option<Secret>, ConfigError> {
+        let p = self;
+        match (&p.api_key, p.kind.key_required()) {
+            (Some(k), _) => Ok(Some(k.clone())),
+            (None, false) => Ok(None),
+            (None, true) => Err(ConfigError::MissingKey { var: p.kind.key_var(), provider: p.kind.name() }),
+        }
+    }
+}
+
+/// The limits of one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Model requests at most.
+    pub max_turns: u32,
+    /// Input + output tokens over the whole run at most.
+    pub max_tokens: u64,
+    /// `max_tokens` of each request.
+    pub max_output_tokens: u32,
+    /// Wall-clock time of the run.
+    pub timeout: Duration,
+}
+
+/// The downstream language servers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DownstreamConfig {
+    /// Configured servers by language id.
+    pub servers: std::collections::HashMap<String, ServerConfig>,
+    /// Whether defaults on PATH are used for other languages.
+    pub defaults: bool,
+    pub wait: DiagnosticsWait,
+    /// Credential variables the servers may inherit (`envAllow`).
+    pub env_allow: Vec<String>,
+}
+
+/// Timing of the waits on language servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiagnosticsWait {
+    /// Quiet time after the last publication of diagnostics.
+    pub settle: Duration,
+    /// The longest wait for diagnostics.
+    pub max: Duration,
+    /// The longest wait for the answer to one query.
+    pub query: Duration,
+}
+
+impl Default for DiagnosticsWait {
+    fn default() -> Self {
+        Self {
+            settle: Duration::from_millis(DEFAULT_DIAGNOSTICS_SETTLE_MS),
+            max: Duration::from_millis(DEFAULT_DIAGNOSTICS_TIMEOUT_MS),
+            query: Duration::from_millis(DEFAULT_LANGUAGE_SERVER_TIMEOUT_MS),
+        }
+    }
+}
+
+/// The commands the model may run, and how.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CommandsConfig {
+    /// By name.
+    pub entries: std::collections::BTreeMap<String, CommandConfig>,
+    /// Run them without asking.
+    pub auto_approve: bool,
+    /// How they are confined (`commands.sandbox`).
+    pub sandbox: CommandSandbox,
+    /// Whether they may reach the network (`commands.network`).
+    pub network: bool,
+    /// Credential variables they may inherit (`envAllow`).
+    pub env_allow: Vec<String>,
+}
+
+/// Where run transcripts go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TranscriptsConfig {
+    /// `None` when transcripts are off.
+    pub dir: Option<PathBuf>,
 }
 
 impl Config {
@@ -527,19 +603,15 @@ impl Config {
             "languageServerTimeoutMs",
             language_server_timeout_ms,
             num("AGENTFIX_LANGUAGE_SERVER_TIMEOUT_MS")?,
-            20_000
+            DEFAULT_LANGUAGE_SERVER_TIMEOUT_MS
         )
         .max(1);
-        let settle = pick!("diagnosticsSettleMs", diagnostics_settle_ms, None::<u64>, 300);
-        let diag_timeout = pick!("diagnosticsTimeoutMs", diagnostics_timeout_ms, None::<u64>, 5000);
+        let settle = pick!("diagnosticsSettleMs", diagnostics_settle_ms, None::<u64>, DEFAULT_DIAGNOSTICS_SETTLE_MS);
+        let diag_timeout =
+            pick!("diagnosticsTimeoutMs", diagnostics_timeout_ms, None::<u64>, DEFAULT_DIAGNOSTICS_TIMEOUT_MS);
         let command_entries =
             pick!("commands", commands, None::<std::collections::BTreeMap<String, CommandEntry>>, Default::default());
-        let ResolvedCommands {
-            commands,
-            auto_approve: commands_auto_approve,
-            sandbox: commands_sandbox,
-            network: commands_network,
-        } = resolve_commands(command_entries)?;
+        let mut commands = resolve_commands(command_entries)?;
         // Protected patterns add up over the layers; none removes a default.
         let exclude: Vec<String> = file
             .exclude
@@ -557,7 +629,7 @@ impl Config {
                 _ => Source::Default,
             },
         ));
-        let env_allow = pick!(
+        let env_allow: Vec<String> = pick!(
             "envAllow",
             env_allow,
             env("AGENTFIX_ENV_ALLOW").map(|v| v
@@ -567,31 +639,32 @@ impl Config {
                 .collect()),
             Vec::new()
         );
+        commands.env_allow = env_allow.clone();
         Ok(Config {
-            exclude,
-            env_allow,
-            commands,
-            commands_auto_approve,
-            commands_sandbox,
-            commands_network,
-            language_servers,
-            default_language_servers,
-            diagnostics_settle: Duration::from_millis(settle),
-            diagnostics_timeout: Duration::from_millis(diag_timeout.max(settle)),
-            language_server_timeout: Duration::from_millis(ls_timeout),
-            provider,
-            model,
-            base_url,
-            api_key: env(provider.key_var()).map(Secret::new),
-            max_turns,
-            max_tokens,
-            max_output_tokens,
-            timeout: Duration::from_secs(timeout),
-            max_retries,
-            connect_timeout: Duration::from_secs(connect),
-            idle_timeout: Duration::from_secs(idle),
+            provider: ProviderConfig {
+                kind: provider,
+                model,
+                base_url,
+                api_key: env(provider.key_var()).map(Secret::new),
+                max_retries,
+                connect_timeout: Duration::from_secs(connect),
+                idle_timeout: Duration::from_secs(idle),
+            },
+            limits: Limits { max_turns, max_tokens, max_output_tokens, timeout: Duration::from_secs(timeout) },
             partial_edits,
-            transcript_dir: transcripts.then_some(dir),
+            downstream: DownstreamConfig {
+                servers: language_servers,
+                defaults: default_language_servers,
+                wait: DiagnosticsWait {
+                    settle: Duration::from_millis(settle),
+                    max: Duration::from_millis(diag_timeout.max(settle)),
+                    query: Duration::from_millis(ls_timeout),
+                },
+                env_allow,
+            },
+            commands,
+            transcripts: TranscriptsConfig { dir: transcripts.then_some(dir) },
+            exclude,
             sources,
         })
     }
@@ -606,20 +679,9 @@ impl Config {
         Self::resolve(&file, editor, &|k| std::env::var(k).ok())
     }
 
-    /// The API key, or the error that tells the user how to set it.
-    pub fn require_api_key(&self) -> Result<Option<Secret>, ConfigError> {
-        match (&self.api_key, self.provider.key_required()) {
-            (Some(k), _) => Ok(Some(k.clone())),
-            (None, false) => Ok(None),
-            (None, true) => {
-                Err(ConfigError::MissingKey { var: self.provider.key_var(), provider: self.provider.name() })
-            }
-        }
-    }
-
     /// Scrubs this configuration's API key (and credential shapes) from text.
     pub fn key_redactor(&self) -> crate::secrets::Redactor {
-        crate::secrets::Redactor::new(self.api_key.iter().map(|k| k.expose().to_string()))
+        crate::secrets::Redactor::new(self.provider.api_key.iter().map(|k| k.expose().to_string()))
     }
 
     pub fn source(&self, name: &str) -> Source {
@@ -627,19 +689,9 @@ impl Config {
     }
 }
 
-/// The `commands` setting, split into commands and the special keys.
-struct ResolvedCommands {
-    commands: std::collections::BTreeMap<String, CommandConfig>,
-    auto_approve: bool,
-    sandbox: CommandSandbox,
-    network: bool,
-}
-
 /// Splits the `commands` setting into commands and the `autoApprove`,
 /// `sandbox` and `network` keys.
-fn resolve_commands(
-    entries: std::collections::BTreeMap<String, CommandEntry>,
-) -> Result<ResolvedCommands, ConfigError> {
+fn resolve_commands(entries: std::collections::BTreeMap<String, CommandEntry>) -> Result<CommandsConfig, ConfigError> {
     let mut commands = std::collections::BTreeMap::new();
     let mut auto = false;
     let mut sandbox = CommandSandbox::default();
@@ -690,7 +742,7 @@ fn resolve_commands(
         let timeout = Duration::from_secs(timeout.unwrap_or(DEFAULT_COMMAND_TIMEOUT_SECS).max(1));
         commands.insert(name, CommandConfig { argv, timeout });
     }
-    Ok(ResolvedCommands { commands, auto_approve: auto, sandbox, network })
+    Ok(CommandsConfig { entries: commands, auto_approve: auto, sandbox, network, env_allow: Vec::new() })
 }
 
 #[cfg(test)]
@@ -703,15 +755,15 @@ mod tests {
         let editor = Settings::from_json(&json!({"commands": {"test": ["cargo", "test", "-q"], "lint": {"command": ["ruff", "check"], "timeoutSecs": 9}, "autoApprove": true}})).unwrap();
         let c = resolve(&Settings::default(), &editor, &[]).unwrap();
         assert_eq!(
-            c.commands["test"],
+            c.commands.entries["test"],
             CommandConfig { argv: vec!["cargo".into(), "test".into(), "-q".into()], timeout: Duration::from_secs(300) }
         );
-        assert_eq!(c.commands["lint"].timeout, Duration::from_secs(9));
-        assert!(c.commands_auto_approve);
+        assert_eq!(c.commands.entries["lint"].timeout, Duration::from_secs(9));
+        assert!(c.commands.auto_approve);
         let file = Settings::from_toml("[commands]\ntest = [\"pytest\"]\n").unwrap();
         let c = resolve(&file, &Settings::default(), &[]).unwrap();
-        assert_eq!(c.commands["test"].argv, ["pytest"]);
-        assert!(!c.commands_auto_approve);
+        assert_eq!(c.commands.entries["test"].argv, ["pytest"]);
+        assert!(!c.commands.auto_approve);
         assert!(
             Settings::from_toml("[commands]\nautoApprove = true\n")
                 .unwrap_err()
@@ -727,16 +779,16 @@ mod tests {
     #[test]
     fn the_sandbox_is_on_and_offline_by_default_and_only_the_editor_changes_that() {
         let c = resolve(&Settings::default(), &Settings::default(), &[]).unwrap();
-        assert_eq!((c.commands_sandbox, c.commands_network), (CommandSandbox::Landlock, false));
+        assert_eq!((c.commands.sandbox, c.commands.network), (CommandSandbox::Landlock, false));
         let editor =
             Settings::from_json(&json!({"commands": {"test": ["pytest"], "sandbox": "off", "network": true}})).unwrap();
         let c = resolve(&Settings::default(), &editor, &[]).unwrap();
-        assert_eq!((c.commands_sandbox, c.commands_network), (CommandSandbox::Off, true));
-        assert_eq!(c.commands.keys().collect::<Vec<_>>(), ["test"]);
+        assert_eq!((c.commands.sandbox, c.commands.network), (CommandSandbox::Off, true));
+        assert_eq!(c.commands.entries.keys().collect::<Vec<_>>(), ["test"]);
         let editor = Settings::from_json(&json!({"commands": {"sandbox": "landlock", "network": false}})).unwrap();
         let c = resolve(&Settings::default(), &editor, &[]).unwrap();
-        assert_eq!((c.commands_sandbox, c.commands_network), (CommandSandbox::Landlock, false));
-        assert!(c.commands.is_empty());
+        assert_eq!((c.commands.sandbox, c.commands.network), (CommandSandbox::Landlock, false));
+        assert!(c.commands.entries.is_empty());
         // A repository cannot loosen the sandbox of its own commands.
         for text in [
             "[commands]\nsandbox = \"off\"\n",
@@ -777,15 +829,15 @@ mod tests {
     #[test]
     fn defaults_apply_without_settings_or_env() {
         let c = resolve(&Settings::default(), &Settings::default(), &[]).unwrap();
-        assert_eq!(c.provider, ProviderKind::Anthropic);
-        assert_eq!(c.model, DEFAULT_MODEL);
-        assert_eq!(c.base_url, "https://api.anthropic.com");
-        assert_eq!((c.max_turns, c.timeout, c.max_retries), (25, Duration::from_secs(300), 2));
+        assert_eq!(c.provider.kind, ProviderKind::Anthropic);
+        assert_eq!(c.provider.model, DEFAULT_MODEL);
+        assert_eq!(c.provider.base_url, "https://api.anthropic.com");
+        assert_eq!((c.limits.max_turns, c.limits.timeout, c.provider.max_retries), (25, Duration::from_secs(300), 2));
         assert_eq!(c.partial_edits, PartialEdits::Offer);
-        assert!(c.transcript_dir.as_ref().unwrap().ends_with("agentfix/transcripts"));
-        assert_eq!(c.api_key, None);
+        assert!(c.transcripts.dir.as_ref().unwrap().ends_with("agentfix/transcripts"));
+        assert_eq!(c.provider.api_key, None);
         assert_eq!(
-            c.require_api_key().unwrap_err().to_string(),
+            c.provider.require_api_key().unwrap_err().to_string(),
             "ANTHROPIC_API_KEY is not set: agentfix needs an API key for the anthropic provider. Set ANTHROPIC_API_KEY in the environment the editor starts agentfix in (or in your shell for `agentfix fix`)."
         );
     }
@@ -802,8 +854,11 @@ mod tests {
             Settings::from_toml("model = \"file-model\"\nmaxTurns = 9\ntimeoutSecs = 60\npartialEdits = \"discard\"\n")
                 .unwrap();
         let c = resolve(&file, &Settings::default(), env).unwrap();
-        assert_eq!((c.model.as_str(), c.base_url.as_str(), c.max_turns), ("env-model", "http://env", 7));
-        assert_eq!((c.timeout, c.partial_edits), (Duration::from_secs(60), PartialEdits::Discard));
+        assert_eq!(
+            (c.provider.model.as_str(), c.provider.base_url.as_str(), c.limits.max_turns),
+            ("env-model", "http://env", 7)
+        );
+        assert_eq!((c.limits.timeout, c.partial_edits), (Duration::from_secs(60), PartialEdits::Discard));
         assert_eq!(
             (c.source("model"), c.source("timeoutSecs"), c.source("maxTokens")),
             (Source::Env, Source::File, Source::Default)
@@ -814,11 +869,11 @@ mod tests {
         .unwrap();
         let c = resolve(&file, &editor, env).unwrap();
         assert_eq!(
-            (c.model.as_str(), c.base_url.as_str(), c.max_turns, c.max_tokens),
+            (c.provider.model.as_str(), c.provider.base_url.as_str(), c.limits.max_turns, c.limits.max_tokens),
             ("editor-model", "http://editor", 3, 99)
         );
         assert_eq!(c.source("model"), Source::Editor);
-        assert_eq!(c.require_api_key().unwrap().unwrap().expose(), "sk-secret");
+        assert_eq!(c.provider.require_api_key().unwrap().unwrap().expose(), "sk-secret");
     }
 
     #[test]
@@ -826,21 +881,25 @@ mod tests {
         let editor = Settings { provider: Some(ProviderKind::Openai), ..Default::default() };
         let c = resolve(&Settings::default(), &editor, &[("OPENAI_API_KEY", "sk-o"), ("ANTHROPIC_API_KEY", "sk-a")])
             .unwrap();
-        assert_eq!((c.base_url.as_str(), c.model.as_str()), ("https://api.openai.com/v1", "gpt-4.1"));
-        assert_eq!(c.api_key.unwrap().expose(), "sk-o");
+        assert_eq!((c.provider.base_url.as_str(), c.provider.model.as_str()), ("https://api.openai.com/v1", "gpt-4.1"));
+        assert_eq!(c.provider.api_key.unwrap().expose(), "sk-o");
         let editor = Settings { provider: Some(ProviderKind::OpenaiCompatible), ..Default::default() };
         let e = resolve(&Settings::default(), &editor, &[]).unwrap_err();
         assert!(e.to_string().contains("needs a baseUrl"), "{e}");
         let editor = Settings { base_url: Some("http://localhost:11434/v1".into()), ..editor };
         let c = resolve(&Settings::default(), &editor, &[("OPENAI_API_KEY", "not-for-ollama")]).unwrap();
-        assert_eq!(c.require_api_key().unwrap(), None, "a compatible server needs no key, and gets no OpenAI key");
+        assert_eq!(
+            c.provider.require_api_key().unwrap(),
+            None,
+            "a compatible server needs no key, and gets no OpenAI key"
+        );
         let c = resolve(
             &Settings::default(),
             &Settings::default(),
             &[("AGENTFIX_PROVIDER", "OpenAI-Compatible"), ("OPENAI_BASE_URL", "http://x/v1")],
         )
         .unwrap();
-        assert_eq!(c.provider, ProviderKind::OpenaiCompatible);
+        assert_eq!(c.provider.kind, ProviderKind::OpenaiCompatible);
     }
 
     #[test]

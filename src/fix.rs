@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{self, Limits, Outcome, RunEvent, Stop};
 use crate::config::{Config, ConfigError, PartialEdits, Settings};
-use crate::downstream::{Diagnostic, DiagnosticsWait, Downstream, Symbol, SymbolSource};
+use crate::downstream::{Diagnostic, Downstream, Symbol, SymbolSource};
 use crate::model::StreamUpdate;
 use crate::providers::ModelClient;
 use crate::tools::{Approval, Approver, CommandSpec, RunCommand, ToolContext, ToolSet, Toolbox};
@@ -391,7 +391,7 @@ impl Setup {
     /// the provider it names.
     pub fn load(root: Option<&Path>, editor: &Settings) -> Result<Self, ConfigError> {
         let config = Config::load(root, editor)?;
-        let model = crate::providers::from_config(&config)?;
+        let model = crate::providers::from_config(&config.provider)?;
         Ok(Self { config, model })
     }
 
@@ -403,20 +403,8 @@ impl Setup {
 
     /// The downstream language servers the configuration asks for, over `roots`.
     pub fn downstream(&self, roots: Vec<PathBuf>) -> Downstream {
-        downstream_for(&self.config, roots)
+        Downstream::from_config(&self.config.downstream, roots)
     }
-}
-
-/// The downstream language servers `config` asks for, over `roots`.
-pub fn downstream_for(config: &Config, roots: Vec<PathBuf>) -> Downstream {
-    let wait = DiagnosticsWait {
-        settle: config.diagnostics_settle,
-        max: config.diagnostics_timeout,
-        query: config.language_server_timeout,
-    };
-    Downstream::new(config.language_servers.clone(), roots, wait)
-        .with_defaults(config.default_language_servers)
-        .with_env_allow(config.env_allow.clone())
 }
 
 /// Runs one fix to the end over `overlay` (fresh, owned by the caller so it
@@ -437,23 +425,64 @@ pub async fn run(
     let root = overlay.workspace().primary_root().to_path_buf();
     // Symbol tools only when a language server exists for the target.
     let symbols = symbols.filter(|s| s.available(&target.path));
-    let outline = match (&symbols, overlay.read(&target.path)) {
-        (Some(s), Ok(text)) => tokio::select! {
-            _ = cancel.cancelled() => None,
-            r = tokio::time::timeout(OUTLINE_TIMEOUT, s.document_symbols(&target.path, &text)) => match r {
-                Ok(Ok(syms)) => enclosing_outline(&syms, target.lines.0),
-                Ok(Err(e)) => {
-                    tracing::info!("no outline for the first message: {e}");
-                    None
-                }
-                Err(_) => None,
-            },
-        },
-        _ => None,
-    };
+    let outline = outline(symbols.as_deref(), &overlay, target, cancel).await;
     let prompt = task_prompt(target, &overlay, outline.as_deref());
-    let editor_diagnostics = target
-        .problems
+    let ctx = ToolContext {
+        overlay: overlay.clone(),
+        symbols: symbols.clone(),
+        target: target.path.clone(),
+        editor_diagnostics: editor_diagnostics(&target.problems),
+    };
+    let toolbox = toolbox(config, ctx, approver);
+    let limits = config.limits;
+    let transcript = open_transcript(config);
+    if let Some(t) = &transcript {
+        t.start(config, &root, target, SYSTEM_PROMPT, &toolbox.specs());
+    }
+    let observe = |e: RunEvent| {
+        if let Some(t) = &transcript {
+            t.event(&e);
+        }
+        events(e);
+    };
+    let tools = KeyScrubbed { inner: &toolbox, redactor: config.key_redactor() };
+    let outcome = agent::run(SYSTEM_PROMPT, prompt, model, &tools, &limits, cancel, &observe).await;
+    let changes = overlay.changes();
+    if let Some(s) = &symbols {
+        release(s.as_ref(), &overlay).await;
+    }
+    if let Some(t) = &transcript {
+        t.end(&outcome, &overlay.bases(), &changes, started.elapsed().as_millis() as u64);
+    }
+    let verdict = Verdict::of(&outcome, changes, cancel.is_cancelled(), &limits, config.partial_edits);
+    FixResult { outcome, verdict, limits, transcript: transcript.map(|t| t.path().to_path_buf()) }
+}
+
+/// The enclosing symbols of the target's line for the first message, from
+/// the language server, if it answers in time.
+async fn outline(
+    symbols: Option<&dyn SymbolSource>,
+    overlay: &Overlay,
+    target: &Target,
+    cancel: &CancellationToken,
+) -> Option<String> {
+    let (Some(s), Ok(text)) = (symbols, overlay.read(&target.path)) else { return None };
+    tokio::select! {
+        _ = cancel.cancelled() => None,
+        r = tokio::time::timeout(OUTLINE_TIMEOUT, s.document_symbols(&target.path, &text)) => match r {
+            Ok(Ok(syms)) => enclosing_outline(&syms, target.lines.0),
+            Ok(Err(e)) => {
+                tracing::info!("no outline for the first message: {e}");
+                None
+            }
+            Err(_) => None,
+        },
+    }
+}
+
+/// The editor's diagnostics of the target, as the diagnostics tool compares them.
+fn editor_diagnostics(problems: &[Problem]) -> Vec<Diagnostic> {
+    problems
         .iter()
         .map(|p| Diagnostic {
             line: p.line.saturating_sub(1),
@@ -468,71 +497,52 @@ pub async fn run(
             source: p.source.clone(),
             code: p.code.clone(),
         })
+        .collect()
+}
+
+/// The run's tools: the standard ones, and `run_command` when commands are
+/// configured and someone can approve them.
+fn toolbox(config: &Config, ctx: ToolContext, approver: Option<Arc<dyn Approver>>) -> Toolbox {
+    let mut toolbox = Toolbox::standard(ctx);
+    let commands = &config.commands;
+    let (false, Some(approver)) = (commands.entries.is_empty(), approver) else { return toolbox };
+    let approver: Arc<dyn Approver> = if commands.auto_approve { Arc::new(AutoApprove) } else { approver };
+    let specs = commands
+        .entries
+        .iter()
+        .map(|(name, c)| (name.clone(), CommandSpec { argv: c.argv.clone(), timeout: c.timeout }))
         .collect();
-    let mut toolbox = Toolbox::standard(ToolContext {
-        overlay: overlay.clone(),
-        symbols: symbols.clone(),
-        target: target.path.clone(),
-        editor_diagnostics,
-    });
-    if let (false, Some(approver)) = (config.commands.is_empty(), approver) {
-        let approver: Arc<dyn Approver> = if config.commands_auto_approve { Arc::new(AutoApprove) } else { approver };
-        let specs = config
-            .commands
-            .iter()
-            .map(|(name, c)| (name.clone(), CommandSpec { argv: c.argv.clone(), timeout: c.timeout }))
-            .collect();
-        let sandbox = match config.commands_sandbox {
-            crate::config::CommandSandbox::Off => crate::sandbox::Sandbox::Off,
-            crate::config::CommandSandbox::Landlock => {
-                crate::sandbox::Sandbox::Landlock { network: config.commands_network }
-            }
-        };
-        let tool = RunCommand::new(specs, approver).with_sandbox(sandbox).with_env_allow(config.env_allow.clone());
-        let names = tool.names().join(", ");
-        toolbox.add(tool, &format!("The configured commands are: {names}."));
-    }
-    let limits = Limits {
-        max_turns: config.max_turns,
-        max_tokens: config.max_tokens,
-        max_output_tokens: config.max_output_tokens,
-        timeout: config.timeout,
+    let sandbox = match commands.sandbox {
+        crate::config::CommandSandbox::Off => crate::sandbox::Sandbox::Off,
+        crate::config::CommandSandbox::Landlock => crate::sandbox::Sandbox::Landlock { network: commands.network },
     };
-    let transcript = config.transcript_dir.as_deref().and_then(|dir| {
-        let secrets = config.api_key.iter().map(|k| k.expose().to_string()).collect();
-        Transcript::create(dir, secrets)
-            .map_err(|e| tracing::warn!("no transcript: cannot write in {}: {e}", dir.display()))
-            .ok()
-    });
-    if let Some(t) = &transcript {
-        t.start(config, &root, target, SYSTEM_PROMPT, &toolbox.specs());
-    }
-    let observe = |e: RunEvent| {
-        if let Some(t) = &transcript {
-            t.event(&e);
-        }
-        events(e);
-    };
-    let tools = KeyScrubbed { inner: &toolbox, redactor: config.key_redactor() };
-    let outcome = agent::run(SYSTEM_PROMPT, prompt, model, &tools, &limits, cancel, &observe).await;
-    let changes = overlay.changes();
-    if let Some(s) = &symbols {
-        // Language servers go back to the editor's text.
-        let docs: Vec<_> = overlay
-            .bases()
-            .into_iter()
-            .map(|b| {
-                let text = overlay.buffers().buffer(&b.path).map(|t| t.text);
-                (b.path, text)
-            })
-            .collect();
-        s.release(&docs).await;
-    }
-    if let Some(t) = &transcript {
-        t.end(&outcome, &overlay.bases(), &changes, started.elapsed().as_millis() as u64);
-    }
-    let verdict = Verdict::of(&outcome, changes, cancel.is_cancelled(), &limits, config.partial_edits);
-    FixResult { outcome, verdict, limits, transcript: transcript.map(|t| t.path().to_path_buf()) }
+    let tool = RunCommand::new(specs, approver).with_sandbox(sandbox).with_env_allow(commands.env_allow.clone());
+    let names = tool.names().join(", ");
+    toolbox.add(tool, &format!("The configured commands are: {names}."));
+    toolbox
+}
+
+/// The run's transcript, when transcripts are on and the folder is writable.
+fn open_transcript(config: &Config) -> Option<Transcript> {
+    let dir = config.transcripts.dir.as_deref()?;
+    let secrets = config.provider.api_key.iter().map(|k| k.expose().to_string()).collect();
+    Transcript::create(dir, secrets)
+        .map_err(|e| tracing::warn!("no transcript: cannot write in {}: {e}", dir.display()))
+        .ok()
+}
+
+/// Gives the language servers the editor's text again for every file the
+/// run read.
+async fn release(symbols: &dyn SymbolSource, overlay: &Overlay) {
+    let docs: Vec<_> = overlay
+        .bases()
+        .into_iter()
+        .map(|b| {
+            let text = overlay.buffers().buffer(&b.path).map(|t| t.text);
+            (b.path, text)
+        })
+        .collect();
+    symbols.release(&docs).await;
 }
 
 #[cfg(test)]

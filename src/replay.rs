@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::RunEvent;
 use crate::config::{Config, Settings};
-use crate::downstream::{DiagnosticsWait, Downstream};
+use crate::downstream::Downstream;
 use crate::fix::{self, FixResult, Problem, Target};
 use crate::model::{ModelError, ModelErrorKind, ModelRequest, ModelResponse, StreamUpdate};
 use crate::providers::ModelClient;
@@ -217,10 +217,7 @@ async fn run_recorded(
     // Symbol tools replay against the language servers found here, when the
     // recorded run had them.
     let had_symbols = recording.start.tools.iter().any(|t| t.name == "document_symbols");
-    let downstream = Arc::new(
-        Downstream::new(config.language_servers.clone(), vec![root.to_path_buf()], DiagnosticsWait::default())
-            .with_defaults(config.default_language_servers),
-    );
+    let downstream = Arc::new(Downstream::from_config(&config.downstream, vec![root.to_path_buf()]));
     let symbols: Option<Arc<dyn crate::downstream::SymbolSource>> = had_symbols.then(|| downstream.clone() as _);
     let overlay = Arc::new(Overlay::new(workspace, Arc::new(files)));
     let result = fix::run(config, &model, overlay, symbols, None, target, &CancellationToken::new(), &events).await;

@@ -92,14 +92,14 @@ pub enum KeyState {
 impl ConfigRecord {
     pub fn new(config: &Config) -> Self {
         Self {
-            provider: config.provider.name().to_string(),
-            model: config.model.clone(),
-            base_url: config.base_url.clone(),
-            api_key: if config.api_key.is_some() { KeyState::Set } else { KeyState::NotSet },
-            max_turns: config.max_turns,
-            max_tokens: config.max_tokens,
-            max_output_tokens: config.max_output_tokens,
-            timeout_secs: config.timeout.as_secs(),
+            provider: config.provider.kind.name().to_string(),
+            model: config.provider.model.clone(),
+            base_url: config.provider.base_url.clone(),
+            api_key: if config.provider.api_key.is_some() { KeyState::Set } else { KeyState::NotSet },
+            max_turns: config.limits.max_turns,
+            max_tokens: config.limits.max_tokens,
+            max_output_tokens: config.limits.max_output_tokens,
+            timeout_secs: config.limits.timeout.as_secs(),
         }
     }
 }

@@ -34,18 +34,8 @@ const MAX_OUTPUT_CEILING: u32 = 64_000;
 /// time limit, between these bounds.
 const SUMMARY_TIMEOUT: (Duration, Duration) = (Duration::from_secs(2), Duration::from_secs(30));
 
-/// The limits of one run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Model requests at most.
-    pub max_turns: u32,
-    /// Input + output tokens over the whole run at most.
-    pub max_tokens: u64,
-    /// `max_tokens` of each request.
-    pub max_output_tokens: u32,
-    /// Wall-clock time of the run.
-    pub timeout: Duration,
-}
+/// The limits of one run: the configuration's section, as it is.
+pub use crate::config::Limits;
 
 /// Something that happened during a run.
 #[derive(Debug, Clone, PartialEq)]

@@ -159,11 +159,12 @@ pub async fn check(args: CheckArgs) -> ExitCode {
         }
     };
     let src = |name: &str| config.source(name).describe();
-    println!("provider: {} ({})", config.provider.name(), src("provider"));
-    println!("model: {} ({})", config.model, src("model"));
-    println!("baseUrl: {} ({})", config.base_url, src("baseUrl"));
-    let key_var = config.provider.key_var();
-    match (&config.api_key, config.provider.key_required()) {
+    let provider = &config.provider;
+    println!("provider: {} ({})", provider.kind.name(), src("provider"));
+    println!("model: {} ({})", provider.model, src("model"));
+    println!("baseUrl: {} ({})", provider.base_url, src("baseUrl"));
+    let key_var = provider.kind.key_var();
+    match (&provider.api_key, provider.kind.key_required()) {
         (Some(_), _) => println!("api key: {key_var} is set"),
         (None, false) => println!("api key: {key_var} is not set (optional for this provider)"),
         (None, true) => {
@@ -171,18 +172,19 @@ pub async fn check(args: CheckArgs) -> ExitCode {
             problems += 1;
         }
     }
-    println!("maxTurns: {} ({})", config.max_turns, src("maxTurns"));
-    println!("maxTokens: {} ({})", config.max_tokens, src("maxTokens"));
-    println!("maxOutputTokens: {} ({})", config.max_output_tokens, src("maxOutputTokens"));
-    println!("timeoutSecs: {} ({})", config.timeout.as_secs(), src("timeoutSecs"));
-    println!("maxRetries: {} ({})", config.max_retries, src("maxRetries"));
+    let limits = &config.limits;
+    println!("maxTurns: {} ({})", limits.max_turns, src("maxTurns"));
+    println!("maxTokens: {} ({})", limits.max_tokens, src("maxTokens"));
+    println!("maxOutputTokens: {} ({})", limits.max_output_tokens, src("maxOutputTokens"));
+    println!("timeoutSecs: {} ({})", limits.timeout.as_secs(), src("timeoutSecs"));
+    println!("maxRetries: {} ({})", provider.max_retries, src("maxRetries"));
     println!("partialEdits: {:?} ({})", config.partial_edits, src("partialEdits"));
-    match &config.transcript_dir {
+    match &config.transcripts.dir {
         Some(d) => println!("transcripts: {}", d.display()),
         None => println!("transcripts: off"),
     }
     if !args.offline && problems == 0 {
-        match providers::from_config(&config) {
+        match providers::from_config(&config.provider) {
             Err(e) => {
                 println!("connection: {e}");
                 problems += 1;

@@ -36,8 +36,6 @@ use uri::path_to_uri;
 
 /// How long a server may take to start.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long one query may take.
-const QUERY_TIMEOUT: Duration = Duration::from_secs(20);
 /// Restarts after a crash or hang before a server is given up.
 const MAX_RESTARTS: u32 = 1;
 
@@ -152,22 +150,8 @@ pub trait SymbolSource: Send + Sync {
     async fn release(&self, docs: &[(PathBuf, Option<String>)]);
 }
 
-/// Timing of the waits on servers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DiagnosticsWait {
-    /// Quiet time after the last publication of diagnostics.
-    pub settle: Duration,
-    /// The longest wait for diagnostics.
-    pub max: Duration,
-    /// The longest wait for the answer to one query.
-    pub query: Duration,
-}
-
-impl Default for DiagnosticsWait {
-    fn default() -> Self {
-        Self { settle: Duration::from_millis(300), max: Duration::from_secs(5), query: QUERY_TIMEOUT }
-    }
-}
+/// Timing of the waits on servers: the configuration's, as it is.
+pub use crate::config::DiagnosticsWait;
 
 /// One running (or failed) server.
 struct Server {
@@ -214,6 +198,13 @@ impl Downstream {
     }
 
     /// Credential variables the servers may inherit (`envAllow`).
+    /// The servers `config` asks for, over `roots`.
+    pub fn from_config(config: &crate::config::DownstreamConfig, roots: Vec<PathBuf>) -> Self {
+        Self::new(config.servers.clone(), roots, config.wait)
+            .with_defaults(config.defaults)
+            .with_env_allow(config.env_allow.clone())
+    }
+
     pub fn with_env_allow(mut self, allow: Vec<String>) -> Self {
         self.env_allow = allow;
         self

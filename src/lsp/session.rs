@@ -14,7 +14,7 @@ use tower_lsp_server::ls_types::ClientCapabilities;
 
 use super::convert::EditSupport;
 use super::transport;
-use crate::config::{Config, Settings};
+use crate::config::{Config, DownstreamConfig, Settings};
 use crate::documents::{Documents, PositionEncoding};
 use crate::downstream::Downstream;
 use crate::workspace::Overlay;
@@ -22,7 +22,7 @@ use crate::workspace::Overlay;
 pub struct Session {
     pub docs: Arc<Documents>,
     /// Downstream language servers, with the configuration they were made for.
-    downstream: tokio::sync::Mutex<Option<(Config, Arc<Downstream>)>>,
+    downstream: tokio::sync::Mutex<Option<(DownstreamConfig, Arc<Downstream>)>>,
     state: RwLock<SessionState>,
     /// The runs in progress.
     pub runs: Arc<RunRegistry>,
@@ -152,12 +152,7 @@ impl Session {
     pub async fn downstream(&self, config: &Config, roots: &[PathBuf]) -> Arc<Downstream> {
         let mut slot = self.downstream.lock().await;
         if let Some((old, ds)) = slot.as_ref()
-            && old.language_servers == config.language_servers
-            && old.diagnostics_settle == config.diagnostics_settle
-            && old.diagnostics_timeout == config.diagnostics_timeout
-            && old.language_server_timeout == config.language_server_timeout
-            && old.default_language_servers == config.default_language_servers
-            && old.env_allow == config.env_allow
+            && *old == config.downstream
             && ds.roots() == roots
         {
             return ds.clone();
@@ -165,8 +160,8 @@ impl Session {
         if let Some((_, old)) = slot.take() {
             old.stop_all().await;
         }
-        let ds = Arc::new(crate::fix::downstream_for(config, roots.to_vec()));
-        *slot = Some((config.clone(), ds.clone()));
+        let ds = Arc::new(Downstream::from_config(&config.downstream, roots.to_vec()));
+        *slot = Some((config.downstream.clone(), ds.clone()));
         ds
     }
 

@@ -19,7 +19,7 @@ pub use anthropic::Anthropic;
 pub use http::Endpoint;
 pub use openai::OpenAi;
 
-use crate::config::{Config, ConfigError, ProviderKind};
+use crate::config::{ConfigError, ProviderConfig, ProviderKind};
 use crate::model::{ModelError, ModelRequest, ModelResponse, StreamUpdate};
 use crate::secrets::Redactor;
 
@@ -40,12 +40,12 @@ pub trait ModelClient: Send + Sync {
     async fn check(&self) -> Result<String, ModelError>;
 }
 
-/// The endpoint a configuration describes.
-pub fn endpoint(config: &Config) -> Result<Endpoint, ConfigError> {
+/// The endpoint a provider section describes.
+pub fn endpoint(config: &ProviderConfig) -> Result<Endpoint, ConfigError> {
     Ok(Endpoint {
         base_url: config.base_url.clone(),
         api_key: config.require_api_key()?,
-        key_source: config.provider.key_var().to_string(),
+        key_source: config.kind.key_var().to_string(),
         model: config.model.clone(),
         max_retries: config.max_retries,
         connect_timeout: config.connect_timeout,
@@ -55,10 +55,10 @@ pub fn endpoint(config: &Config) -> Result<Endpoint, ConfigError> {
 
 /// The configured provider. Fails when the configuration cannot work (no
 /// key): the caller shows the error, and no request is sent.
-pub fn from_config(config: &Config) -> Result<Arc<dyn ModelClient>, ConfigError> {
+pub fn from_config(config: &ProviderConfig) -> Result<Arc<dyn ModelClient>, ConfigError> {
     let endpoint = endpoint(config)?;
     let redactor = Redactor::new(endpoint.api_key.iter().map(|k| k.expose().to_string()));
-    let inner: Arc<dyn ModelClient> = match config.provider {
+    let inner: Arc<dyn ModelClient> = match config.kind {
         ProviderKind::Anthropic => Arc::new(Anthropic::new(endpoint)),
         ProviderKind::Openai => Arc::new(OpenAi::new(endpoint, openai::Flavor::OpenAi)),
         ProviderKind::OpenaiCompatible => Arc::new(OpenAi::new(endpoint, openai::Flavor::Compatible)),
