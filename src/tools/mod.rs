@@ -21,6 +21,7 @@ mod find_references;
 mod grep;
 mod hover;
 mod list_files;
+mod process;
 mod read_file;
 mod registry;
 mod run_command;
