@@ -1,0 +1,40 @@
+//! Test support for the tools and their callers: a temp workspace with
+//! files on disk and open buffers, as a [`ToolContext`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::ToolContext;
+use crate::workspace::{BufferSource, BufferText, Overlay, Workspace};
+
+/// Open buffers for tests: (relative path, text, version).
+pub struct Buffers(pub Vec<(PathBuf, String, i32)>);
+
+impl BufferSource for Buffers {
+    fn buffer(&self, path: &Path) -> Option<BufferText> {
+        self.0.iter().find(|(p, _, _)| p == path).map(|(_, t, v)| BufferText {
+            text: t.clone(),
+            version: *v,
+            pin: Default::default(),
+        })
+    }
+    fn open_paths(&self) -> Vec<PathBuf> {
+        self.0.iter().map(|(p, _, _)| p.clone()).collect()
+    }
+}
+
+/// A temp workspace with `files` on disk and `buffers` open.
+pub fn context(files: &[(&str, &str)], buffers: &[(&str, &str, i32)]) -> (tempfile::TempDir, ToolContext) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    for (p, text) in files {
+        let path = root.join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let bufs = Buffers(buffers.iter().map(|(p, t, v)| (root.join(p), t.to_string(), *v)).collect());
+    let first = files.first().map(|(p, _)| *p).or_else(|| buffers.first().map(|(p, _, _)| *p)).unwrap_or("target");
+    let target = root.join(first);
+    let ws = Arc::new(Workspace::new(vec![root]));
+    (dir, ToolContext::plain(Arc::new(Overlay::new(ws, Arc::new(bufs))), target))
+}
