@@ -484,189 +484,23 @@ pub struct TranscriptsConfig {
 
 impl Config {
     /// Resolves the layers: `file` (agentfix.toml) < environment (`env`
-    /// looks a variable up) < `editor`.
+    /// looks a variable up) < `editor`, one section at a time.
     pub fn resolve(
         file: &Settings,
         editor: &Settings,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        let env = |k: &str| env(k).filter(|v| !v.trim().is_empty());
-        let mut sources = Vec::new();
-        let num = |var: &str| -> Result<Option<u64>, ConfigError> {
-            env(var)
-                .map(|v| {
-                    v.trim().parse::<u64>().map_err(|_| ConfigError::Invalid(format!("{var}=`{v}` is not a number")))
-                })
-                .transpose()
-        };
-        // One setting through the layers, recording its source.
-        macro_rules! pick {
-            ($name:literal, $field:ident, $env:expr, $default:expr) => {{
-                let (v, src) = if let Some(v) = editor.$field.clone() {
-                    (v, Source::Editor)
-                } else if let Some(v) = $env {
-                    (v, Source::Env)
-                } else if let Some(v) = file.$field.clone() {
-                    (v, Source::File)
-                } else {
-                    ($default, Source::Default)
-                };
-                sources.push(($name, src));
-                v
-            }};
-        }
-        let provider_env = match env("AGENTFIX_PROVIDER") {
-            None => None,
-            Some(name) => {
-                Some(serde_json::from_value::<ProviderKind>(Value::String(name.trim().to_ascii_lowercase())).map_err(
-                    |_| {
-                        ConfigError::Invalid(format!(
-                            "AGENTFIX_PROVIDER=`{name}` is not a provider (known: anthropic, openai, openai-compatible)"
-                        ))
-                    },
-                )?)
-            }
-        };
-        let provider = pick!("provider", provider, provider_env, ProviderKind::Anthropic);
-        let model = pick!("model", model, env("AGENTFIX_MODEL"), provider.default_model().to_string());
-        let base_url = match (&editor.base_url, env(provider.base_url_var()), provider.default_base_url()) {
-            (Some(u), _, _) => {
-                sources.push(("baseUrl", Source::Editor));
-                u.clone()
-            }
-            (None, Some(u), _) => {
-                sources.push(("baseUrl", Source::Env));
-                u
-            }
-            (None, None, Some(d)) => {
-                sources.push(("baseUrl", Source::Default));
-                d.to_string()
-            }
-            (None, None, None) => {
-                return Err(ConfigError::Invalid(format!(
-                    "the {} provider needs a baseUrl (for Ollama: http://localhost:11434/v1); set `baseUrl` in the editor settings or {}",
-                    provider.name(),
-                    provider.base_url_var()
-                )));
-            }
-        };
-        let max_turns = pick!(
-            "maxTurns",
-            max_turns,
-            num("AGENTFIX_MAX_TURNS")?.map(|n| n.min(u32::MAX as u64) as u32),
-            DEFAULT_MAX_TURNS
-        );
-        if max_turns == 0 {
-            return Err(ConfigError::Invalid("maxTurns must be at least 1".into()));
-        }
-        let max_tokens = pick!("maxTokens", max_tokens, num("AGENTFIX_MAX_TOKENS")?, DEFAULT_MAX_TOKENS);
-        let max_output_tokens =
-            pick!("maxOutputTokens", max_output_tokens, None::<u32>, DEFAULT_MAX_OUTPUT_TOKENS).max(1);
-        let timeout = pick!("timeoutSecs", timeout_secs, num("AGENTFIX_TIMEOUT_SECS")?, DEFAULT_TIMEOUT_SECS).max(1);
-        let max_retries = pick!(
-            "maxRetries",
-            max_retries,
-            num("AGENTFIX_MAX_RETRIES")?.map(|n| n.min(10) as u32),
-            DEFAULT_MAX_RETRIES
-        );
-        let connect =
-            pick!("connectTimeoutSecs", connect_timeout_secs, None::<u64>, DEFAULT_CONNECT_TIMEOUT_SECS).max(1);
-        let idle = pick!("idleTimeoutSecs", idle_timeout_secs, None::<u64>, DEFAULT_IDLE_TIMEOUT_SECS).max(1);
-        let partial_edits = pick!("partialEdits", partial_edits, None::<PartialEdits>, PartialEdits::Offer);
-        let transcripts =
-            pick!("transcripts", transcripts, env("AGENTFIX_TRANSCRIPTS").map(|v| v != "0" && v != "false"), true);
-        let dir = pick!(
-            "transcriptDir",
-            transcript_dir,
-            env("AGENTFIX_TRANSCRIPT_DIR").map(PathBuf::from),
-            dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("agentfix").join("transcripts")
-        );
-        let env_servers = match env("AGENTFIX_LANGUAGE_SERVERS") {
-            None => None,
-            Some(json) => {
-                Some(serde_json::from_str::<std::collections::BTreeMap<String, ServerConfig>>(&json).map_err(|e| {
-                    ConfigError::Invalid(format!(
-                        "AGENTFIX_LANGUAGE_SERVERS is not a JSON object of language servers: {e}"
-                    ))
-                })?)
-            }
-        };
-        let language_servers =
-            pick!("languageServers", language_servers, env_servers, Default::default()).into_iter().collect();
-        let default_language_servers = pick!(
-            "defaultLanguageServers",
-            default_language_servers,
-            env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS").map(|v| v != "0" && v != "false"),
-            true
-        );
-        let ls_timeout = pick!(
-            "languageServerTimeoutMs",
-            language_server_timeout_ms,
-            num("AGENTFIX_LANGUAGE_SERVER_TIMEOUT_MS")?,
-            DEFAULT_LANGUAGE_SERVER_TIMEOUT_MS
-        )
-        .max(1);
-        let settle = pick!("diagnosticsSettleMs", diagnostics_settle_ms, None::<u64>, DEFAULT_DIAGNOSTICS_SETTLE_MS);
-        let diag_timeout =
-            pick!("diagnosticsTimeoutMs", diagnostics_timeout_ms, None::<u64>, DEFAULT_DIAGNOSTICS_TIMEOUT_MS);
-        let command_entries =
-            pick!("commands", commands, None::<std::collections::BTreeMap<String, CommandEntry>>, Default::default());
-        let mut commands = resolve_commands(command_entries)?;
-        // Protected patterns add up over the layers; none removes a default.
-        let exclude: Vec<String> = file
-            .exclude
-            .iter()
-            .chain(editor.exclude.iter())
-            .flatten()
-            .map(|p| p.trim().to_string())
-            .filter(|p| !p.is_empty())
-            .collect();
-        sources.push((
-            "exclude",
-            match (&file.exclude, &editor.exclude) {
-                (_, Some(_)) => Source::Editor,
-                (Some(_), None) => Source::File,
-                _ => Source::Default,
-            },
-        ));
-        let env_allow: Vec<String> = pick!(
-            "envAllow",
-            env_allow,
-            env("AGENTFIX_ENV_ALLOW").map(|v| v
-                .split(',')
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect()),
-            Vec::new()
-        );
+        let mut l = Layers { file, editor, env, sources: Vec::new() };
+        let provider = l.provider()?;
+        let (limits, partial_edits) = l.limits()?;
+        let transcripts = l.transcripts();
+        let downstream = l.downstream()?;
+        let mut commands = l.commands()?;
+        let exclude = l.exclude();
+        let env_allow = l.env_allow();
         commands.env_allow = env_allow.clone();
-        Ok(Config {
-            provider: ProviderConfig {
-                kind: provider,
-                model,
-                base_url,
-                api_key: env(provider.key_var()).map(Secret::new),
-                max_retries,
-                connect_timeout: Duration::from_secs(connect),
-                idle_timeout: Duration::from_secs(idle),
-            },
-            limits: Limits { max_turns, max_tokens, max_output_tokens, timeout: Duration::from_secs(timeout) },
-            partial_edits,
-            downstream: DownstreamConfig {
-                servers: language_servers,
-                defaults: default_language_servers,
-                wait: DiagnosticsWait {
-                    settle: Duration::from_millis(settle),
-                    max: Duration::from_millis(diag_timeout.max(settle)),
-                    query: Duration::from_millis(ls_timeout),
-                },
-                env_allow,
-            },
-            commands,
-            transcripts: TranscriptsConfig { dir: transcripts.then_some(dir) },
-            exclude,
-            sources,
-        })
+        let downstream = DownstreamConfig { env_allow, ..downstream };
+        Ok(Config { provider, limits, partial_edits, downstream, commands, transcripts, exclude, sources: l.sources })
     }
 
     /// Resolves from `root`'s agentfix.toml, the process environment and
@@ -686,6 +520,231 @@ impl Config {
 
     pub fn source(&self, name: &str) -> Source {
         self.sources.iter().find(|(n, _)| *n == name).map_or(Source::Default, |(_, s)| *s)
+    }
+}
+
+/// The layers one setting is taken from, and where each setting came from.
+struct Layers<'a> {
+    file: &'a Settings,
+    editor: &'a Settings,
+    env: &'a dyn Fn(&str) -> Option<String>,
+    sources: Vec<(&'static str, Source)>,
+}
+
+/// One setting through the layers (editor > environment > file > default),
+/// recording its source. The environment and the default are evaluated only
+/// when no higher layer sets it, so a bad variable under an editor setting
+/// is no error.
+macro_rules! pick {
+    ($l:ident, $name:literal, $field:ident, $env:expr, $default:expr) => {{
+        let (v, src) = if let Some(v) = $l.editor.$field.clone() {
+            (v, Source::Editor)
+        } else if let Some(v) = $env {
+            (v, Source::Env)
+        } else if let Some(v) = $l.file.$field.clone() {
+            (v, Source::File)
+        } else {
+            ($default, Source::Default)
+        };
+        $l.sources.push(($name, src));
+        v
+    }};
+}
+
+impl Layers<'_> {
+    /// A variable of the environment; empty counts as unset.
+    fn env(&self, var: &str) -> Option<String> {
+        (self.env)(var).filter(|v| !v.trim().is_empty())
+    }
+
+    /// A numeric variable of the environment.
+    fn num(&self, var: &str) -> Result<Option<u64>, ConfigError> {
+        self.env(var)
+            .map(|v| v.trim().parse::<u64>().map_err(|_| ConfigError::Invalid(format!("{var}=`{v}` is not a number"))))
+            .transpose()
+    }
+
+    /// A flag of the environment: anything but `0` and `false` is on.
+    fn flag(&self, var: &str) -> Option<bool> {
+        self.env(var).map(|v| v != "0" && v != "false")
+    }
+
+    fn provider(&mut self) -> Result<ProviderConfig, ConfigError> {
+        let provider_env = match self.env("AGENTFIX_PROVIDER") {
+            None => None,
+            Some(name) => {
+                Some(serde_json::from_value::<ProviderKind>(Value::String(name.trim().to_ascii_lowercase())).map_err(
+                    |_| {
+                        ConfigError::Invalid(format!(
+                            "AGENTFIX_PROVIDER=`{name}` is not a provider (known: anthropic, openai, openai-compatible)"
+                        ))
+                    },
+                )?)
+            }
+        };
+        let l = self;
+        let kind = pick!(l, "provider", provider, provider_env, ProviderKind::Anthropic);
+        let model = pick!(l, "model", model, l.env("AGENTFIX_MODEL"), kind.default_model().to_string());
+        let base_url = l.base_url(kind)?;
+        let max_retries = pick!(
+            l,
+            "maxRetries",
+            max_retries,
+            l.num("AGENTFIX_MAX_RETRIES")?.map(|n| n.min(10) as u32),
+            DEFAULT_MAX_RETRIES
+        );
+        let connect =
+            pick!(l, "connectTimeoutSecs", connect_timeout_secs, None::<u64>, DEFAULT_CONNECT_TIMEOUT_SECS).max(1);
+        let idle = pick!(l, "idleTimeoutSecs", idle_timeout_secs, None::<u64>, DEFAULT_IDLE_TIMEOUT_SECS).max(1);
+        Ok(ProviderConfig {
+            kind,
+            model,
+            base_url,
+            api_key: l.env(kind.key_var()).map(Secret::new),
+            max_retries,
+            connect_timeout: Duration::from_secs(connect),
+            idle_timeout: Duration::from_secs(idle),
+        })
+    }
+
+    /// `baseUrl`: never from agentfix.toml (a cloned repository must not
+    /// send the key to a server of its choosing).
+    fn base_url(&mut self, kind: ProviderKind) -> Result<String, ConfigError> {
+        let (url, source) = match (&self.editor.base_url, self.env(kind.base_url_var()), kind.default_base_url()) {
+            (Some(u), _, _) => (u.clone(), Source::Editor),
+            (None, Some(u), _) => (u, Source::Env),
+            (None, None, Some(d)) => (d.to_string(), Source::Default),
+            (None, None, None) => {
+                return Err(ConfigError::Invalid(format!(
+                    "the {} provider needs a baseUrl (for Ollama: http://localhost:11434/v1); set `baseUrl` in the editor settings or {}",
+                    kind.name(),
+                    kind.base_url_var()
+                )));
+            }
+        };
+        self.sources.push(("baseUrl", source));
+        Ok(url)
+    }
+
+    fn limits(&mut self) -> Result<(Limits, PartialEdits), ConfigError> {
+        let l = self;
+        let max_turns = pick!(
+            l,
+            "maxTurns",
+            max_turns,
+            l.num("AGENTFIX_MAX_TURNS")?.map(|n| n.min(u32::MAX as u64) as u32),
+            DEFAULT_MAX_TURNS
+        );
+        if max_turns == 0 {
+            return Err(ConfigError::Invalid("maxTurns must be at least 1".into()));
+        }
+        let max_tokens = pick!(l, "maxTokens", max_tokens, l.num("AGENTFIX_MAX_TOKENS")?, DEFAULT_MAX_TOKENS);
+        let max_output_tokens =
+            pick!(l, "maxOutputTokens", max_output_tokens, None::<u32>, DEFAULT_MAX_OUTPUT_TOKENS).max(1);
+        let timeout =
+            pick!(l, "timeoutSecs", timeout_secs, l.num("AGENTFIX_TIMEOUT_SECS")?, DEFAULT_TIMEOUT_SECS).max(1);
+        let partial_edits = pick!(l, "partialEdits", partial_edits, None::<PartialEdits>, PartialEdits::Offer);
+        Ok((Limits { max_turns, max_tokens, max_output_tokens, timeout: Duration::from_secs(timeout) }, partial_edits))
+    }
+
+    fn transcripts(&mut self) -> TranscriptsConfig {
+        let l = self;
+        let on = pick!(l, "transcripts", transcripts, l.flag("AGENTFIX_TRANSCRIPTS"), true);
+        let dir = pick!(
+            l,
+            "transcriptDir",
+            transcript_dir,
+            l.env("AGENTFIX_TRANSCRIPT_DIR").map(PathBuf::from),
+            dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("agentfix").join("transcripts")
+        );
+        TranscriptsConfig { dir: on.then_some(dir) }
+    }
+
+    /// The language servers and their waits (`env_allow` is filled in by
+    /// the caller, shared with the commands).
+    fn downstream(&mut self) -> Result<DownstreamConfig, ConfigError> {
+        let env_servers = match self.env("AGENTFIX_LANGUAGE_SERVERS") {
+            None => None,
+            Some(json) => {
+                Some(serde_json::from_str::<std::collections::BTreeMap<String, ServerConfig>>(&json).map_err(|e| {
+                    ConfigError::Invalid(format!(
+                        "AGENTFIX_LANGUAGE_SERVERS is not a JSON object of language servers: {e}"
+                    ))
+                })?)
+            }
+        };
+        let l = self;
+        let servers =
+            pick!(l, "languageServers", language_servers, env_servers, Default::default()).into_iter().collect();
+        let defaults = pick!(
+            l,
+            "defaultLanguageServers",
+            default_language_servers,
+            l.flag("AGENTFIX_DEFAULT_LANGUAGE_SERVERS"),
+            true
+        );
+        let query = pick!(
+            l,
+            "languageServerTimeoutMs",
+            language_server_timeout_ms,
+            l.num("AGENTFIX_LANGUAGE_SERVER_TIMEOUT_MS")?,
+            DEFAULT_LANGUAGE_SERVER_TIMEOUT_MS
+        )
+        .max(1);
+        let settle = pick!(l, "diagnosticsSettleMs", diagnostics_settle_ms, None::<u64>, DEFAULT_DIAGNOSTICS_SETTLE_MS);
+        let max = pick!(l, "diagnosticsTimeoutMs", diagnostics_timeout_ms, None::<u64>, DEFAULT_DIAGNOSTICS_TIMEOUT_MS);
+        let wait = DiagnosticsWait {
+            settle: Duration::from_millis(settle),
+            max: Duration::from_millis(max.max(settle)),
+            query: Duration::from_millis(query),
+        };
+        Ok(DownstreamConfig { servers, defaults, wait, env_allow: Vec::new() })
+    }
+
+    fn commands(&mut self) -> Result<CommandsConfig, ConfigError> {
+        let l = self;
+        let entries = pick!(
+            l,
+            "commands",
+            commands,
+            None::<std::collections::BTreeMap<String, CommandEntry>>,
+            Default::default()
+        );
+        resolve_commands(entries)
+    }
+
+    /// Protected patterns add up over the layers; none removes a default.
+    fn exclude(&mut self) -> Vec<String> {
+        let (file, editor) = (&self.file.exclude, &self.editor.exclude);
+        let exclude = file
+            .iter()
+            .chain(editor.iter())
+            .flatten()
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .collect();
+        let source = match (file, editor) {
+            (_, Some(_)) => Source::Editor,
+            (Some(_), None) => Source::File,
+            _ => Source::Default,
+        };
+        self.sources.push(("exclude", source));
+        exclude
+    }
+
+    fn env_allow(&mut self) -> Vec<String> {
+        let l = self;
+        pick!(
+            l,
+            "envAllow",
+            env_allow,
+            l.env("AGENTFIX_ENV_ALLOW").map(|v| v
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()),
+            Vec::new()
+        )
     }
 }
 
@@ -928,6 +987,10 @@ mod tests {
         assert!(e.to_string().starts_with("invalid agentfix settings: unknown variant `gpt`"), "{e}");
         let e = resolve(&Settings::default(), &Settings::default(), &[("AGENTFIX_MAX_TURNS", "many")]).unwrap_err();
         assert_eq!(e.to_string(), "AGENTFIX_MAX_TURNS=`many` is not a number");
+        // An editor setting above it wins, and the bad variable is not read.
+        let editor = Settings { max_turns: Some(5), ..Default::default() };
+        let c = resolve(&Settings::default(), &editor, &[("AGENTFIX_MAX_TURNS", "many")]).unwrap();
+        assert_eq!((c.limits.max_turns, c.source("maxTurns")), (5, Source::Editor));
         let e = resolve(&Settings::default(), &Settings::default(), &[("AGENTFIX_PROVIDER", "gpt")]).unwrap_err();
         assert!(e.to_string().contains("is not a provider"));
         assert_eq!(Settings::from_json(&json!({"agentfix": {"model": "m"}})).unwrap().model.as_deref(), Some("m"));

@@ -145,6 +145,29 @@ const RULES: &[Rule] = &[
         ],
         why: "`agent` may use `model`, `config::Limits`, `providers::ModelClient` and `tools::ToolSet` (traits only)",
     },
+    Rule {
+        files: "src/transcript.rs",
+        except_files: &[],
+        forbidden: &["crate"],
+        // `ToolOutput` is part of `agent::RunEvent`.
+        allowed: &[
+            "crate::transcript",
+            "crate::agent",
+            "crate::model",
+            "crate::config",
+            "crate::secrets",
+            "crate::workspace",
+            "crate::tools::ToolOutput",
+        ],
+        why: "`transcript` may use `agent`, `model`, `config`, `secrets`, `workspace`, never `fix` (which uses it)",
+    },
+    Rule {
+        files: "src/fix.rs",
+        except_files: &[],
+        forbidden: &["crate::replay"],
+        allowed: &[],
+        why: "`fix` may use everything above it; `replay` is above `fix`",
+    },
 ];
 
 /// Uses the code map does not allow, found when this test was written and
@@ -539,6 +562,15 @@ fn checker_reports_each_kind_of_violation() {
         vec![(2, "ropey::Rope".into())]
     );
     assert_eq!(lines("src/tools/grep.rs", "//! Doc.\nuse reqwest::Client;\n"), vec![(2, "reqwest::Client".into())]);
+    // The transcript is below `fix`, which uses it.
+    assert_eq!(
+        lines("src/transcript.rs", "//! Doc.\nuse crate::fix::Target;\n"),
+        vec![(2, "crate::fix::Target".into())]
+    );
+    assert_eq!(
+        lines("src/fix.rs", "//! Doc.\nuse crate::replay::replay;\n"),
+        vec![(2, "crate::replay::replay".into())]
+    );
 
     // Layers: the lower ones use nothing above them; `lsp` and `cli` only from the top.
     assert_eq!(
