@@ -9,6 +9,7 @@ pub(crate) mod downstream;
 pub mod fix;
 pub mod lsp;
 pub mod model;
+pub mod pricing;
 pub mod providers;
 pub(crate) mod replay;
 pub mod sandbox;

@@ -66,6 +66,13 @@ const RULES: &[Rule] = &[
         why: "`config` may use `secrets` (the key's `Redactor`)",
     },
     Rule {
+        files: "src/pricing.rs",
+        except_files: &[],
+        forbidden: &["crate"],
+        allowed: &["crate::pricing"],
+        why: "`pricing` may use nothing here",
+    },
+    Rule {
         files: "src/model.rs",
         except_files: &[],
         forbidden: &["crate"],
