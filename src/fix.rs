@@ -9,7 +9,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{self, Limits, Outcome, RunEvent, Stop};
 use crate::config::{Config, ConfigError, PartialEdits, Settings};
-use crate::downstream::{Diagnostic, Downstream, Symbol, SymbolSource};
+use crate::diagnostic::Diagnostic;
+use crate::downstream::{Downstream, Symbol, SymbolSource};
 use crate::model::StreamUpdate;
 use crate::providers::ModelClient;
 use crate::tools::{Approval, Approver, CommandSpec, RunCommand, ToolContext, ToolSet, Toolbox};
@@ -27,17 +28,6 @@ You fix one problem in the user's workspace using the tools you are given.\n\
 - edit_file needs an old_text that occurs exactly once in the file; copy it exactly, without line-number prefixes.\n\
 - When you are done, stop calling tools and answer with one short sentence that says what you changed and why.";
 
-/// A diagnostic the fix is about, in neutral terms (1-based lines).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub line: u32,
-    pub column: u32,
-    pub severity: Option<String>,
-    pub source: Option<String>,
-    pub code: Option<String>,
-    pub message: String,
-}
-
 /// What to fix.
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -45,7 +35,8 @@ pub struct Target {
     pub path: PathBuf,
     /// 1-based, inclusive line range the user pointed at.
     pub lines: (u32, u32),
-    pub problems: Vec<Problem>,
+    /// The editor's diagnostics the user asked about.
+    pub problems: Vec<Diagnostic>,
     pub instruction: Option<String>,
 }
 
@@ -98,8 +89,13 @@ pub fn task_prompt(target: &Target, overlay: &Overlay, outline: Option<&str>) ->
                 tags.push(c.clone());
             }
             let tags = if tags.is_empty() { String::new() } else { format!(" [{}]", tags.join(" ")) };
-            let sev = p.severity.as_deref().unwrap_or("problem");
-            out.push_str(&format!("- line {}, column {}: {sev}: {}{tags}\n", p.line, p.column, p.message));
+            let sev = p.severity.map_or("problem", |s| s.name());
+            out.push_str(&format!(
+                "- line {}, column {}: {sev}: {}{tags}\n",
+                p.at.line_number(),
+                p.at.column_number(),
+                p.message
+            ));
         }
     }
     if let Some(i) = target.instruction.as_deref().filter(|i| !i.trim().is_empty()) {
@@ -431,7 +427,7 @@ pub async fn run(
         overlay: overlay.clone(),
         symbols: symbols.clone(),
         target: target.path.clone(),
-        editor_diagnostics: editor_diagnostics(&target.problems),
+        editor_diagnostics: target.problems.clone(),
     };
     let toolbox = toolbox(config, ctx, approver);
     let limits = config.limits;
@@ -478,26 +474,6 @@ async fn outline(
             Err(_) => None,
         },
     }
-}
-
-/// The editor's diagnostics of the target, as the diagnostics tool compares them.
-fn editor_diagnostics(problems: &[Problem]) -> Vec<Diagnostic> {
-    problems
-        .iter()
-        .map(|p| Diagnostic {
-            line: p.line.saturating_sub(1),
-            column: p.column.saturating_sub(1),
-            severity: match p.severity.as_deref() {
-                Some("warning") => "warning",
-                Some("info") => "info",
-                Some("hint") => "hint",
-                _ => "error",
-            },
-            message: p.message.clone(),
-            source: p.source.clone(),
-            code: p.code.clone(),
-        })
-        .collect()
 }
 
 /// The run's tools: the standard ones, and `run_command` when commands are
@@ -558,10 +534,9 @@ mod tests {
         let target = Target {
             path: ctx.overlay.resolve("calc.py").unwrap(),
             lines: (50, 50),
-            problems: vec![Problem {
-                line: 50,
-                column: 3,
-                severity: Some("error".into()),
+            problems: vec![Diagnostic {
+                at: crate::position::LineCol::new(49, 2),
+                severity: Some(crate::diagnostic::Severity::Error),
                 source: Some("pyright".into()),
                 code: Some("reportX".into()),
                 message: "bad thing".into(),

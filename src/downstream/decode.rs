@@ -8,7 +8,9 @@ use std::path::Path;
 use tower_lsp_server::ls_types as lsp;
 
 use super::uri::uri_to_path;
-use super::{Diagnostic, Location, Symbol};
+use super::{Location, Symbol};
+use crate::diagnostic::{Diagnostic, Severity};
+use crate::position::LineCol;
 
 pub fn symbol_kind(kind: lsp::SymbolKind) -> &'static str {
     use lsp::SymbolKind as K;
@@ -142,14 +144,8 @@ pub fn diagnostics(items: &[lsp::Diagnostic]) -> Vec<Diagnostic> {
     items
         .iter()
         .map(|d| Diagnostic {
-            line: d.range.start.line,
-            column: d.range.start.character,
-            severity: match d.severity {
-                Some(lsp::DiagnosticSeverity::ERROR) | None => "error",
-                Some(lsp::DiagnosticSeverity::WARNING) => "warning",
-                Some(lsp::DiagnosticSeverity::INFORMATION) => "info",
-                Some(_) => "hint",
-            },
+            at: LineCol::new(d.range.start.line, d.range.start.character),
+            severity: d.severity.map(severity),
             message: d.message.clone(),
             source: d.source.clone(),
             code: d.code.as_ref().map(|c| match c {
@@ -158,6 +154,16 @@ pub fn diagnostics(items: &[lsp::Diagnostic]) -> Vec<Diagnostic> {
             }),
         })
         .collect()
+}
+
+/// Ours of an LSP severity; a value outside the four counts as a hint.
+pub fn severity(s: lsp::DiagnosticSeverity) -> Severity {
+    match s {
+        lsp::DiagnosticSeverity::ERROR => Severity::Error,
+        lsp::DiagnosticSeverity::WARNING => Severity::Warning,
+        lsp::DiagnosticSeverity::INFORMATION => Severity::Information,
+        _ => Severity::Hint,
+    }
 }
 
 /// Whether `path` can be named by a `file:` URI servers accept.
@@ -262,8 +268,11 @@ mod tests {
             {"range": range(5), "severity": 4, "message": "h"}
         ]));
         let d = diagnostics(&items);
-        assert_eq!(d.iter().map(|d| d.severity).collect::<Vec<_>>(), ["error", "warning", "info", "hint"]);
-        assert_eq!((d[0].line, d[0].column, d[0].code.as_deref()), (2, 2, Some("42")));
+        assert_eq!(
+            d.iter().map(|d| d.shown_severity().name()).collect::<Vec<_>>(),
+            ["error", "warning", "info", "hint"]
+        );
+        assert_eq!((d[0].at.line, d[0].at.column, d[0].code.as_deref()), (2, 2, Some("42")));
         assert_eq!((d[1].source.as_deref(), d[1].code.as_deref()), (Some("s"), Some("E1")));
     }
 

@@ -13,8 +13,9 @@ use tower_lsp_server::ls_types::{
     TextDocumentContentChangeEvent, TextDocumentEdit, TextEdit, Uri, WorkspaceEdit,
 };
 
+use crate::diagnostic::Severity;
 use crate::documents::{Change, PositionEncoding, encoding};
-use crate::fix::Problem;
+use crate::position::LineCol;
 use crate::workspace::{Edit, EditReason, FileChange, hunks};
 
 /// Picks the position encoding from what the client offers: UTF-8, then
@@ -79,18 +80,15 @@ pub fn range_lines(r: &Range) -> (u32, u32) {
     (start, end.max(start))
 }
 
-pub fn problem_from_proto(d: &Diagnostic) -> Problem {
-    Problem {
-        line: d.range.start.line.saturating_add(1),
-        column: d.range.start.character.saturating_add(1),
-        severity: d.severity.map(|s| {
-            match s {
-                DiagnosticSeverity::ERROR => "error",
-                DiagnosticSeverity::WARNING => "warning",
-                DiagnosticSeverity::INFORMATION => "info",
-                _ => "hint",
-            }
-            .to_string()
+/// One of the editor's diagnostics, at its start.
+pub fn diagnostic_from_proto(d: &Diagnostic) -> crate::diagnostic::Diagnostic {
+    crate::diagnostic::Diagnostic {
+        at: LineCol::new(d.range.start.line, d.range.start.character),
+        severity: d.severity.map(|s| match s {
+            DiagnosticSeverity::ERROR => Severity::Error,
+            DiagnosticSeverity::WARNING => Severity::Warning,
+            DiagnosticSeverity::INFORMATION => Severity::Information,
+            _ => Severity::Hint,
         }),
         source: d.source.clone(),
         code: d.code.as_ref().map(|c| match c {
