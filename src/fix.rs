@@ -12,6 +12,7 @@ use crate::config::{Config, ConfigError, PartialEdits, Settings};
 use crate::diagnostic::Diagnostic;
 use crate::downstream::{Downstream, Symbol, SymbolSource};
 use crate::model::StreamUpdate;
+use crate::position::LineRange;
 use crate::providers::ModelClient;
 use crate::tools::{Approval, Approver, CommandSpec, RunCommand, ToolContext, ToolSet, Toolbox};
 use crate::transcript::Transcript;
@@ -33,8 +34,8 @@ You fix one problem in the user's workspace using the tools you are given.\n\
 pub struct Target {
     /// Absolute path of the file.
     pub path: PathBuf,
-    /// 1-based, inclusive line range the user pointed at.
-    pub lines: (u32, u32),
+    /// The lines the user pointed at.
+    pub lines: LineRange,
     /// The editor's diagnostics the user asked about.
     pub problems: Vec<Diagnostic>,
     pub instruction: Option<String>,
@@ -44,13 +45,12 @@ pub struct Target {
 /// language server's cold start included).
 const OUTLINE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 
-/// The enclosing symbols of 1-based `line`, outermost first, with the
+/// The enclosing symbols of 0-based `line`, outermost first, with the
 /// innermost one's children: `class Calc (lines 3-40) > method div (lines 10-14)`.
 pub fn enclosing_outline(symbols: &[Symbol], line: u32) -> Option<String> {
-    let zero = line.saturating_sub(1);
     let mut chain: Vec<&Symbol> = Vec::new();
     let mut level = symbols;
-    while let Some(s) = level.iter().find(|s| s.start_line <= zero && zero <= s.end_line) {
+    while let Some(s) = level.iter().find(|s| s.start_line <= line && line <= s.end_line) {
         chain.push(s);
         level = &s.children;
     }
@@ -71,7 +71,7 @@ pub fn task_prompt(target: &Target, overlay: &Overlay, outline: Option<&str>) ->
     let ws = overlay.workspace();
     let shown = ws.display(&target.path);
     let mut out = String::new();
-    let (first, last) = target.lines;
+    let (first, last) = target.lines.numbers();
     if target.problems.is_empty() {
         if first == last {
             out.push_str(&format!("The user asks for a fix at line {first} of `{shown}`.\n"));
@@ -466,7 +466,7 @@ async fn outline(
     tokio::select! {
         _ = cancel.cancelled() => None,
         r = tokio::time::timeout(OUTLINE_TIMEOUT, s.document_symbols(&target.path, &text)) => match r {
-            Ok(Ok(syms)) => enclosing_outline(&syms, target.lines.0),
+            Ok(Ok(syms)) => enclosing_outline(&syms, target.lines.first),
             Ok(Err(e)) => {
                 tracing::info!("no outline for the first message: {e}");
                 None
@@ -533,7 +533,7 @@ mod tests {
         let (_d, ctx) = context(&[], &[("calc.py", &text, 9)]);
         let target = Target {
             path: ctx.overlay.resolve("calc.py").unwrap(),
-            lines: (50, 50),
+            lines: LineRange::line(49),
             problems: vec![Diagnostic {
                 at: crate::position::LineCol::new(49, 2),
                 severity: Some(crate::diagnostic::Severity::Error),
@@ -625,12 +625,12 @@ mod tests {
             sym("helper", "function", 0, 2, vec![]),
             sym("Calc", "class", 4, 20, vec![sym("add", "method", 5, 7, vec![]), sym("div", "method", 9, 12, vec![])]),
         ];
-        assert_eq!(enclosing_outline(&outline, 11).unwrap(), "class Calc (lines 5-21) > method div (lines 10-13)");
+        assert_eq!(enclosing_outline(&outline, 10).unwrap(), "class Calc (lines 5-21) > method div (lines 10-13)");
         assert_eq!(
-            enclosing_outline(&outline, 5).unwrap(),
+            enclosing_outline(&outline, 4).unwrap(),
             "class Calc (lines 5-21)\n  method add (lines 6-8)\n  method div (lines 10-13)"
         );
-        assert_eq!(enclosing_outline(&outline, 4), None);
+        assert_eq!(enclosing_outline(&outline, 3), None);
     }
 
     #[test]
@@ -656,7 +656,7 @@ mod tests {
         let (_d, ctx) = context(&[("a.py", &text)], &[]);
         let t = Target {
             path: ctx.overlay.resolve("a.py").unwrap(),
-            lines: (u32::MAX, u32::MAX),
+            lines: LineRange::line(u32::MAX),
             problems: vec![],
             instruction: None,
         };
@@ -665,7 +665,7 @@ mod tests {
         assert!(p.contains("Lines 20-50 of `a.py` (50 lines in all)"), "{p}");
         let outline =
             vec![Symbol { name: "f".into(), kind: "function", start_line: 0, end_line: u32::MAX, children: vec![] }];
-        assert_eq!(enclosing_outline(&outline, 3).unwrap(), "function f (lines 1-4294967296)");
+        assert_eq!(enclosing_outline(&outline, 2).unwrap(), "function f (lines 1-4294967296)");
     }
 
     fn text_line(lines: &ProgressLines, piece: &str) -> String {
@@ -727,8 +727,12 @@ mod tests {
     #[test]
     fn prompt_without_problems_names_the_lines() {
         let (_d, ctx) = context(&[("a.py", "")], &[]);
-        let t =
-            Target { path: ctx.overlay.resolve("a.py").unwrap(), lines: (3, 7), problems: vec![], instruction: None };
+        let t = Target {
+            path: ctx.overlay.resolve("a.py").unwrap(),
+            lines: LineRange::new(2, 6),
+            problems: vec![],
+            instruction: None,
+        };
         let p = task_prompt(&t, &ctx.overlay, None);
         assert!(p.starts_with("The user selected lines 3-7 of `a.py`.\n"), "{p}");
         assert!(p.contains("`a.py` is empty."));

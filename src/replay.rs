@@ -17,7 +17,7 @@ use crate::diagnostic::{Diagnostic, Severity};
 use crate::downstream::Downstream;
 use crate::fix::{self, FixResult, Target};
 use crate::model::{ModelError, ModelErrorKind, ModelRequest, ModelResponse, StreamUpdate};
-use crate::position::LineCol;
+use crate::position::{LineCol, LineRange};
 use crate::providers::ModelClient;
 use crate::transcript::{self, EndRecord, ProblemRecord, Record, StartRecord, TargetRecord, ToolResultRecord};
 use crate::workspace::{BufferSource, BufferText, Overlay, Workspace};
@@ -80,7 +80,7 @@ impl From<&Target> for TargetRecord {
     fn from(t: &Target) -> Self {
         Self {
             path: t.path.clone(),
-            lines: t.lines,
+            lines: (t.lines.first.saturating_add(1), t.lines.last.saturating_add(1)),
             instruction: t.instruction.clone(),
             problems: t
                 .problems
@@ -157,7 +157,7 @@ fn config_of(start: &StartRecord) -> Result<Config, String> {
 fn target_of(t: &TargetRecord, rebase: &Rebase) -> Target {
     Target {
         path: rebase.path(&t.path),
-        lines: t.lines,
+        lines: LineRange::from_numbers(t.lines.0, t.lines.1),
         instruction: t.instruction.clone(),
         problems: t
             .problems

@@ -15,7 +15,7 @@ use tower_lsp_server::ls_types::{
 
 use crate::diagnostic::Severity;
 use crate::documents::{Change, PositionEncoding, encoding};
-use crate::position::LineCol;
+use crate::position::{LineCol, LineRange};
 use crate::workspace::{Edit, EditReason, FileChange, hunks};
 
 /// Picks the position encoding from what the client offers: UTF-8, then
@@ -69,15 +69,15 @@ pub fn overlaps(a: &Range, b: &Range) -> bool {
     le(&a.start, &b.end) && le(&b.start, &a.end)
 }
 
-/// 1-based inclusive lines of a range; an end at column 0 of a later line
-/// does not include that line.
-pub fn range_lines(r: &Range) -> (u32, u32) {
-    let start = r.start.line.saturating_add(1);
-    let mut end = r.end.line.saturating_add(1);
+/// The lines of a range; an end at column 0 of a later line does not
+/// include that line.
+pub fn range_lines(r: &Range) -> LineRange {
+    let start = r.start.line;
+    let mut end = r.end.line;
     if r.end.character == 0 && r.end.line > r.start.line {
         end -= 1;
     }
-    (start, end.max(start))
+    LineRange::new(start, end.max(start))
 }
 
 /// One of the editor's diagnostics, at its start.
@@ -337,8 +337,8 @@ mod tests {
         assert!(overlaps(&r(2, 4, 2, 9), &r(2, 4, 2, 4)));
         assert!(!overlaps(&r(2, 4, 2, 9), &r(2, 10, 2, 10)));
         assert!(overlaps(&r(1, 0, 5, 0), &r(3, 0, 3, 0)));
-        assert_eq!(range_lines(&r(2, 0, 4, 0)), (3, 4));
-        assert_eq!(range_lines(&r(2, 3, 2, 3)), (3, 3));
+        assert_eq!(range_lines(&r(2, 0, 4, 0)).numbers(), (3, 4));
+        assert_eq!(range_lines(&r(2, 3, 2, 3)).numbers(), (3, 3));
     }
 
     #[test]
