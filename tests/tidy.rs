@@ -93,13 +93,14 @@ const RULES: &[Rule] = &[
         // The trait it implements, with the types in its signature.
         allowed: &[
             "crate::documents",
+            "crate::position",
             "crate::workspace::BufferSource",
             "crate::workspace::BufferText",
             "crate::workspace::BufferPin",
             "crate::workspace::Edit",
             "crate::workspace::sequential_hunks",
         ],
-        why: "`documents` may use `workspace::BufferSource` (the trait it implements) and `workspace::Edit`",
+        why: "`documents` may use `position`, `workspace::BufferSource` (the trait it implements) and `workspace::Edit`",
     },
     Rule {
         files: "src/workspace/",

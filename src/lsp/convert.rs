@@ -15,7 +15,7 @@ use tower_lsp_server::ls_types::{
 
 use crate::diagnostic::Severity;
 use crate::documents::{Change, PositionEncoding, encoding};
-use crate::position::{LineCol, LineRange};
+use crate::position::{LineCol, LineRange, Span};
 use crate::workspace::{Edit, EditReason, FileChange, hunks};
 
 /// Picks the position encoding from what the client offers: UTF-8, then
@@ -59,7 +59,12 @@ pub fn uri_to_path(uri: &Uri) -> Option<PathBuf> {
 }
 
 pub fn change_from_proto(c: TextDocumentContentChangeEvent) -> Change {
-    Change { range: c.range.map(|r| ((r.start.line, r.start.character), (r.end.line, r.end.character))), text: c.text }
+    Change { range: c.range.map(|r| span(&r)), text: c.text }
+}
+
+/// Ours of an LSP range (same encoding).
+pub fn span(r: &Range) -> Span {
+    Span::new(LineCol::new(r.start.line, r.start.character), LineCol::new(r.end.line, r.end.character))
 }
 
 /// Whether two ranges share at least one position (ends inclusive, so a
@@ -424,11 +429,7 @@ mod tests {
         let mut sorted: Vec<&TextEdit> = edits.iter().collect();
         sorted.sort_by_key(|e| std::cmp::Reverse((e.range.start.line, e.range.start.character)));
         for (v, e) in sorted.into_iter().enumerate() {
-            let r = e.range;
-            let change = crate::documents::Change {
-                range: Some(((r.start.line, r.start.character), (r.end.line, r.end.character))),
-                text: e.new_text.clone(),
-            };
+            let change = crate::documents::Change { range: Some(span(&e.range)), text: e.new_text.clone() };
             docs.change("u", v as i32 + 2, &[change], encoding).unwrap();
         }
         docs.get("u").unwrap().rope.to_string()
