@@ -50,12 +50,13 @@ const OUTLINE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 pub fn enclosing_outline(symbols: &[Symbol], line: u32) -> Option<String> {
     let mut chain: Vec<&Symbol> = Vec::new();
     let mut level = symbols;
-    while let Some(s) = level.iter().find(|s| s.start_line <= line && line <= s.end_line) {
+    while let Some(s) = level.iter().find(|s| s.lines.contains(line)) {
         chain.push(s);
         level = &s.children;
     }
     let fmt = |s: &Symbol| {
-        format!("{} {} (lines {}-{})", s.kind, s.name, u64::from(s.start_line) + 1, u64::from(s.end_line) + 1)
+        let (first, last) = s.lines.numbers();
+        format!("{} {} (lines {first}-{last})", s.kind, s.name)
     };
     let inner = chain.last()?;
     let mut out = chain.iter().map(|s| fmt(s)).collect::<Vec<_>>().join(" > ");
@@ -619,8 +620,12 @@ mod tests {
 
     #[test]
     fn the_enclosing_outline_follows_the_line() {
-        let sym =
-            |name: &str, kind, s, e, children| Symbol { name: name.into(), kind, start_line: s, end_line: e, children };
+        let sym = |name: &str, kind, s, e, children| Symbol {
+            name: name.into(),
+            kind,
+            lines: LineRange::new(s, e),
+            children,
+        };
         let outline = vec![
             sym("helper", "function", 0, 2, vec![]),
             sym("Calc", "class", 4, 20, vec![sym("add", "method", 5, 7, vec![]), sym("div", "method", 9, 12, vec![])]),
@@ -664,7 +669,7 @@ mod tests {
         assert!(!p.contains("is empty"), "{p}");
         assert!(p.contains("Lines 20-50 of `a.py` (50 lines in all)"), "{p}");
         let outline =
-            vec![Symbol { name: "f".into(), kind: "function", start_line: 0, end_line: u32::MAX, children: vec![] }];
+            vec![Symbol { name: "f".into(), kind: "function", lines: LineRange::new(0, u32::MAX), children: vec![] }];
         assert_eq!(enclosing_outline(&outline, 2).unwrap(), "function f (lines 1-4294967296)");
     }
 

@@ -31,6 +31,7 @@ use tower_lsp_server::ls_types::{self as lsp};
 
 pub use crate::config::ServerConfig;
 use crate::diagnostic::Diagnostic;
+use crate::position::LineRange;
 pub use client::Client;
 pub use error::DownstreamError;
 use uri::path_to_uri;
@@ -94,9 +95,8 @@ fn is_executable(_: &std::fs::Metadata) -> bool {
 pub struct Symbol {
     pub name: String,
     pub kind: &'static str,
-    /// 0-based, inclusive.
-    pub start_line: u32,
-    pub end_line: u32,
+    /// From the line of its range's start to that of its end.
+    pub lines: LineRange,
     pub children: Vec<Symbol>,
 }
 
