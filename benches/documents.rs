@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 
 use agentfix::documents::{Change, Documents, PositionEncoding};
+use agentfix::position::{LineCol, Span};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 
 fn store(open: usize) -> Documents {
@@ -28,7 +29,8 @@ fn bench(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("keystroke", open), &open, |b, _| {
             b.iter(|| {
                 version += 1;
-                let change = Change { range: Some(((1000, 10), (1000, 10))), text: "x".into() };
+                let at = LineCol::new(1000, 10);
+                let change = Change { range: Some(Span::new(at, at)), text: "x".into() };
                 docs.change(uri, version, std::slice::from_ref(&change), PositionEncoding::Utf16).unwrap();
             })
         });

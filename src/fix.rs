@@ -9,8 +9,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{self, Limits, Outcome, RunEvent, Stop};
 use crate::config::{Config, ConfigError, PartialEdits, Settings};
-use crate::downstream::{Diagnostic, Downstream, Symbol, SymbolSource};
+use crate::diagnostic::Diagnostic;
+use crate::downstream::{Downstream, Symbol, SymbolSource};
 use crate::model::StreamUpdate;
+use crate::position::LineRange;
 use crate::providers::ModelClient;
 use crate::tools::{Approval, Approver, CommandSpec, RunCommand, ToolContext, ToolSet, Toolbox};
 use crate::transcript::Transcript;
@@ -27,25 +29,15 @@ You fix one problem in the user's workspace using the tools you are given.\n\
 - edit_file needs an old_text that occurs exactly once in the file; copy it exactly, without line-number prefixes.\n\
 - When you are done, stop calling tools and answer with one short sentence that says what you changed and why.";
 
-/// A diagnostic the fix is about, in neutral terms (1-based lines).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub line: u32,
-    pub column: u32,
-    pub severity: Option<String>,
-    pub source: Option<String>,
-    pub code: Option<String>,
-    pub message: String,
-}
-
 /// What to fix.
 #[derive(Debug, Clone)]
 pub struct Target {
     /// Absolute path of the file.
     pub path: PathBuf,
-    /// 1-based, inclusive line range the user pointed at.
-    pub lines: (u32, u32),
-    pub problems: Vec<Problem>,
+    /// The lines the user pointed at.
+    pub lines: LineRange,
+    /// The editor's diagnostics the user asked about.
+    pub problems: Vec<Diagnostic>,
     pub instruction: Option<String>,
 }
 
@@ -53,18 +45,18 @@ pub struct Target {
 /// language server's cold start included).
 const OUTLINE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 
-/// The enclosing symbols of 1-based `line`, outermost first, with the
+/// The enclosing symbols of 0-based `line`, outermost first, with the
 /// innermost one's children: `class Calc (lines 3-40) > method div (lines 10-14)`.
 pub fn enclosing_outline(symbols: &[Symbol], line: u32) -> Option<String> {
-    let zero = line.saturating_sub(1);
     let mut chain: Vec<&Symbol> = Vec::new();
     let mut level = symbols;
-    while let Some(s) = level.iter().find(|s| s.start_line <= zero && zero <= s.end_line) {
+    while let Some(s) = level.iter().find(|s| s.lines.contains(line)) {
         chain.push(s);
         level = &s.children;
     }
     let fmt = |s: &Symbol| {
-        format!("{} {} (lines {}-{})", s.kind, s.name, u64::from(s.start_line) + 1, u64::from(s.end_line) + 1)
+        let (first, last) = s.lines.numbers();
+        format!("{} {} (lines {first}-{last})", s.kind, s.name)
     };
     let inner = chain.last()?;
     let mut out = chain.iter().map(|s| fmt(s)).collect::<Vec<_>>().join(" > ");
@@ -80,7 +72,7 @@ pub fn task_prompt(target: &Target, overlay: &Overlay, outline: Option<&str>) ->
     let ws = overlay.workspace();
     let shown = ws.display(&target.path);
     let mut out = String::new();
-    let (first, last) = target.lines;
+    let (first, last) = target.lines.numbers();
     if target.problems.is_empty() {
         if first == last {
             out.push_str(&format!("The user asks for a fix at line {first} of `{shown}`.\n"));
@@ -98,8 +90,13 @@ pub fn task_prompt(target: &Target, overlay: &Overlay, outline: Option<&str>) ->
                 tags.push(c.clone());
             }
             let tags = if tags.is_empty() { String::new() } else { format!(" [{}]", tags.join(" ")) };
-            let sev = p.severity.as_deref().unwrap_or("problem");
-            out.push_str(&format!("- line {}, column {}: {sev}: {}{tags}\n", p.line, p.column, p.message));
+            let sev = p.severity.map_or("problem", |s| s.name());
+            out.push_str(&format!(
+                "- line {}, column {}: {sev}: {}{tags}\n",
+                p.at.line_number(),
+                p.at.column_number(),
+                p.message
+            ));
         }
     }
     if let Some(i) = target.instruction.as_deref().filter(|i| !i.trim().is_empty()) {
@@ -431,7 +428,7 @@ pub async fn run(
         overlay: overlay.clone(),
         symbols: symbols.clone(),
         target: target.path.clone(),
-        editor_diagnostics: editor_diagnostics(&target.problems),
+        editor_diagnostics: target.problems.clone(),
     };
     let toolbox = toolbox(config, ctx, approver);
     let limits = config.limits;
@@ -470,7 +467,7 @@ async fn outline(
     tokio::select! {
         _ = cancel.cancelled() => None,
         r = tokio::time::timeout(OUTLINE_TIMEOUT, s.document_symbols(&target.path, &text)) => match r {
-            Ok(Ok(syms)) => enclosing_outline(&syms, target.lines.0),
+            Ok(Ok(syms)) => enclosing_outline(&syms, target.lines.first),
             Ok(Err(e)) => {
                 tracing::info!("no outline for the first message: {e}");
                 None
@@ -478,26 +475,6 @@ async fn outline(
             Err(_) => None,
         },
     }
-}
-
-/// The editor's diagnostics of the target, as the diagnostics tool compares them.
-fn editor_diagnostics(problems: &[Problem]) -> Vec<Diagnostic> {
-    problems
-        .iter()
-        .map(|p| Diagnostic {
-            line: p.line.saturating_sub(1),
-            column: p.column.saturating_sub(1),
-            severity: match p.severity.as_deref() {
-                Some("warning") => "warning",
-                Some("info") => "info",
-                Some("hint") => "hint",
-                _ => "error",
-            },
-            message: p.message.clone(),
-            source: p.source.clone(),
-            code: p.code.clone(),
-        })
-        .collect()
 }
 
 /// The run's tools: the standard ones, and `run_command` when commands are
@@ -557,11 +534,10 @@ mod tests {
         let (_d, ctx) = context(&[], &[("calc.py", &text, 9)]);
         let target = Target {
             path: ctx.overlay.resolve("calc.py").unwrap(),
-            lines: (50, 50),
-            problems: vec![Problem {
-                line: 50,
-                column: 3,
-                severity: Some("error".into()),
+            lines: LineRange::line(49),
+            problems: vec![Diagnostic {
+                at: crate::position::LineCol::new(49, 2),
+                severity: Some(crate::diagnostic::Severity::Error),
                 source: Some("pyright".into()),
                 code: Some("reportX".into()),
                 message: "bad thing".into(),
@@ -644,18 +620,22 @@ mod tests {
 
     #[test]
     fn the_enclosing_outline_follows_the_line() {
-        let sym =
-            |name: &str, kind, s, e, children| Symbol { name: name.into(), kind, start_line: s, end_line: e, children };
+        let sym = |name: &str, kind, s, e, children| Symbol {
+            name: name.into(),
+            kind,
+            lines: LineRange::new(s, e),
+            children,
+        };
         let outline = vec![
             sym("helper", "function", 0, 2, vec![]),
             sym("Calc", "class", 4, 20, vec![sym("add", "method", 5, 7, vec![]), sym("div", "method", 9, 12, vec![])]),
         ];
-        assert_eq!(enclosing_outline(&outline, 11).unwrap(), "class Calc (lines 5-21) > method div (lines 10-13)");
+        assert_eq!(enclosing_outline(&outline, 10).unwrap(), "class Calc (lines 5-21) > method div (lines 10-13)");
         assert_eq!(
-            enclosing_outline(&outline, 5).unwrap(),
+            enclosing_outline(&outline, 4).unwrap(),
             "class Calc (lines 5-21)\n  method add (lines 6-8)\n  method div (lines 10-13)"
         );
-        assert_eq!(enclosing_outline(&outline, 4), None);
+        assert_eq!(enclosing_outline(&outline, 3), None);
     }
 
     #[test]
@@ -681,7 +661,7 @@ mod tests {
         let (_d, ctx) = context(&[("a.py", &text)], &[]);
         let t = Target {
             path: ctx.overlay.resolve("a.py").unwrap(),
-            lines: (u32::MAX, u32::MAX),
+            lines: LineRange::line(u32::MAX),
             problems: vec![],
             instruction: None,
         };
@@ -689,8 +669,8 @@ mod tests {
         assert!(!p.contains("is empty"), "{p}");
         assert!(p.contains("Lines 20-50 of `a.py` (50 lines in all)"), "{p}");
         let outline =
-            vec![Symbol { name: "f".into(), kind: "function", start_line: 0, end_line: u32::MAX, children: vec![] }];
-        assert_eq!(enclosing_outline(&outline, 3).unwrap(), "function f (lines 1-4294967296)");
+            vec![Symbol { name: "f".into(), kind: "function", lines: LineRange::new(0, u32::MAX), children: vec![] }];
+        assert_eq!(enclosing_outline(&outline, 2).unwrap(), "function f (lines 1-4294967296)");
     }
 
     fn text_line(lines: &ProgressLines, piece: &str) -> String {
@@ -752,8 +732,12 @@ mod tests {
     #[test]
     fn prompt_without_problems_names_the_lines() {
         let (_d, ctx) = context(&[("a.py", "")], &[]);
-        let t =
-            Target { path: ctx.overlay.resolve("a.py").unwrap(), lines: (3, 7), problems: vec![], instruction: None };
+        let t = Target {
+            path: ctx.overlay.resolve("a.py").unwrap(),
+            lines: LineRange::new(2, 6),
+            problems: vec![],
+            instruction: None,
+        };
         let p = task_prompt(&t, &ctx.overlay, None);
         assert!(p.starts_with("The user selected lines 3-7 of `a.py`.\n"), "{p}");
         assert!(p.contains("`a.py` is empty."));

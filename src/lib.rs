@@ -4,11 +4,13 @@
 pub mod agent;
 pub mod cli;
 pub mod config;
+pub mod diagnostic;
 pub mod documents;
 pub(crate) mod downstream;
 pub mod fix;
 pub mod lsp;
 pub mod model;
+pub mod position;
 pub mod pricing;
 pub mod providers;
 pub(crate) mod replay;

@@ -13,9 +13,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::RunEvent;
 use crate::config::{Config, Settings};
+use crate::diagnostic::{Diagnostic, Severity};
 use crate::downstream::Downstream;
-use crate::fix::{self, FixResult, Problem, Target};
+use crate::fix::{self, FixResult, Target};
 use crate::model::{ModelError, ModelErrorKind, ModelRequest, ModelResponse, StreamUpdate};
+use crate::position::{LineCol, LineRange};
 use crate::providers::ModelClient;
 use crate::transcript::{self, EndRecord, ProblemRecord, Record, StartRecord, TargetRecord, ToolResultRecord};
 use crate::workspace::{BufferSource, BufferText, Overlay, Workspace};
@@ -78,15 +80,15 @@ impl From<&Target> for TargetRecord {
     fn from(t: &Target) -> Self {
         Self {
             path: t.path.clone(),
-            lines: t.lines,
+            lines: (t.lines.first.saturating_add(1), t.lines.last.saturating_add(1)),
             instruction: t.instruction.clone(),
             problems: t
                 .problems
                 .iter()
                 .map(|p| ProblemRecord {
-                    line: p.line,
-                    column: p.column,
-                    severity: p.severity.clone(),
+                    line: p.at.line.saturating_add(1),
+                    column: p.at.column.saturating_add(1),
+                    severity: p.severity.map(|s| s.name().to_string()),
                     source: p.source.clone(),
                     code: p.code.clone(),
                     message: p.message.clone(),
@@ -155,15 +157,15 @@ fn config_of(start: &StartRecord) -> Result<Config, String> {
 fn target_of(t: &TargetRecord, rebase: &Rebase) -> Target {
     Target {
         path: rebase.path(&t.path),
-        lines: t.lines,
+        lines: LineRange::from_numbers(t.lines.0, t.lines.1),
         instruction: t.instruction.clone(),
         problems: t
             .problems
             .iter()
-            .map(|p| Problem {
-                line: p.line,
-                column: p.column,
-                severity: p.severity.clone(),
+            .map(|p| Diagnostic {
+                at: LineCol::new(p.line.saturating_sub(1), p.column.saturating_sub(1)),
+                // Records hold `Severity::name`s; another word reads as none given.
+                severity: p.severity.as_deref().and_then(|s| s.parse::<Severity>().ok()),
                 source: p.source.clone(),
                 code: p.code.clone(),
                 message: p.message.clone(),

@@ -6,6 +6,7 @@
 //! history must replay to the same text.
 
 use agentfix::documents::{Change, Documents, PositionEncoding};
+use agentfix::position::{LineCol, Span};
 use agentfix::workspace::BufferPin;
 use proptest::prelude::*;
 
@@ -77,6 +78,13 @@ struct Edit {
     text: String,
 }
 
+impl Edit {
+    fn span(&self) -> Span {
+        let ((sl, sc), (el, ec)) = self.range;
+        Span::new(LineCol::new(sl, sc), LineCol::new(el, ec))
+    }
+}
+
 fn edit() -> impl Strategy<Value = Edit> {
     ((coordinate(), coordinate()), (coordinate(), coordinate()), piece())
         .prop_map(|(start, end, text)| Edit { range: (start, end), text })
@@ -103,7 +111,7 @@ proptest! {
         for (n, batch) in batches.iter().enumerate() {
             let version = n as i32 + 2;
             let changes: Vec<Change> =
-                batch.iter().map(|e| Change { range: Some(e.range), text: e.text.clone() }).collect();
+                batch.iter().map(|e| Change { range: Some(e.span()), text: e.text.clone() }).collect();
             // The changes of one notification apply one after the other.
             for e in batch {
                 let ((sl, sc), (el, ec)) = e.range;

@@ -80,19 +80,34 @@ const RULES: &[Rule] = &[
         why: "`model` may use nothing here",
     },
     Rule {
+        files: "src/position.rs",
+        except_files: &[],
+        forbidden: &["crate"],
+        allowed: &["crate::position"],
+        why: "`position` may use nothing here",
+    },
+    Rule {
+        files: "src/diagnostic.rs",
+        except_files: &[],
+        forbidden: &["crate"],
+        allowed: &["crate::diagnostic", "crate::position"],
+        why: "`diagnostic` may use `position`",
+    },
+    Rule {
         files: "src/documents/",
         except_files: &[],
         forbidden: &["crate"],
         // The trait it implements, with the types in its signature.
         allowed: &[
             "crate::documents",
+            "crate::position",
             "crate::workspace::BufferSource",
             "crate::workspace::BufferText",
             "crate::workspace::BufferPin",
             "crate::workspace::Edit",
             "crate::workspace::sequential_hunks",
         ],
-        why: "`documents` may use `workspace::BufferSource` (the trait it implements) and `workspace::Edit`",
+        why: "`documents` may use `position`, `workspace::BufferSource` (the trait it implements) and `workspace::Edit`",
     },
     Rule {
         files: "src/workspace/",
@@ -105,8 +120,14 @@ const RULES: &[Rule] = &[
         files: "src/downstream/",
         except_files: &[],
         forbidden: &["crate"],
-        allowed: &["crate::downstream", "crate::config", "crate::secrets::credential_vars"],
-        why: "`downstream` may use `config` and `secrets::credential_vars`",
+        allowed: &[
+            "crate::downstream",
+            "crate::config",
+            "crate::secrets::credential_vars",
+            "crate::diagnostic",
+            "crate::position",
+        ],
+        why: "`downstream` may use `config`, `secrets::credential_vars`, `diagnostic` and `position`",
     },
     Rule {
         files: "src/sandbox/",
@@ -123,12 +144,14 @@ const RULES: &[Rule] = &[
             "crate::tools",
             "crate::workspace",
             "crate::model",
+            "crate::diagnostic",
+            "crate::position",
             "crate::downstream",
             "crate::sandbox",
             "crate::secrets",
         ],
-        why: "`tools` may use `workspace`, `model`, `downstream` (the `SymbolSource` trait, not \
-              the servers), `sandbox` and `secrets` (for `run_command`)",
+        why: "`tools` may use `workspace`, `model`, `diagnostic`, `position`, `downstream` (the \
+              `SymbolSource` trait, not the servers), `sandbox` and `secrets` (for `run_command`)",
     },
     Rule {
         files: "src/providers/",

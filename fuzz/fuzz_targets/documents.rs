@@ -21,6 +21,7 @@ use std::path::PathBuf;
 
 use agentfix::documents::encoding::{byte_to_position, char_to_position, position_to_char};
 use agentfix::documents::{Change, Documents, PositionEncoding};
+use agentfix::position::{LineCol, Span};
 use agentfix::workspace::BufferPin;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
@@ -265,7 +266,9 @@ fuzz_target!(|input: Input| {
                 let changes: Vec<Change> = changes
                     .iter()
                     .map(|c| Change {
-                        range: c.range.map(|((a, b), (x, y))| ((a.get(), b.get()), (x.get(), y.get()))),
+                        range: c.range.map(|((a, b), (x, y))| {
+                            Span::new(LineCol::new(a.get(), b.get()), LineCol::new(x.get(), y.get()))
+                        }),
                         text: text_of(&c.text),
                     })
                     .collect();

@@ -23,6 +23,7 @@
 
 use agentfix::documents::encoding::byte_to_position;
 use agentfix::documents::{Change, Documents, PositionEncoding};
+use agentfix::position::{LineCol, Span};
 use agentfix::workspace::{Edit, apply_hunks, hunks, rebase, unified_diff};
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
@@ -122,7 +123,10 @@ fn apply_as_lsp(text: &str, hs: &[Edit], encoding: PositionEncoding) -> String {
         docs.change(
             "file:///w/f",
             2 + i as i32,
-            &[Change { range: Some((*start, *end)), text: new_text.to_string() }],
+            &[Change {
+                range: Some(Span::new(LineCol::new(start.0, start.1), LineCol::new(end.0, end.1))),
+                text: new_text.to_string(),
+            }],
             encoding,
         )
         .unwrap();

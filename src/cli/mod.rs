@@ -212,8 +212,12 @@ pub async fn fix(args: FixArgs) -> ExitCode {
         Err(e) => return fail(exit::USAGE, e),
     };
     let root = workspace.primary_root().to_path_buf();
-    let target =
-        Target { path, lines: (args.line, args.line), problems: Vec::new(), instruction: args.instruction.clone() };
+    let target = Target {
+        path,
+        lines: crate::position::LineRange::from_numbers(args.line, args.line),
+        problems: Vec::new(),
+        instruction: args.instruction.clone(),
+    };
     let cancel = CancellationToken::new();
     let on_ctrl_c = cancel.clone();
     tokio::spawn(async move {

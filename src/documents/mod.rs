@@ -15,6 +15,7 @@ use ropey::Rope;
 
 pub use encoding::PositionEncoding;
 
+use crate::position::Span;
 use crate::workspace::{BufferPin, BufferSource, BufferText, Edit};
 
 /// One open buffer, as the editor last described it.
@@ -47,9 +48,9 @@ impl Document {
 /// One content change of a `didChange`: a replaced range, or the whole text.
 #[derive(Debug, Clone)]
 pub struct Change {
-    /// `((start_line, start_char), (end_line, end_char))` in the negotiated
-    /// encoding; `None` replaces the whole document.
-    pub range: Option<((u32, u32), (u32, u32))>,
+    /// The replaced range, its columns in the negotiated encoding; `None`
+    /// replaces the whole document.
+    pub range: Option<Span>,
     pub text: String,
 }
 
@@ -258,9 +259,9 @@ fn apply_change(rope: &mut Rope, change: &Change, encoding: PositionEncoding) ->
             *rope = Rope::from_str(&change.text);
             edits
         }
-        Some(((sl, sc), (el, ec))) => {
-            let start = encoding::position_to_char(rope, sl, sc, encoding);
-            let end = encoding::position_to_char(rope, el, ec, encoding);
+        Some(Span { start, end }) => {
+            let start = encoding::position_to_char(rope, start.line, start.column, encoding);
+            let end = encoding::position_to_char(rope, end.line, end.column, encoding);
             // A reversed range is treated as its normalised form.
             let (start, end) = (start.min(end), start.max(end));
             let edit = Edit { start: rope.char_to_byte(start), end: rope.char_to_byte(end), text: change.text.clone() };
@@ -284,9 +285,11 @@ impl BufferSource for Documents {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::position::LineCol;
 
-    fn change(range: ((u32, u32), (u32, u32)), text: &str) -> Change {
-        Change { range: Some(range), text: text.to_string() }
+    /// A change of `((start_line, start_column), (end_line, end_column))`.
+    fn change(((sl, sc), (el, ec)): ((u32, u32), (u32, u32)), text: &str) -> Change {
+        Change { range: Some(Span::new(LineCol::new(sl, sc), LineCol::new(el, ec))), text: text.to_string() }
     }
 
     #[test]

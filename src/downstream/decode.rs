@@ -8,7 +8,9 @@ use std::path::Path;
 use tower_lsp_server::ls_types as lsp;
 
 use super::uri::uri_to_path;
-use super::{Diagnostic, Location, Symbol};
+use super::{Location, Symbol};
+use crate::diagnostic::{Diagnostic, Severity};
+use crate::position::{LineCol, LineRange};
 
 pub fn symbol_kind(kind: lsp::SymbolKind) -> &'static str {
     use lsp::SymbolKind as K;
@@ -54,8 +56,7 @@ pub fn symbols(response: Option<lsp::DocumentSymbolResponse>) -> Vec<Symbol> {
             .map(|s| Symbol {
                 name: s.name,
                 kind: symbol_kind(s.kind),
-                start_line: s.location.range.start.line,
-                end_line: s.location.range.end.line,
+                lines: LineRange::new(s.location.range.start.line, s.location.range.end.line),
                 children: Vec::new(),
             })
             .collect(),
@@ -66,8 +67,7 @@ fn document_symbol(s: lsp::DocumentSymbol) -> Symbol {
     Symbol {
         name: s.name,
         kind: symbol_kind(s.kind),
-        start_line: s.range.start.line,
-        end_line: s.range.end.line,
+        lines: LineRange::new(s.range.start.line, s.range.end.line),
         children: s.children.unwrap_or_default().into_iter().map(document_symbol).collect(),
     }
 }
@@ -142,14 +142,8 @@ pub fn diagnostics(items: &[lsp::Diagnostic]) -> Vec<Diagnostic> {
     items
         .iter()
         .map(|d| Diagnostic {
-            line: d.range.start.line,
-            column: d.range.start.character,
-            severity: match d.severity {
-                Some(lsp::DiagnosticSeverity::ERROR) | None => "error",
-                Some(lsp::DiagnosticSeverity::WARNING) => "warning",
-                Some(lsp::DiagnosticSeverity::INFORMATION) => "info",
-                Some(_) => "hint",
-            },
+            at: LineCol::new(d.range.start.line, d.range.start.character),
+            severity: d.severity.map(severity),
             message: d.message.clone(),
             source: d.source.clone(),
             code: d.code.as_ref().map(|c| match c {
@@ -158,6 +152,16 @@ pub fn diagnostics(items: &[lsp::Diagnostic]) -> Vec<Diagnostic> {
             }),
         })
         .collect()
+}
+
+/// Ours of an LSP severity; a value outside the four counts as a hint.
+pub fn severity(s: lsp::DiagnosticSeverity) -> Severity {
+    match s {
+        lsp::DiagnosticSeverity::ERROR => Severity::Error,
+        lsp::DiagnosticSeverity::WARNING => Severity::Warning,
+        lsp::DiagnosticSeverity::INFORMATION => Severity::Information,
+        _ => Severity::Hint,
+    }
 }
 
 /// Whether `path` can be named by a `file:` URI servers accept.
@@ -189,17 +193,20 @@ mod tests {
         let nested = decode(json!([{"name": "C", "kind": 5, "range": range(0), "selectionRange": range(0),
             "children": [{"name": "m", "kind": 6, "range": {"start": {"line": 1, "character": 4}, "end": {"line": 2, "character": 0}}, "selectionRange": range(1)}]}]));
         let syms = symbols(nested);
-        assert_eq!((syms[0].name.as_str(), syms[0].kind, syms[0].start_line, syms[0].end_line), ("C", "class", 0, 1));
+        assert_eq!(
+            (syms[0].name.as_str(), syms[0].kind, syms[0].lines.first, syms[0].lines.last),
+            ("C", "class", 0, 1)
+        );
         assert_eq!(
             syms[0].children[0],
-            Symbol { name: "m".into(), kind: "method", start_line: 1, end_line: 2, children: vec![] }
+            Symbol { name: "m".into(), kind: "method", lines: LineRange::new(1, 2), children: vec![] }
         );
         let flat = decode(json!([{"name": "f", "kind": 12, "location": {"uri": "file:///w/a.py", "range": range(4)}},
             {"name": "T", "kind": 26, "location": {"uri": "file:///w/a.py", "range": range(7)}},
             {"name": "odd", "kind": 99, "location": {"uri": "file:///w/a.py", "range": range(9)}}]));
         let syms = symbols(flat);
         assert_eq!(
-            syms.iter().map(|s| (s.name.as_str(), s.kind, s.start_line)).collect::<Vec<_>>(),
+            syms.iter().map(|s| (s.name.as_str(), s.kind, s.lines.first)).collect::<Vec<_>>(),
             [("f", "function", 4), ("T", "type parameter", 7), ("odd", "symbol", 9)]
         );
         assert!(symbols(decode(json!(null))).is_empty());
@@ -262,8 +269,11 @@ mod tests {
             {"range": range(5), "severity": 4, "message": "h"}
         ]));
         let d = diagnostics(&items);
-        assert_eq!(d.iter().map(|d| d.severity).collect::<Vec<_>>(), ["error", "warning", "info", "hint"]);
-        assert_eq!((d[0].line, d[0].column, d[0].code.as_deref()), (2, 2, Some("42")));
+        assert_eq!(
+            d.iter().map(|d| d.shown_severity().name()).collect::<Vec<_>>(),
+            ["error", "warning", "info", "hint"]
+        );
+        assert_eq!((d[0].at.line, d[0].at.column, d[0].code.as_deref()), (2, 2, Some("42")));
         assert_eq!((d[1].source.as_deref(), d[1].code.as_deref()), (Some("s"), Some("E1")));
     }
 

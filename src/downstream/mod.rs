@@ -30,6 +30,8 @@ use tower_lsp_server::ls_types::request::{
 use tower_lsp_server::ls_types::{self as lsp};
 
 pub use crate::config::ServerConfig;
+use crate::diagnostic::Diagnostic;
+use crate::position::LineRange;
 pub use client::Client;
 pub use error::DownstreamError;
 use uri::path_to_uri;
@@ -93,9 +95,8 @@ fn is_executable(_: &std::fs::Metadata) -> bool {
 pub struct Symbol {
     pub name: String,
     pub kind: &'static str,
-    /// 0-based, inclusive.
-    pub start_line: u32,
-    pub end_line: u32,
+    /// From the line of its range's start to that of its end.
+    pub lines: LineRange,
     pub children: Vec<Symbol>,
 }
 
@@ -107,17 +108,6 @@ pub struct Location {
     /// Only for workspace symbols.
     pub name: Option<String>,
     pub kind: Option<&'static str>,
-}
-
-/// A diagnostic from a downstream server (0-based line).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Diagnostic {
-    pub line: u32,
-    pub column: u32,
-    pub severity: &'static str,
-    pub message: String,
-    pub source: Option<String>,
-    pub code: Option<String>,
 }
 
 /// What the tools ask of language servers. `text` is the run's current text

@@ -13,8 +13,9 @@ use tower_lsp_server::ls_types::{
     TextDocumentContentChangeEvent, TextDocumentEdit, TextEdit, Uri, WorkspaceEdit,
 };
 
+use crate::diagnostic::Severity;
 use crate::documents::{Change, PositionEncoding, encoding};
-use crate::fix::Problem;
+use crate::position::{LineCol, LineRange, Span};
 use crate::workspace::{Edit, EditReason, FileChange, hunks};
 
 /// Picks the position encoding from what the client offers: UTF-8, then
@@ -58,7 +59,12 @@ pub fn uri_to_path(uri: &Uri) -> Option<PathBuf> {
 }
 
 pub fn change_from_proto(c: TextDocumentContentChangeEvent) -> Change {
-    Change { range: c.range.map(|r| ((r.start.line, r.start.character), (r.end.line, r.end.character))), text: c.text }
+    Change { range: c.range.map(|r| span(&r)), text: c.text }
+}
+
+/// Ours of an LSP range (same encoding).
+pub fn span(r: &Range) -> Span {
+    Span::new(LineCol::new(r.start.line, r.start.character), LineCol::new(r.end.line, r.end.character))
 }
 
 /// Whether two ranges share at least one position (ends inclusive, so a
@@ -68,29 +74,26 @@ pub fn overlaps(a: &Range, b: &Range) -> bool {
     le(&a.start, &b.end) && le(&b.start, &a.end)
 }
 
-/// 1-based inclusive lines of a range; an end at column 0 of a later line
-/// does not include that line.
-pub fn range_lines(r: &Range) -> (u32, u32) {
-    let start = r.start.line.saturating_add(1);
-    let mut end = r.end.line.saturating_add(1);
+/// The lines of a range; an end at column 0 of a later line does not
+/// include that line.
+pub fn range_lines(r: &Range) -> LineRange {
+    let start = r.start.line;
+    let mut end = r.end.line;
     if r.end.character == 0 && r.end.line > r.start.line {
         end -= 1;
     }
-    (start, end.max(start))
+    LineRange::new(start, end.max(start))
 }
 
-pub fn problem_from_proto(d: &Diagnostic) -> Problem {
-    Problem {
-        line: d.range.start.line.saturating_add(1),
-        column: d.range.start.character.saturating_add(1),
-        severity: d.severity.map(|s| {
-            match s {
-                DiagnosticSeverity::ERROR => "error",
-                DiagnosticSeverity::WARNING => "warning",
-                DiagnosticSeverity::INFORMATION => "info",
-                _ => "hint",
-            }
-            .to_string()
+/// One of the editor's diagnostics, at its start.
+pub fn diagnostic_from_proto(d: &Diagnostic) -> crate::diagnostic::Diagnostic {
+    crate::diagnostic::Diagnostic {
+        at: LineCol::new(d.range.start.line, d.range.start.character),
+        severity: d.severity.map(|s| match s {
+            DiagnosticSeverity::ERROR => Severity::Error,
+            DiagnosticSeverity::WARNING => Severity::Warning,
+            DiagnosticSeverity::INFORMATION => Severity::Information,
+            _ => Severity::Hint,
         }),
         source: d.source.clone(),
         code: d.code.as_ref().map(|c| match c {
@@ -339,8 +342,8 @@ mod tests {
         assert!(overlaps(&r(2, 4, 2, 9), &r(2, 4, 2, 4)));
         assert!(!overlaps(&r(2, 4, 2, 9), &r(2, 10, 2, 10)));
         assert!(overlaps(&r(1, 0, 5, 0), &r(3, 0, 3, 0)));
-        assert_eq!(range_lines(&r(2, 0, 4, 0)), (3, 4));
-        assert_eq!(range_lines(&r(2, 3, 2, 3)), (3, 3));
+        assert_eq!(range_lines(&r(2, 0, 4, 0)).numbers(), (3, 4));
+        assert_eq!(range_lines(&r(2, 3, 2, 3)).numbers(), (3, 3));
     }
 
     #[test]
@@ -426,11 +429,7 @@ mod tests {
         let mut sorted: Vec<&TextEdit> = edits.iter().collect();
         sorted.sort_by_key(|e| std::cmp::Reverse((e.range.start.line, e.range.start.character)));
         for (v, e) in sorted.into_iter().enumerate() {
-            let r = e.range;
-            let change = crate::documents::Change {
-                range: Some(((r.start.line, r.start.character), (r.end.line, r.end.character))),
-                text: e.new_text.clone(),
-            };
+            let change = crate::documents::Change { range: Some(span(&e.range)), text: e.new_text.clone() };
             docs.change("u", v as i32 + 2, &[change], encoding).unwrap();
         }
         docs.get("u").unwrap().rope.to_string()

@@ -154,6 +154,12 @@ pub fn prepare(changes: &[FileChange], docs: &Documents) -> Proposal {
 mod tests {
     use super::*;
     use crate::documents::{Change, PositionEncoding};
+    use crate::position::{LineCol, Span};
+
+    /// The span from `(line, column)` to `(line, column)`.
+    fn span((sl, sc): (u32, u32), (el, ec): (u32, u32)) -> Span {
+        Span::new(LineCol::new(sl, sc), LineCol::new(el, ec))
+    }
 
     fn change(path: &str, version: Option<i32>, original: Option<&str>, new_text: &str) -> FileChange {
         FileChange {
@@ -186,14 +192,14 @@ mod tests {
         docs.change(
             "file:///w/a",
             4,
-            &[Change { range: Some(((0, 0), (0, 0))), text: "zero\n".into() }],
+            &[Change { range: Some(span((0, 0), (0, 0))), text: "zero\n".into() }],
             PositionEncoding::Utf16,
         )
         .unwrap();
         docs.change(
             "file:///w/a",
             5,
-            &[Change { range: Some(((5, 0), (5, 4))), text: "FIVE".into() }],
+            &[Change { range: Some(span((5, 0), (5, 4))), text: "FIVE".into() }],
             PositionEncoding::Utf16,
         )
         .unwrap();
@@ -275,9 +281,9 @@ mod tests {
     fn versions_that_go_back_and_forth_are_rebased_over_the_real_changes() {
         let docs = Documents::new();
         docs.open("file:///w/a", Some("/w/a".into()), "t", 5, BASE);
-        let edit = |v, at: ((u32, u32), (u32, u32)), text: &str| {
-            docs.change("file:///w/a", v, &[Change { range: Some(at), text: text.into() }], PositionEncoding::Utf16)
-                .unwrap()
+        let edit = |v, (start, end): ((u32, u32), (u32, u32)), text: &str| {
+            let change = Change { range: Some(span(start, end)), text: text.into() };
+            docs.change("file:///w/a", v, &[change], PositionEncoding::Utf16).unwrap()
         };
         edit(4, ((0, 0), (0, 0)), "zero\n");
         edit(5, ((5, 0), (5, 4)), "FIVE");

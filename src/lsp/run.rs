@@ -238,7 +238,7 @@ async fn start(
     let target = Target {
         path,
         lines: convert::range_lines(&args.range),
-        problems: args.diagnostics.iter().map(convert::problem_from_proto).collect(),
+        problems: args.diagnostics.iter().map(convert::diagnostic_from_proto).collect(),
         instruction: args.instruction.clone(),
     };
     Ok(Started {

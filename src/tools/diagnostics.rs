@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{Tool, ToolContext, ToolError, clip};
-use crate::downstream::Diagnostic;
+use crate::diagnostic::Diagnostic;
 
 /// Diagnostics shown at most.
 const MAX_DIAGNOSTICS: usize = 200;
@@ -31,9 +31,9 @@ pub fn render(shown: &str, d: &Diagnostic) -> String {
     let tag = if tag.is_empty() { String::new() } else { format!(" [{}]", tag.join(" ")) };
     format!(
         "{shown}:{}:{}: {}: {}{tag}",
-        u64::from(d.line) + 1,
-        u64::from(d.column) + 1,
-        d.severity,
+        d.at.line_number(),
+        d.at.column_number(),
+        d.shown_severity(),
         clip(&d.message.replace('\n', " "), 400)
     )
 }
@@ -70,12 +70,12 @@ impl Tool for Diagnostics {
             // The editor's own diagnostics, for the file being fixed, as of the code action.
             if file == ctx.target {
                 for p in &ctx.editor_diagnostics {
-                    if !found.iter().any(|d| d.line == p.line && d.message == p.message) {
+                    if !found.iter().any(|d| d.at.line == p.at.line && d.message == p.message) {
                         found.push(p.clone());
                     }
                 }
             }
-            found.sort_by_key(|d| (d.line, d.column));
+            found.sort_by_key(|d| d.at);
             lines.extend(found.iter().map(|d| render(&shown, d)));
         }
         let mut out = if lines.is_empty() { "No diagnostics.\n".to_string() } else { String::new() };

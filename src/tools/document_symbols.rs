@@ -50,14 +50,8 @@ fn render(symbols: &[Symbol], depth: usize, out: &mut String, count: &mut usize)
     for s in symbols {
         *count += 1;
         if *count <= MAX_SYMBOLS {
-            out.push_str(&format!(
-                "{}{} {} (lines {}-{})\n",
-                "  ".repeat(depth),
-                s.kind,
-                s.name,
-                u64::from(s.start_line) + 1,
-                u64::from(s.end_line) + 1
-            ));
+            let (first, last) = s.lines.numbers();
+            out.push_str(&format!("{}{} {} (lines {first}-{last})\n", "  ".repeat(depth), s.kind, s.name));
         }
         render(&s.children, depth + 1, out, count);
     }

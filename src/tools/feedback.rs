@@ -32,7 +32,7 @@ pub(crate) async fn diagnostics_feedback(
         Err(e) => return format!("\n\n(No diagnostics for this edit: {e}.)"),
     };
     // Compare by what a diagnostic says, not where: lines move with edits.
-    let key = |d: &crate::downstream::Diagnostic| (d.severity, d.message.clone(), d.code.clone());
+    let key = |d: &crate::diagnostic::Diagnostic| (d.severity, d.message.clone(), d.code.clone());
     let mut remaining: HashMap<_, usize> = HashMap::new();
     for d in &after {
         *remaining.entry(key(d)).or_default() += 1;
@@ -65,7 +65,12 @@ pub(crate) async fn diagnostics_feedback(
         after.len()
     );
     for d in fixed.iter().take(20) {
-        out.push_str(&format!("\n- fixed (was line {}): {}: {}", d.line + 1, d.severity, clip(&d.message, 300)));
+        out.push_str(&format!(
+            "\n- fixed (was line {}): {}: {}",
+            d.at.line_number(),
+            d.shown_severity(),
+            clip(&d.message, 300)
+        ));
     }
     for d in introduced.iter().take(20) {
         out.push_str(&format!("\n- introduced: {}", diagnostics::render(&shown, d)));

@@ -69,7 +69,7 @@ pub struct ToolContext {
     /// The file being fixed.
     pub target: PathBuf,
     /// The diagnostics the editor sent with the code action (target file).
-    pub editor_diagnostics: Vec<crate::downstream::Diagnostic>,
+    pub editor_diagnostics: Vec<crate::diagnostic::Diagnostic>,
 }
 
 impl ToolContext {

@@ -1,0 +1,93 @@
+//! The one diagnostic type: what the editor sent with the code action
+//! (`lsp::convert`) and what downstream language servers report
+//! (`downstream`) are both a `Diagnostic`, with a 0-based `LineCol` and a
+//! `Severity`. It lives below both, and below `tools` and `fix`, so that the
+//! loop's side never needs LSP types to hold one. Its texts (`Severity::name`,
+//! 1-based numbers) are made where the model reads them: `fix::task_prompt`,
+//! the `diagnostics` tool and the feedback after edits.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::position::LineCol;
+
+/// How bad a diagnostic is (LSP's `DiagnosticSeverity`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Severity {
+    Error,
+    Warning,
+    Information,
+    Hint,
+}
+
+impl Severity {
+    /// The word the model and the transcript read: `error`, `warning`,
+    /// `info`, `hint`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Information => "info",
+            Severity::Hint => "hint",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A word that is not one of `Severity::name`'s.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown severity `{0}`")]
+pub struct UnknownSeverity(pub String);
+
+impl FromStr for Severity {
+    type Err = UnknownSeverity;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "error" => Ok(Severity::Error),
+            "warning" => Ok(Severity::Warning),
+            "info" => Ok(Severity::Information),
+            "hint" => Ok(Severity::Hint),
+            _ => Err(UnknownSeverity(s.to_string())),
+        }
+    }
+}
+
+/// A diagnostic at its start position (0-based).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Diagnostic {
+    pub at: LineCol,
+    /// `None` when the sender left it out (LSP leaves its meaning to the client).
+    pub severity: Option<Severity>,
+    pub message: String,
+    pub source: Option<String>,
+    pub code: Option<String>,
+}
+
+impl Diagnostic {
+    /// The severity as the tools show it: one left out counts as an error.
+    pub fn shown_severity(&self) -> Severity {
+        self.severity.unwrap_or(Severity::Error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn severity_names_round_trip() {
+        for s in [Severity::Error, Severity::Warning, Severity::Information, Severity::Hint] {
+            assert_eq!(s.name().parse::<Severity>(), Ok(s));
+            assert_eq!(s.to_string(), s.name());
+        }
+        assert_eq!("information".parse::<Severity>(), Err(UnknownSeverity("information".into())));
+        let d = Diagnostic { at: LineCol::new(0, 0), severity: None, message: "m".into(), source: None, code: None };
+        assert_eq!(d.shown_severity(), Severity::Error);
+    }
+}
