@@ -142,96 +142,107 @@ impl Accumulator {
         if event == "ping" || data.is_empty() {
             return Ok(false);
         }
-        let v: Value = match serde_json::from_str(data) {
-            Ok(v) => v,
-            Err(e) => {
-                return Err(ModelError::new(
-                    ModelErrorKind::Network,
-                    Some(200),
-                    format!("bad {NAME} stream event `{event}`: {e}"),
-                ));
-            }
-        };
+        let v: Value = serde_json::from_str(data).map_err(|e| {
+            ModelError::new(ModelErrorKind::Network, Some(200), format!("bad {NAME} stream event `{event}`: {e}"))
+        })?;
         let index = v["index"].as_u64().unwrap_or(0);
         match v["type"].as_str().unwrap_or(event) {
-            // Not an object (found by fuzzing): an empty message instead,
-            // since the fields set on it later would panic on anything else.
-            "message_start" => {
-                self.message = Some(&v["message"]).filter(|m| m.is_object()).cloned().unwrap_or_else(|| json!({}))
-            }
-            "content_block_start" => {
-                let block = v["content_block"].clone();
-                if block["type"] == "tool_use" {
-                    updates(StreamUpdate::ToolStart(block["name"].as_str().unwrap_or_default().to_string()));
-                    self.json.insert(index, String::new());
-                }
-                self.strings.retain(|(i, _), _| *i != index);
-                self.blocks.insert(index, block);
-            }
-            "content_block_delta" => {
-                let delta = &v["delta"];
-                let block = self.blocks.entry(index).or_insert_with(|| json!({"type": "text", "text": ""}));
-                let piece = |key: &str| delta[key].as_str().unwrap_or_default();
-                match delta["type"].as_str() {
-                    Some("text_delta") => {
-                        let t = piece("text");
-                        self.append(index, "text", t);
-                        updates(StreamUpdate::Text(t.to_string()));
-                    }
-                    Some("input_json_delta") => self.json.entry(index).or_default().push_str(piece("partial_json")),
-                    Some("thinking_delta") => self.append(index, "thinking", piece("thinking")),
-                    Some("signature_delta") => self.append(index, "signature", piece("signature")),
-                    Some("citations_delta") => {
-                        if !block["citations"].is_array() {
-                            block["citations"] = json!([]);
-                        }
-                        if let Some(c) = block["citations"].as_array_mut() {
-                            c.push(delta["citation"].clone());
-                        }
-                    }
-                    other => tracing::debug!(?other, "ignoring unknown delta type"),
-                }
-            }
-            "content_block_stop" => {
-                self.flush(Some(index));
-                if let Some(raw) = self.json.remove(&index)
-                    && let Some(block) = self.blocks.get_mut(&index)
-                {
-                    block["input"] = if raw.trim().is_empty() {
-                        json!({})
-                    } else {
-                        match serde_json::from_str::<Value>(&raw) {
-                            Ok(v) if v.is_object() => v,
-                            _ => {
-                                self.invalid.insert(index, raw);
-                                json!({})
-                            }
-                        }
-                    };
-                }
-            }
-            "message_delta" => {
-                for key in ["stop_reason", "stop_sequence", "stop_details"] {
-                    if let Some(x) = v["delta"].get(key) {
-                        self.message[key] = x.clone();
-                    }
-                }
-                if let Some(usage) = v["usage"].as_object() {
-                    if !self.message["usage"].is_object() {
-                        self.message["usage"] = json!({});
-                    }
-                    for (k, x) in usage {
-                        if !x.is_null() {
-                            self.message["usage"][k] = x.clone();
-                        }
-                    }
-                }
-            }
+            "message_start" => self.message_start(&v["message"]),
+            "content_block_start" => self.block_start(index, v["content_block"].clone(), updates),
+            "content_block_delta" => self.block_delta(index, &v["delta"], updates),
+            "content_block_stop" => self.block_stop(index),
+            "message_delta" => self.message_delta(&v["delta"], &v["usage"]),
             "message_stop" => return Ok(true),
             "error" => return Err(error_from_body(&v, None, "")),
             other => tracing::debug!(event = other, "ignoring unknown stream event"),
         }
         Ok(false)
+    }
+
+    /// `message_start`: the message without its content. One that is not an
+    /// object (found by fuzzing) becomes an empty message instead, since the
+    /// fields set on it later would panic on anything else.
+    fn message_start(&mut self, message: &Value) {
+        self.message = Some(message).filter(|m| m.is_object()).cloned().unwrap_or_else(|| json!({}));
+    }
+
+    /// `content_block_start`: a new block at `index`; a tool call starts
+    /// collecting its input's text.
+    fn block_start(&mut self, index: u64, block: Value, updates: &(dyn Fn(StreamUpdate) + Send + Sync)) {
+        if block["type"] == "tool_use" {
+            updates(StreamUpdate::ToolStart(block["name"].as_str().unwrap_or_default().to_string()));
+            self.json.insert(index, String::new());
+        }
+        self.strings.retain(|(i, _), _| *i != index);
+        self.blocks.insert(index, block);
+    }
+
+    /// `content_block_delta`: a piece of text, tool input, thinking,
+    /// signature or a citation for block `index`.
+    fn block_delta(&mut self, index: u64, delta: &Value, updates: &(dyn Fn(StreamUpdate) + Send + Sync)) {
+        let block = self.blocks.entry(index).or_insert_with(|| json!({"type": "text", "text": ""}));
+        let piece = |key: &str| delta[key].as_str().unwrap_or_default();
+        match delta["type"].as_str() {
+            Some("text_delta") => {
+                let t = piece("text");
+                self.append(index, "text", t);
+                updates(StreamUpdate::Text(t.to_string()));
+            }
+            Some("input_json_delta") => self.json.entry(index).or_default().push_str(piece("partial_json")),
+            Some("thinking_delta") => self.append(index, "thinking", piece("thinking")),
+            Some("signature_delta") => self.append(index, "signature", piece("signature")),
+            Some("citations_delta") => {
+                if !block["citations"].is_array() {
+                    block["citations"] = json!([]);
+                }
+                if let Some(c) = block["citations"].as_array_mut() {
+                    c.push(delta["citation"].clone());
+                }
+            }
+            other => tracing::debug!(?other, "ignoring unknown delta type"),
+        }
+    }
+
+    /// `content_block_stop`: block `index`'s strings go into its JSON, and
+    /// a tool call's input text is parsed. Input that is not an object is
+    /// kept aside (the block's JSON, echoed, gets `{}`).
+    fn block_stop(&mut self, index: u64) {
+        self.flush(Some(index));
+        if let Some(raw) = self.json.remove(&index)
+            && let Some(block) = self.blocks.get_mut(&index)
+        {
+            block["input"] = if raw.trim().is_empty() {
+                json!({})
+            } else {
+                match serde_json::from_str::<Value>(&raw) {
+                    Ok(v) if v.is_object() => v,
+                    _ => {
+                        self.invalid.insert(index, raw);
+                        json!({})
+                    }
+                }
+            };
+        }
+    }
+
+    /// `message_delta`: the stop reason and its details; usage overwrites,
+    /// key by key.
+    fn message_delta(&mut self, delta: &Value, usage: &Value) {
+        for key in ["stop_reason", "stop_sequence", "stop_details"] {
+            if let Some(x) = delta.get(key) {
+                self.message[key] = x.clone();
+            }
+        }
+        if let Some(usage) = usage.as_object() {
+            if !self.message["usage"].is_object() {
+                self.message["usage"] = json!({});
+            }
+            for (k, x) in usage {
+                if !x.is_null() {
+                    self.message["usage"][k] = x.clone();
+                }
+            }
+        }
     }
 
     /// Appends a streamed piece to a block's string.
