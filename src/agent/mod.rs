@@ -18,7 +18,9 @@ use futures::future::join_all;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::model::{Block, Message, ModelError, ModelRequest, ModelResponse, Role, StopReason, StreamUpdate, Usage};
+use crate::model::{
+    Block, Message, ModelError, ModelRequest, ModelResponse, Role, StopReason, StreamUpdate, ToolInput, Usage,
+};
 use crate::providers::ModelClient;
 use crate::tools::{ToolOutput, ToolSet};
 
@@ -51,7 +53,7 @@ pub enum RunEvent {
     /// `read_file calc.py`.
     ToolCalls { turn: u32, calls: Vec<String> },
     /// One tool call finished.
-    ToolResult { turn: u32, id: String, name: String, input: Value, output: ToolOutput, elapsed_ms: u64 },
+    ToolResult { turn: u32, id: String, name: String, input: ToolInput, output: ToolOutput, elapsed_ms: u64 },
 }
 
 /// Why a run ended.
@@ -165,10 +167,10 @@ struct Convergence {
 
 impl Convergence {
     /// Records one tool turn; `Some(reason)` when the run should stop.
-    fn record(&mut self, results: &[(&str, &Value, &ToolOutput)]) -> Option<String> {
+    fn record(&mut self, results: &[(&str, &ToolInput, &ToolOutput)]) -> Option<String> {
         let mut new_information = false;
         for (name, input, out) in results {
-            let call = format!("{name} {input}");
+            let call = format!("{name} {}", input.to_value());
             if out.is_error {
                 let n = self.failures.entry(call.clone()).or_default();
                 *n += 1;
@@ -200,24 +202,18 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
 
-/// The tool result for an input that is not a JSON object (a truncated or
+/// The tool result for a [`ToolInput::Malformed`] input (a truncated or
 /// malformed tool call): the model reads why, the tool is not called.
-fn invalid_input(name: &str, input: &Value) -> Option<ToolOutput> {
-    if input.is_object() {
-        return None;
-    }
-    let raw = match input {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
+fn malformed_input(name: &str, raw: &str, error: &str) -> ToolOutput {
+    tracing::debug!(tool = name, error, "a tool call's input is not a JSON object");
     let shown: String = raw.chars().take(300).collect();
-    Some(ToolOutput {
+    ToolOutput {
         content: format!(
             "the input of `{name}` was not a JSON object: {shown}. Call the tool again with a JSON object that matches its schema."
         ),
         is_error: true,
         fatal: false,
-    })
+    }
 }
 
 /// Runs the loop from a first user message to a stop.
@@ -301,7 +297,7 @@ pub async fn run(
         if !text.trim().is_empty() {
             summary = text;
         }
-        let calls: Vec<(String, String, Value)> = response
+        let calls: Vec<(String, String, ToolInput)> = response
             .message
             .tool_calls()
             .map(|(id, name, input)| (id.to_string(), name.to_string(), input.clone()))
@@ -324,7 +320,7 @@ pub async fn run(
                 o = join_all(calls.iter().map(|c| run_call(tools, events, turns, c))) => o,
             };
             let fatal = outputs.iter().find(|o| o.fatal).map(|o| o.content.clone());
-            let judged: Vec<(&str, &Value, &ToolOutput)> =
+            let judged: Vec<(&str, &ToolInput, &ToolOutput)> =
                 calls.iter().zip(&outputs).map(|((_, n, i), o)| (n.as_str(), i, o)).collect();
             let stalled = guard.record(&judged);
             let content = calls
@@ -382,17 +378,18 @@ pub async fn run(
     Outcome { stop, turns, usage, summary, messages }
 }
 
-/// Runs one tool call and reports it.
+/// Runs one tool call (a malformed input gets its error result, the tool is
+/// not called) and reports it.
 async fn run_call(
     tools: &dyn ToolSet,
     events: &(dyn Fn(RunEvent) + Send + Sync),
     turn: u32,
-    (id, name, input): &(String, String, Value),
+    (id, name, input): &(String, String, ToolInput),
 ) -> ToolOutput {
     let started = Instant::now();
-    let out = match invalid_input(name, input) {
-        Some(err) => err,
-        None => tools.call(name, input).await,
+    let out = match input {
+        ToolInput::Object(map) => tools.call(name, &Value::Object(map.clone())).await,
+        ToolInput::Malformed { raw, error } => malformed_input(name, raw, error),
     };
     let elapsed_ms = started.elapsed().as_millis() as u64;
     events(RunEvent::ToolResult {
@@ -451,10 +448,10 @@ async fn closing_summary(
 }
 
 /// `read_file calc.py`: the tool's name and its main argument.
-pub fn describe_call(name: &str, input: &Value) -> String {
-    let arg = ["path", "pattern", "query", "symbol"]
-        .iter()
-        .find_map(|k| input.get(*k).and_then(Value::as_str))
+pub fn describe_call(name: &str, input: &ToolInput) -> String {
+    let arg = input
+        .as_object()
+        .and_then(|map| ["path", "pattern", "query", "symbol"].iter().find_map(|k| map.get(*k).and_then(Value::as_str)))
         .map(|s| s.chars().take(60).collect::<String>());
     match arg {
         Some(a) => format!("{name} {a}"),

@@ -20,7 +20,8 @@ use super::ModelClient;
 use super::http::{self, Endpoint};
 use super::retry::with_retries;
 use crate::model::{
-    Block, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse, Role, StopReason, StreamUpdate, Usage,
+    Block, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse, Role, StopReason, StreamUpdate, ToolInput,
+    Usage,
 };
 
 pub const API_VERSION: &str = "2023-06-01";
@@ -124,8 +125,8 @@ struct Accumulator {
     /// blocks, by block index and key: appended here, put into the block
     /// once ([`Accumulator::flush`]).
     strings: HashMap<(u64, &'static str), String>,
-    /// Tool blocks whose input was not valid JSON: the raw text.
-    invalid: HashMap<u64, String>,
+    /// Tool blocks whose input was not a JSON object.
+    invalid: HashMap<u64, ToolInput>,
     /// Bytes of block strings copied so far (flushes move them, never
     /// copy): linear in the text received, which a test checks.
     copied: usize,
@@ -211,15 +212,11 @@ impl Accumulator {
         if let Some(raw) = self.json.remove(&index)
             && let Some(block) = self.blocks.get_mut(&index)
         {
-            block["input"] = if raw.trim().is_empty() {
-                json!({})
-            } else {
-                match serde_json::from_str::<Value>(&raw) {
-                    Ok(v) if v.is_object() => v,
-                    _ => {
-                        self.invalid.insert(index, raw);
-                        json!({})
-                    }
+            block["input"] = match ToolInput::parse(raw) {
+                ToolInput::Object(map) => Value::Object(map),
+                malformed => {
+                    self.invalid.insert(index, malformed);
+                    json!({})
                 }
             };
         }
@@ -281,16 +278,16 @@ impl Accumulator {
             if let Some(block) = self.blocks.get_mut(&index) {
                 block["input"] = json!({});
             }
-            self.invalid.insert(index, raw);
+            self.invalid.insert(index, ToolInput::malformed(raw));
         }
         let order: Vec<u64> = self.blocks.keys().copied().collect();
         self.message["content"] = Value::Array(self.blocks.into_values().collect());
         let mut response = decode_response(self.message)?;
         for (pos, index) in order.iter().enumerate() {
-            if let Some(raw) = self.invalid.get(index)
+            if let Some(malformed) = self.invalid.remove(index)
                 && let Some(Block::ToolUse { input, .. }) = response.message.content.get_mut(pos)
             {
-                *input = Value::String(raw.clone());
+                *input = malformed;
             }
         }
         Ok(response)
@@ -392,7 +389,7 @@ fn encode_block(b: &Block) -> Value {
     match b {
         Block::Text { text } => json!({"type": "text", "text": text}),
         Block::ToolUse { id, name, input } => {
-            json!({"type": "tool_use", "id": id, "name": name, "input": input})
+            json!({"type": "tool_use", "id": id, "name": name, "input": input.to_value()})
         }
         Block::ToolResult { tool_use_id, content, is_error } => {
             let mut v = json!({"type": "tool_result", "tool_use_id": tool_use_id, "content": content});
@@ -448,8 +445,8 @@ fn decode_block(b: &Value) -> Block {
             id: b["id"].as_str().unwrap_or_default().to_string(),
             name: b["name"].as_str().unwrap_or_default().to_string(),
             input: match &b["input"] {
-                Value::Null => json!({}),
-                other => other.clone(),
+                Value::Null => ToolInput::empty(),
+                other => ToolInput::from(other.clone()),
             },
         },
         _ => Block::Other(b.clone()),
@@ -583,7 +580,8 @@ mod tests {
         .unwrap();
         assert_eq!(r.stop_reason, StopReason::ToolUse);
         assert_eq!(r.usage, Usage { input_tokens: 42, output_tokens: 31 });
-        let calls: Vec<_> = r.message.tool_calls().map(|(i, n, v)| (i.to_string(), n.to_string(), v.clone())).collect();
+        let calls: Vec<_> =
+            r.message.tool_calls().map(|(i, n, v)| (i.to_string(), n.to_string(), v.to_value())).collect();
         assert_eq!(calls[0], ("toolu_1".into(), "read_file".into(), json!({"path": "aé.py"})));
         assert_eq!(calls[1].2, json!({}));
         let raw = r.message.raw.unwrap();
@@ -664,7 +662,7 @@ mod tests {
         .unwrap();
         assert_eq!(r.stop_reason, StopReason::MaxTokens);
         assert!(
-            matches!(&r.message.content[0], Block::ToolUse { input: Value::String(s), .. } if s == "{\"path\": \"a")
+            matches!(&r.message.content[0], Block::ToolUse { input: ToolInput::Malformed { raw, .. }, .. } if raw == "{\"path\": \"a")
         );
         assert_eq!(r.message.raw.unwrap()[0]["input"], json!({}));
         let e = feed(&[
@@ -674,6 +672,46 @@ mod tests {
         .unwrap_err();
         assert!(e.retryable);
         assert_eq!(e.message, "Anthropic API stream error: the API is overloaded; try again later: Overloaded");
+    }
+
+    #[test]
+    fn a_finished_tool_input_that_is_not_an_object_is_malformed_and_echoed_as_an_empty_object() {
+        let start = |i: u64, id: &str| {
+            (
+                "content_block_start",
+                json!({"type": "content_block_start", "index": i, "content_block": {"type": "tool_use", "id": id, "name": "grep", "input": {}}}),
+            )
+        };
+        let delta = |i: u64, json: &str| {
+            (
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": json}}),
+            )
+        };
+        let stop = |i: u64| ("content_block_stop", json!({"type": "content_block_stop", "index": i}));
+        let r = feed(&[
+            ("message_start", json!({"type": "message_start", "message": {"content": [], "usage": {}}})),
+            start(0, "t0"),
+            delta(0, "{oops"),
+            stop(0),
+            start(1, "t1"),
+            delta(1, "[1, 2]"),
+            stop(1),
+            ("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}})),
+            ("message_stop", json!({"type": "message_stop"})),
+        ])
+        .unwrap();
+        let inputs: Vec<&ToolInput> = r.message.tool_calls().map(|(_, _, input)| input).collect();
+        assert!(
+            matches!(inputs[0], ToolInput::Malformed { raw, error } if raw == "{oops" && error.contains("key must be a string")),
+            "{inputs:?}"
+        );
+        assert_eq!(
+            inputs[1],
+            &ToolInput::Malformed { raw: "[1, 2]".into(), error: "an array is not a JSON object".into() }
+        );
+        let raw = r.message.raw.unwrap();
+        assert_eq!((&raw[0]["input"], &raw[1]["input"]), (&json!({}), &json!({})), "the echo is unchanged");
     }
 
     #[test]
