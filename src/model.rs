@@ -2,7 +2,7 @@
 //! model providers: messages, content blocks, tool declarations, stop reasons
 //! and token usage. No wire format lives here; each provider converts.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -19,7 +19,7 @@ pub enum Block {
     ToolUse {
         id: String,
         name: String,
-        input: Value,
+        input: ToolInput,
     },
     ToolResult {
         tool_use_id: String,
@@ -29,6 +29,91 @@ pub enum Block {
     /// A block the loop does not interpret (thinking, server tools, unknown
     /// types). Kept so that the provider can echo it back.
     Other(Value),
+}
+
+/// The input of a tool call, as the provider assembled it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolInput {
+    /// A JSON object: what a tool takes.
+    Object(Map<String, Value>),
+    /// Text that is not a JSON object (a call cut off by `max_tokens`, or
+    /// malformed by the model), kept as it came; the loop answers it with an
+    /// error result and never calls the tool.
+    Malformed {
+        /// The input's text as the model wrote it.
+        raw: String,
+        /// Why it is not an object.
+        error: String,
+    },
+}
+
+impl ToolInput {
+    /// The input `{}`.
+    pub fn empty() -> Self {
+        Self::Object(Map::new())
+    }
+
+    /// Parses the text of a tool call's input; empty text is `{}`.
+    pub fn parse(raw: String) -> Self {
+        if raw.trim().is_empty() {
+            return Self::empty();
+        }
+        match serde_json::from_str::<Value>(&raw) {
+            Ok(Value::Object(map)) => Self::Object(map),
+            _ => Self::malformed(raw),
+        }
+    }
+
+    /// `raw`, not taken as the input (even when it parses: a call that
+    /// never finished), with why it is not one.
+    pub fn malformed(raw: String) -> Self {
+        let error = match serde_json::from_str::<Value>(&raw) {
+            Err(e) => e.to_string(),
+            Ok(Value::Object(_)) => "the tool call ended before its input did".to_string(),
+            Ok(other) => format!("{} is not a JSON object", json_kind(&other)),
+        };
+        Self::Malformed { raw, error }
+    }
+
+    /// The object, when the input is one.
+    pub fn as_object(&self) -> Option<&Map<String, Value>> {
+        match self {
+            Self::Object(map) => Some(map),
+            Self::Malformed { .. } => None,
+        }
+    }
+
+    /// The neutral JSON form: the object, or the raw text as a JSON string
+    /// (what transcripts record and what an echo without `raw` sends).
+    pub fn to_value(&self) -> Value {
+        match self {
+            Self::Object(map) => Value::Object(map.clone()),
+            Self::Malformed { raw, .. } => Value::String(raw.clone()),
+        }
+    }
+}
+
+/// The inverse of [`ToolInput::to_value`]: an object is the input, a string
+/// is malformed text, any other value is malformed as its JSON text.
+impl From<Value> for ToolInput {
+    fn from(v: Value) -> Self {
+        match v {
+            Value::Object(map) => Self::Object(map),
+            Value::String(raw) => Self::malformed(raw),
+            other => Self::malformed(other.to_string()),
+        }
+    }
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 /// A message of the conversation.
@@ -48,7 +133,7 @@ impl Message {
     }
 
     /// The tool calls of this message, in order.
-    pub fn tool_calls(&self) -> impl Iterator<Item = (&str, &str, &Value)> {
+    pub fn tool_calls(&self) -> impl Iterator<Item = (&str, &str, &ToolInput)> {
         self.content.iter().filter_map(|b| match b {
             Block::ToolUse { id, name, input } => Some((id.as_str(), name.as_str(), input)),
             _ => None,

@@ -211,7 +211,7 @@ async fn run_recorded(
     let calls = Mutex::new(HashMap::new());
     let events = |e: RunEvent| {
         if let RunEvent::ToolResult { id, name, input, output, .. } = e {
-            let call = Call { name, input, content: output.content, is_error: output.is_error };
+            let call = Call { name, input: input.to_value(), content: output.content, is_error: output.is_error };
             calls.lock().unwrap_or_else(|e| e.into_inner()).insert(id, call);
         }
     };

@@ -228,7 +228,8 @@ pub struct MessageRecord {
 }
 
 /// A content block; blocks the loop does not interpret are `other` with the
-/// provider's block as `value`.
+/// provider's block as `value`. A `tool_use` input is the object, or the
+/// text of a malformed input as a JSON string ([`crate::model::ToolInput::to_value`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum BlockRecord {
@@ -254,7 +255,7 @@ impl From<&Block> for BlockRecord {
     fn from(b: &Block) -> Self {
         match b.clone() {
             Block::Text { text } => Self::Text { text },
-            Block::ToolUse { id, name, input } => Self::ToolUse { id, name, input },
+            Block::ToolUse { id, name, input } => Self::ToolUse { id, name, input: input.to_value() },
             Block::ToolResult { tool_use_id, content, is_error } => Self::ToolResult { tool_use_id, content, is_error },
             Block::Other(value) => Self::Other { value },
         }
@@ -265,7 +266,7 @@ impl From<BlockRecord> for Block {
     fn from(b: BlockRecord) -> Self {
         match b {
             BlockRecord::Text { text } => Self::Text { text },
-            BlockRecord::ToolUse { id, name, input } => Self::ToolUse { id, name, input },
+            BlockRecord::ToolUse { id, name, input } => Self::ToolUse { id, name, input: input.into() },
             BlockRecord::ToolResult { tool_use_id, content, is_error } => {
                 Self::ToolResult { tool_use_id, content, is_error }
             }
@@ -469,7 +470,7 @@ impl Transcript {
                     turn: *turn,
                     id: id.clone(),
                     name: name.clone(),
-                    input: input.clone(),
+                    input: input.to_value(),
                     content: output.content.clone(),
                     is_error: output.is_error,
                     fatal: output.fatal,
@@ -555,7 +556,7 @@ mod tests {
             role: Role::Assistant,
             content: vec![
                 Block::Text { text: "hi 漢".into() },
-                Block::ToolUse { id: "t1".into(), name: "read_file".into(), input: json!({"path": "a"}) },
+                Block::ToolUse { id: "t1".into(), name: "read_file".into(), input: json!({"path": "a"}).into() },
                 Block::Other(json!({"type": "thinking", "signature": "s"})),
             ],
             raw: Some(json!([{"type": "text", "text": "hi 漢"}])),
@@ -633,7 +634,7 @@ mod tests {
                             Block::ToolUse {
                                 id: "toolu_1".into(),
                                 name: "read_file".into(),
-                                input: json!({"path": "calc.py"}),
+                                input: json!({"path": "calc.py"}).into(),
                             },
                             Block::Other(json!({"type": "thinking", "thinking": "hm", "signature": "sig"})),
                         ],
@@ -648,7 +649,7 @@ mod tests {
                 turn: 1,
                 id: "toolu_1".into(),
                 name: "read_file".into(),
-                input: json!({"path": "calc.py"}),
+                input: json!({"path": "calc.py"}).into(),
                 output: crate::tools::ToolOutput { content: "1: def div(a, b):".into(), is_error: false, fatal: false },
                 elapsed_ms: 3,
             },

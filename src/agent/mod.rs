@@ -12,13 +12,16 @@
 //! limit, one last request without tools asks for a short summary.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::model::{Block, Message, ModelError, ModelRequest, ModelResponse, Role, StopReason, StreamUpdate, Usage};
+use crate::model::{
+    Block, Message, ModelError, ModelRequest, ModelResponse, Role, StopReason, StreamUpdate, ToolInput, ToolSpec, Usage,
+};
 use crate::providers::ModelClient;
 use crate::tools::{ToolOutput, ToolSet};
 
@@ -51,7 +54,7 @@ pub enum RunEvent {
     /// `read_file calc.py`.
     ToolCalls { turn: u32, calls: Vec<String> },
     /// One tool call finished.
-    ToolResult { turn: u32, id: String, name: String, input: Value, output: ToolOutput, elapsed_ms: u64 },
+    ToolResult { turn: u32, id: String, name: String, input: ToolInput, output: ToolOutput, elapsed_ms: u64 },
 }
 
 /// Why a run ended.
@@ -165,10 +168,10 @@ struct Convergence {
 
 impl Convergence {
     /// Records one tool turn; `Some(reason)` when the run should stop.
-    fn record(&mut self, results: &[(&str, &Value, &ToolOutput)]) -> Option<String> {
+    fn record(&mut self, results: &[(&str, &ToolInput, &ToolOutput)]) -> Option<String> {
         let mut new_information = false;
         for (name, input, out) in results {
-            let call = format!("{name} {input}");
+            let call = format!("{name} {}", input.to_value());
             if out.is_error {
                 let n = self.failures.entry(call.clone()).or_default();
                 *n += 1;
@@ -200,24 +203,50 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
 
-/// The tool result for an input that is not a JSON object (a truncated or
+/// The tool result for a [`ToolInput::Malformed`] input (a truncated or
 /// malformed tool call): the model reads why, the tool is not called.
-fn invalid_input(name: &str, input: &Value) -> Option<ToolOutput> {
-    if input.is_object() {
-        return None;
-    }
-    let raw = match input {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
+fn malformed_input(name: &str, raw: &str, error: &str) -> ToolOutput {
+    tracing::debug!(tool = name, error, "a tool call's input is not a JSON object");
     let shown: String = raw.chars().take(300).collect();
-    Some(ToolOutput {
+    ToolOutput {
         content: format!(
             "the input of `{name}` was not a JSON object: {shown}. Call the tool again with a JSON object that matches its schema."
         ),
         is_error: true,
         fatal: false,
-    })
+    }
+}
+
+/// One tool call of a turn.
+struct ToolCall {
+    id: String,
+    name: String,
+    input: ToolInput,
+}
+
+/// What the steps of a run share: its inputs and the state carried from
+/// turn to turn.
+struct Run<'a> {
+    system: &'a str,
+    model: &'a dyn ModelClient,
+    tools: &'a dyn ToolSet,
+    limits: &'a Limits,
+    cancel: &'a CancellationToken,
+    events: &'a (dyn Fn(RunEvent) + Send + Sync),
+    deadline: tokio::time::Instant,
+    specs: Vec<ToolSpec>,
+    messages: Vec<Message>,
+    /// Messages already reported in a `RunEvent::Request`.
+    sent: usize,
+    usage: Usage,
+    turns: u32,
+    /// Consecutive `pause_turn` continuations.
+    pauses: u32,
+    max_output: u32,
+    /// Whether `max_output` was widened for a cut-off tool call.
+    widened: bool,
+    summary: String,
+    guard: Convergence,
 }
 
 /// Runs the loop from a first user message to a stop.
@@ -230,231 +259,279 @@ pub async fn run(
     cancel: &CancellationToken,
     events: &(dyn Fn(RunEvent) + Send + Sync),
 ) -> Outcome {
-    let deadline = tokio::time::Instant::now() + limits.timeout;
-    let specs = tools.specs();
-    let mut messages = vec![Message::user_text(prompt)];
-    let mut sent = 0usize;
-    let mut usage = Usage::default();
-    let mut turns = 0u32;
-    let mut pauses = 0u32;
-    let mut max_output = limits.max_output_tokens;
-    let mut widened = false;
-    let mut summary = String::new();
-    let mut guard = Convergence::default();
-    let stream = |u: StreamUpdate| events(RunEvent::Stream(u));
+    let mut run = Run {
+        system,
+        model,
+        tools,
+        limits,
+        cancel,
+        events,
+        deadline: tokio::time::Instant::now() + limits.timeout,
+        specs: tools.specs(),
+        messages: vec![Message::user_text(prompt)],
+        sent: 0,
+        usage: Usage::default(),
+        turns: 0,
+        pauses: 0,
+        max_output: limits.max_output_tokens,
+        widened: false,
+        summary: String::new(),
+        guard: Convergence::default(),
+    };
     let stop = loop {
-        if turns >= limits.max_turns {
-            break Stop::MaxTurns;
+        if let ControlFlow::Break(stop) = run.turn().await {
+            break stop;
         }
-        if usage.total() >= limits.max_tokens {
-            break Stop::TokenBudget;
-        }
-        turns += 1;
-        events(RunEvent::Request {
-            turn: turns,
-            new_messages: messages[sent..].to_vec(),
-            max_output_tokens: max_output,
-            allow_tools: true,
-        });
-        sent = messages.len();
-        let request = ModelRequest {
-            system,
-            messages: &messages,
-            tools: &specs,
-            max_output_tokens: max_output,
-            allow_tools: true,
-        };
-        let started = Instant::now();
-        let response = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => break Stop::Cancelled,
-            _ = tokio::time::sleep_until(deadline) => break Stop::Timeout,
-            r = model.complete(request, &stream) => r,
-        };
-        let response = match response {
-            Ok(r) => r,
-            Err(e) => break Stop::ModelError(e),
-        };
-        events(RunEvent::Response {
-            turn: turns,
-            response: response.clone(),
-            elapsed_ms: started.elapsed().as_millis() as u64,
-        });
-        usage.add(response.usage);
-        // A response cut at max_tokens: a cut-off tool call is dropped and the
-        // request retried once with more room; otherwise the run ends.
+    };
+    run.end(stop).await
+}
+
+impl Run<'_> {
+    /// One turn: a request, then its tool calls or its stop.
+    async fn turn(&mut self) -> ControlFlow<Stop> {
+        self.check_limits()?;
+        let response = self.request().await?;
+        self.usage.add(response.usage);
         if response.stop_reason == StopReason::MaxTokens {
-            let cut_tool = matches!(response.message.content.last(), Some(Block::ToolUse { .. }));
-            if cut_tool && !widened && max_output < MAX_OUTPUT_CEILING {
-                widened = true;
-                max_output = max_output.saturating_mul(2).min(MAX_OUTPUT_CEILING);
-                tracing::info!(max_output, "a tool call was cut off at max_tokens; retrying with more room");
-                continue;
-            }
-            let text = response.message.text();
-            if !text.trim().is_empty() {
-                summary = text;
-            }
-            break Stop::MaxTokens;
+            return self.cut_off(response);
         }
-        let text = response.message.text();
-        if !text.trim().is_empty() {
-            summary = text;
-        }
-        let calls: Vec<(String, String, Value)> = response
+        self.keep_summary(&response.message);
+        let calls: Vec<ToolCall> = response
             .message
             .tool_calls()
-            .map(|(id, name, input)| (id.to_string(), name.to_string(), input.clone()))
+            .map(|(id, name, input)| ToolCall { id: id.to_string(), name: name.to_string(), input: input.clone() })
             .collect();
-        let stop_reason = response.stop_reason.clone();
         let empty = response.message.content.is_empty();
         if !empty {
-            messages.push(response.message);
+            self.messages.push(response.message);
         }
         // A tool turn is recognised by its tool calls, not by stop_reason.
         if !calls.is_empty() {
-            events(RunEvent::ToolCalls {
-                turn: turns,
-                calls: calls.iter().map(|(_, n, i)| describe_call(n, i)).collect(),
-            });
-            let outputs = tokio::select! {
-                biased;
-                _ = cancel.cancelled() => break Stop::Cancelled,
-                _ = tokio::time::sleep_until(deadline) => break Stop::Timeout,
-                o = join_all(calls.iter().map(|c| run_call(tools, events, turns, c))) => o,
-            };
-            let fatal = outputs.iter().find(|o| o.fatal).map(|o| o.content.clone());
-            let judged: Vec<(&str, &Value, &ToolOutput)> =
-                calls.iter().zip(&outputs).map(|((_, n, i), o)| (n.as_str(), i, o)).collect();
-            let stalled = guard.record(&judged);
-            let content = calls
-                .iter()
-                .zip(outputs)
-                .map(|((id, _, _), out)| Block::ToolResult {
-                    tool_use_id: id.clone(),
-                    content: out.content,
-                    is_error: out.is_error,
-                })
-                .collect();
-            messages.push(Message { role: Role::User, content, raw: None });
-            if let Some(e) = fatal {
-                break Stop::ToolFatal(e);
-            }
-            if let Some(why) = stalled {
-                break Stop::Stalled(why);
-            }
-            pauses = 0;
-            continue;
+            return self.tool_turn(calls).await;
         }
-        match stop_reason {
+        self.text_turn_stop(response.stop_reason, empty)
+    }
+
+    /// The turn and token limits, checked before each request.
+    fn check_limits(&self) -> ControlFlow<Stop> {
+        if self.turns >= self.limits.max_turns {
+            return ControlFlow::Break(Stop::MaxTurns);
+        }
+        if self.usage.total() >= self.limits.max_tokens {
+            return ControlFlow::Break(Stop::TokenBudget);
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// `work`, unless the run is cancelled or its time is up first.
+    async fn race<T>(&self, work: impl Future<Output = T>) -> ControlFlow<Stop, T> {
+        tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => ControlFlow::Break(Stop::Cancelled),
+            _ = tokio::time::sleep_until(self.deadline) => ControlFlow::Break(Stop::Timeout),
+            v = work => ControlFlow::Continue(v),
+        }
+    }
+
+    /// Sends the next request with tools, raced against the limits, and
+    /// reports it and its response.
+    async fn request(&mut self) -> ControlFlow<Stop, ModelResponse> {
+        self.turns += 1;
+        (self.events)(RunEvent::Request {
+            turn: self.turns,
+            new_messages: self.messages[self.sent..].to_vec(),
+            max_output_tokens: self.max_output,
+            allow_tools: true,
+        });
+        self.sent = self.messages.len();
+        let request = ModelRequest {
+            system: self.system,
+            messages: &self.messages,
+            tools: &self.specs,
+            max_output_tokens: self.max_output,
+            allow_tools: true,
+        };
+        let stream = |u: StreamUpdate| (self.events)(RunEvent::Stream(u));
+        let started = Instant::now();
+        let response = match self.race(self.model.complete(request, &stream)).await? {
+            Ok(r) => r,
+            Err(e) => return ControlFlow::Break(Stop::ModelError(e)),
+        };
+        (self.events)(RunEvent::Response {
+            turn: self.turns,
+            response: response.clone(),
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        });
+        ControlFlow::Continue(response)
+    }
+
+    /// A response cut at max_tokens: a cut-off tool call is dropped and the
+    /// request retried once with more room; otherwise the run ends.
+    fn cut_off(&mut self, response: ModelResponse) -> ControlFlow<Stop> {
+        let cut_tool = matches!(response.message.content.last(), Some(Block::ToolUse { .. }));
+        if cut_tool && !self.widened && self.max_output < MAX_OUTPUT_CEILING {
+            self.widened = true;
+            self.max_output = self.max_output.saturating_mul(2).min(MAX_OUTPUT_CEILING);
+            tracing::info!(
+                max_output = self.max_output,
+                "a tool call was cut off at max_tokens; retrying with more room"
+            );
+            return ControlFlow::Continue(());
+        }
+        self.keep_summary(&response.message);
+        ControlFlow::Break(Stop::MaxTokens)
+    }
+
+    /// The model's last non-blank text is the run's summary.
+    fn keep_summary(&mut self, message: &Message) {
+        let text = message.text();
+        if !text.trim().is_empty() {
+            self.summary = text;
+        }
+    }
+
+    /// Runs every call of a tool turn concurrently, raced against the
+    /// limits, and adds their results in one user message; a fatal result
+    /// or the convergence guard ends the run.
+    async fn tool_turn(&mut self, calls: Vec<ToolCall>) -> ControlFlow<Stop> {
+        (self.events)(RunEvent::ToolCalls {
+            turn: self.turns,
+            calls: calls.iter().map(|c| describe_call(&c.name, &c.input)).collect(),
+        });
+        let (tools, events, turn) = (self.tools, self.events, self.turns);
+        let outputs = self.race(join_all(calls.iter().map(|c| run_call(tools, events, turn, c)))).await?;
+        let fatal = outputs.iter().find(|o| o.fatal).map(|o| o.content.clone());
+        let judged: Vec<(&str, &ToolInput, &ToolOutput)> =
+            calls.iter().zip(&outputs).map(|(c, o)| (c.name.as_str(), &c.input, o)).collect();
+        let stalled = self.guard.record(&judged);
+        let content = calls
+            .into_iter()
+            .zip(outputs)
+            .map(|(c, out)| Block::ToolResult { tool_use_id: c.id, content: out.content, is_error: out.is_error })
+            .collect();
+        self.messages.push(Message { role: Role::User, content, raw: None });
+        if let Some(e) = fatal {
+            return ControlFlow::Break(Stop::ToolFatal(e));
+        }
+        if let Some(why) = stalled {
+            return ControlFlow::Break(Stop::Stalled(why));
+        }
+        self.pauses = 0;
+        ControlFlow::Continue(())
+    }
+
+    /// A turn without tool calls: a paused turn is continued (no new user
+    /// message), anything else ends the run.
+    fn text_turn_stop(&mut self, stop_reason: StopReason, empty: bool) -> ControlFlow<Stop> {
+        ControlFlow::Break(match stop_reason {
             StopReason::PauseTurn if !empty => {
-                pauses += 1;
-                if pauses > MAX_PAUSE_CONTINUATIONS {
-                    break Stop::PauseLimit;
+                self.pauses += 1;
+                if self.pauses <= MAX_PAUSE_CONTINUATIONS {
+                    return ControlFlow::Continue(());
                 }
-                // Continue the paused turn: no new user message.
-                continue;
+                Stop::PauseLimit
             }
-            StopReason::EndTurn | StopReason::ToolUse | StopReason::PauseTurn => break Stop::EndTurn,
-            StopReason::StopSequence => break Stop::StopSequence,
-            StopReason::MaxTokens => break Stop::MaxTokens,
-            StopReason::Refusal { explanation } => break Stop::Refusal { explanation },
-            StopReason::ContextWindowExceeded => break Stop::ContextWindowExceeded,
+            StopReason::EndTurn | StopReason::ToolUse | StopReason::PauseTurn => Stop::EndTurn,
+            StopReason::StopSequence => Stop::StopSequence,
+            StopReason::MaxTokens => Stop::MaxTokens,
+            StopReason::Refusal { explanation } => Stop::Refusal { explanation },
+            StopReason::ContextWindowExceeded => Stop::ContextWindowExceeded,
             StopReason::Other(s) => {
                 tracing::warn!(stop_reason = %s, "ending the run on an unknown stop reason");
-                break Stop::Unknown(s);
+                Stop::Unknown(s)
             }
-        }
-    };
-    if stop.is_limit()
-        && let Some(text) =
-            closing_summary(system, &mut messages, &specs, &stop, limits, model, cancel, events, &mut usage).await
-    {
-        summary = text;
+        })
     }
-    tracing::info!(
-        stop = stop.as_str(),
-        turns,
-        input_tokens = usage.input_tokens,
-        output_tokens = usage.output_tokens,
-        "run ended"
-    );
-    Outcome { stop, turns, usage, summary, messages }
+
+    /// The end of the run: a closing summary at a limit, then the outcome.
+    async fn end(mut self, stop: Stop) -> Outcome {
+        if stop.is_limit()
+            && let Some(text) = self.closing_summary(&stop).await
+        {
+            self.summary = text;
+        }
+        tracing::info!(
+            stop = stop.as_str(),
+            turns = self.turns,
+            input_tokens = self.usage.input_tokens,
+            output_tokens = self.usage.output_tokens,
+            "run ended"
+        );
+        Outcome { stop, turns: self.turns, usage: self.usage, summary: self.summary, messages: self.messages }
+    }
+
+    /// One last request without tools: what was done, what is left.
+    async fn closing_summary(&mut self, stop: &Stop) -> Option<String> {
+        let ask = format!(
+            "The run has to stop now: {}. Do not call any tools. In at most three sentences, say what you changed so far and what is left to do.",
+            stop.describe(self.limits)
+        );
+        let messages = &mut self.messages;
+        let sent = messages.len();
+        match messages.last_mut() {
+            Some(last) if last.role == Role::User => last.content.push(Block::Text { text: ask }),
+            _ => messages.push(Message::user_text(ask)),
+        }
+        let new = if sent > 0 { messages[sent - 1..].to_vec() } else { messages.clone() };
+        let events = self.events;
+        events(RunEvent::Request { turn: 0, new_messages: new, max_output_tokens: 1024, allow_tools: false });
+        let request = ModelRequest {
+            system: self.system,
+            messages,
+            tools: &self.specs,
+            max_output_tokens: 1024,
+            allow_tools: false,
+        };
+        let stream = |u: StreamUpdate| events(RunEvent::Stream(u));
+        let started = Instant::now();
+        let response = tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => return None,
+            _ = tokio::time::sleep((self.limits.timeout / 4).clamp(SUMMARY_TIMEOUT.0, SUMMARY_TIMEOUT.1)) => return None,
+            r = self.model.complete(request, &stream) => r.ok()?,
+        };
+        events(RunEvent::Response {
+            turn: 0,
+            response: response.clone(),
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        });
+        self.usage.add(response.usage);
+        let text = response.message.text();
+        self.messages.push(response.message);
+        (!text.trim().is_empty()).then_some(text)
+    }
 }
 
-/// Runs one tool call and reports it.
+/// Runs one tool call (a malformed input gets its error result, the tool is
+/// not called) and reports it.
 async fn run_call(
     tools: &dyn ToolSet,
     events: &(dyn Fn(RunEvent) + Send + Sync),
     turn: u32,
-    (id, name, input): &(String, String, Value),
+    call: &ToolCall,
 ) -> ToolOutput {
     let started = Instant::now();
-    let out = match invalid_input(name, input) {
-        Some(err) => err,
-        None => tools.call(name, input).await,
+    let out = match &call.input {
+        ToolInput::Object(map) => tools.call(&call.name, &Value::Object(map.clone())).await,
+        ToolInput::Malformed { raw, error } => malformed_input(&call.name, raw, error),
     };
     let elapsed_ms = started.elapsed().as_millis() as u64;
     events(RunEvent::ToolResult {
         turn,
-        id: id.clone(),
-        name: name.clone(),
-        input: input.clone(),
+        id: call.id.clone(),
+        name: call.name.clone(),
+        input: call.input.clone(),
         output: out.clone(),
         elapsed_ms,
     });
     out
 }
 
-/// One last request without tools: what was done, what is left.
-#[allow(clippy::too_many_arguments)]
-async fn closing_summary(
-    system: &str,
-    messages: &mut Vec<Message>,
-    specs: &[crate::model::ToolSpec],
-    stop: &Stop,
-    limits: &Limits,
-    model: &dyn ModelClient,
-    cancel: &CancellationToken,
-    events: &(dyn Fn(RunEvent) + Send + Sync),
-    usage: &mut Usage,
-) -> Option<String> {
-    let ask = format!(
-        "The run has to stop now: {}. Do not call any tools. In at most three sentences, say what you changed so far and what is left to do.",
-        stop.describe(limits)
-    );
-    let sent = messages.len();
-    match messages.last_mut() {
-        Some(last) if last.role == Role::User => last.content.push(Block::Text { text: ask }),
-        _ => messages.push(Message::user_text(ask)),
-    }
-    let new = if sent > 0 { messages[sent - 1..].to_vec() } else { messages.clone() };
-    events(RunEvent::Request { turn: 0, new_messages: new, max_output_tokens: 1024, allow_tools: false });
-    let request = ModelRequest { system, messages, tools: specs, max_output_tokens: 1024, allow_tools: false };
-    let stream = |u: StreamUpdate| events(RunEvent::Stream(u));
-    let started = Instant::now();
-    let response = tokio::select! {
-        biased;
-        _ = cancel.cancelled() => return None,
-        _ = tokio::time::sleep((limits.timeout / 4).clamp(SUMMARY_TIMEOUT.0, SUMMARY_TIMEOUT.1)) => return None,
-        r = model.complete(request, &stream) => r.ok()?,
-    };
-    events(RunEvent::Response {
-        turn: 0,
-        response: response.clone(),
-        elapsed_ms: started.elapsed().as_millis() as u64,
-    });
-    usage.add(response.usage);
-    let text = response.message.text();
-    messages.push(response.message);
-    (!text.trim().is_empty()).then_some(text)
-}
-
 /// `read_file calc.py`: the tool's name and its main argument.
-pub fn describe_call(name: &str, input: &Value) -> String {
-    let arg = ["path", "pattern", "query", "symbol"]
-        .iter()
-        .find_map(|k| input.get(*k).and_then(Value::as_str))
+pub fn describe_call(name: &str, input: &ToolInput) -> String {
+    let arg = input
+        .as_object()
+        .and_then(|map| ["path", "pattern", "query", "symbol"].iter().find_map(|k| map.get(*k).and_then(Value::as_str)))
         .map(|s| s.chars().take(60).collect::<String>());
     match arg {
         Some(a) => format!("{name} {a}"),

@@ -56,7 +56,7 @@ fn reply(content: Vec<Block>, stop: StopReason) -> Result<ModelResponse, ModelEr
 }
 
 fn call(id: &str, name: &str, input: Value) -> Block {
-    Block::ToolUse { id: id.into(), name: name.into(), input }
+    Block::ToolUse { id: id.into(), name: name.into(), input: input.into() }
 }
 
 fn text(t: &str) -> Block {
@@ -257,9 +257,9 @@ async fn cancel_interrupts_a_pending_request() {
 
 #[test]
 fn calls_are_described_by_their_main_argument() {
-    assert_eq!(describe_call("read_file", &json!({"path": "calc.py"})), "read_file calc.py");
-    assert_eq!(describe_call("grep", &json!({"pattern": "def"})), "grep def");
-    assert_eq!(describe_call("list_files", &json!({})), "list_files");
+    assert_eq!(describe_call("read_file", &json!({"path": "calc.py"}).into()), "read_file calc.py");
+    assert_eq!(describe_call("grep", &json!({"pattern": "def"}).into()), "grep def");
+    assert_eq!(describe_call("list_files", &json!({}).into()), "list_files");
 }
 
 #[tokio::test]
@@ -332,4 +332,41 @@ async fn malformed_tool_input_is_a_tool_error_without_calling_the_tool() {
     assert!(
         matches!(&seen[1][2].content[0], Block::ToolResult { is_error: true, content, .. } if content.starts_with("the input of `echo` was not a JSON object: {oops"))
     );
+}
+
+#[tokio::test]
+async fn the_malformed_variant_gets_the_error_result_and_is_reported_as_it_came() {
+    let malformed = ToolInput::Malformed { raw: "{\"path\": 1,".into(), error: "EOF while parsing".into() };
+    let model = Scripted::new(vec![
+        reply(
+            vec![
+                Block::ToolUse { id: "t1".into(), name: "echo".into(), input: malformed.clone() },
+                call("t2", "echo", json!({"path": "a"})),
+            ],
+            StopReason::ToolUse,
+        ),
+        reply(vec![text("ok")], StopReason::EndTurn),
+    ]);
+    let t = tools();
+    let (out, events) = go(&model, &t, LIMITS).await;
+    assert_eq!(out.stop, Stop::EndTurn);
+    assert_eq!(*t.log.lock().unwrap(), vec!["start echo", "end echo"], "only the well-formed call ran");
+    let seen = model.seen.lock().unwrap();
+    assert_eq!(
+        seen[1][2].content[0],
+        Block::ToolResult {
+            tool_use_id: "t1".into(),
+            content: "the input of `echo` was not a JSON object: {\"path\": 1,. Call the tool again with a JSON object that matches its schema.".into(),
+            is_error: true,
+        }
+    );
+    assert_eq!(
+        seen[1][2].content[1],
+        Block::ToolResult { tool_use_id: "t2".into(), content: r#"{"path":"a"}"#.into(), is_error: false }
+    );
+    let reported = events.iter().find_map(|e| match e {
+        RunEvent::ToolResult { id, input, .. } if id == "t1" => Some(input.clone()),
+        _ => None,
+    });
+    assert_eq!(reported, Some(malformed));
 }

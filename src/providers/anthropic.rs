@@ -20,7 +20,8 @@ use super::ModelClient;
 use super::http::{self, Endpoint};
 use super::retry::with_retries;
 use crate::model::{
-    Block, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse, Role, StopReason, StreamUpdate, Usage,
+    Block, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse, Role, StopReason, StreamUpdate, ToolInput,
+    Usage,
 };
 
 pub const API_VERSION: &str = "2023-06-01";
@@ -124,8 +125,8 @@ struct Accumulator {
     /// blocks, by block index and key: appended here, put into the block
     /// once ([`Accumulator::flush`]).
     strings: HashMap<(u64, &'static str), String>,
-    /// Tool blocks whose input was not valid JSON: the raw text.
-    invalid: HashMap<u64, String>,
+    /// Tool blocks whose input was not a JSON object.
+    invalid: HashMap<u64, ToolInput>,
     /// Bytes of block strings copied so far (flushes move them, never
     /// copy): linear in the text received, which a test checks.
     copied: usize,
@@ -142,96 +143,103 @@ impl Accumulator {
         if event == "ping" || data.is_empty() {
             return Ok(false);
         }
-        let v: Value = match serde_json::from_str(data) {
-            Ok(v) => v,
-            Err(e) => {
-                return Err(ModelError::new(
-                    ModelErrorKind::Network,
-                    Some(200),
-                    format!("bad {NAME} stream event `{event}`: {e}"),
-                ));
-            }
-        };
+        let v: Value = serde_json::from_str(data).map_err(|e| {
+            ModelError::new(ModelErrorKind::Network, Some(200), format!("bad {NAME} stream event `{event}`: {e}"))
+        })?;
         let index = v["index"].as_u64().unwrap_or(0);
         match v["type"].as_str().unwrap_or(event) {
-            // Not an object (found by fuzzing): an empty message instead,
-            // since the fields set on it later would panic on anything else.
-            "message_start" => {
-                self.message = Some(&v["message"]).filter(|m| m.is_object()).cloned().unwrap_or_else(|| json!({}))
-            }
-            "content_block_start" => {
-                let block = v["content_block"].clone();
-                if block["type"] == "tool_use" {
-                    updates(StreamUpdate::ToolStart(block["name"].as_str().unwrap_or_default().to_string()));
-                    self.json.insert(index, String::new());
-                }
-                self.strings.retain(|(i, _), _| *i != index);
-                self.blocks.insert(index, block);
-            }
-            "content_block_delta" => {
-                let delta = &v["delta"];
-                let block = self.blocks.entry(index).or_insert_with(|| json!({"type": "text", "text": ""}));
-                let piece = |key: &str| delta[key].as_str().unwrap_or_default();
-                match delta["type"].as_str() {
-                    Some("text_delta") => {
-                        let t = piece("text");
-                        self.append(index, "text", t);
-                        updates(StreamUpdate::Text(t.to_string()));
-                    }
-                    Some("input_json_delta") => self.json.entry(index).or_default().push_str(piece("partial_json")),
-                    Some("thinking_delta") => self.append(index, "thinking", piece("thinking")),
-                    Some("signature_delta") => self.append(index, "signature", piece("signature")),
-                    Some("citations_delta") => {
-                        if !block["citations"].is_array() {
-                            block["citations"] = json!([]);
-                        }
-                        if let Some(c) = block["citations"].as_array_mut() {
-                            c.push(delta["citation"].clone());
-                        }
-                    }
-                    other => tracing::debug!(?other, "ignoring unknown delta type"),
-                }
-            }
-            "content_block_stop" => {
-                self.flush(Some(index));
-                if let Some(raw) = self.json.remove(&index)
-                    && let Some(block) = self.blocks.get_mut(&index)
-                {
-                    block["input"] = if raw.trim().is_empty() {
-                        json!({})
-                    } else {
-                        match serde_json::from_str::<Value>(&raw) {
-                            Ok(v) if v.is_object() => v,
-                            _ => {
-                                self.invalid.insert(index, raw);
-                                json!({})
-                            }
-                        }
-                    };
-                }
-            }
-            "message_delta" => {
-                for key in ["stop_reason", "stop_sequence", "stop_details"] {
-                    if let Some(x) = v["delta"].get(key) {
-                        self.message[key] = x.clone();
-                    }
-                }
-                if let Some(usage) = v["usage"].as_object() {
-                    if !self.message["usage"].is_object() {
-                        self.message["usage"] = json!({});
-                    }
-                    for (k, x) in usage {
-                        if !x.is_null() {
-                            self.message["usage"][k] = x.clone();
-                        }
-                    }
-                }
-            }
+            "message_start" => self.message_start(&v["message"]),
+            "content_block_start" => self.block_start(index, v["content_block"].clone(), updates),
+            "content_block_delta" => self.block_delta(index, &v["delta"], updates),
+            "content_block_stop" => self.block_stop(index),
+            "message_delta" => self.message_delta(&v["delta"], &v["usage"]),
             "message_stop" => return Ok(true),
             "error" => return Err(error_from_body(&v, None, "")),
             other => tracing::debug!(event = other, "ignoring unknown stream event"),
         }
         Ok(false)
+    }
+
+    /// `message_start`: the message without its content. One that is not an
+    /// object (found by fuzzing) becomes an empty message instead, since the
+    /// fields set on it later would panic on anything else.
+    fn message_start(&mut self, message: &Value) {
+        self.message = Some(message).filter(|m| m.is_object()).cloned().unwrap_or_else(|| json!({}));
+    }
+
+    /// `content_block_start`: a new block at `index`; a tool call starts
+    /// collecting its input's text.
+    fn block_start(&mut self, index: u64, block: Value, updates: &(dyn Fn(StreamUpdate) + Send + Sync)) {
+        if block["type"] == "tool_use" {
+            updates(StreamUpdate::ToolStart(block["name"].as_str().unwrap_or_default().to_string()));
+            self.json.insert(index, String::new());
+        }
+        self.strings.retain(|(i, _), _| *i != index);
+        self.blocks.insert(index, block);
+    }
+
+    /// `content_block_delta`: a piece of text, tool input, thinking,
+    /// signature or a citation for block `index`.
+    fn block_delta(&mut self, index: u64, delta: &Value, updates: &(dyn Fn(StreamUpdate) + Send + Sync)) {
+        let block = self.blocks.entry(index).or_insert_with(|| json!({"type": "text", "text": ""}));
+        let piece = |key: &str| delta[key].as_str().unwrap_or_default();
+        match delta["type"].as_str() {
+            Some("text_delta") => {
+                let t = piece("text");
+                self.append(index, "text", t);
+                updates(StreamUpdate::Text(t.to_string()));
+            }
+            Some("input_json_delta") => self.json.entry(index).or_default().push_str(piece("partial_json")),
+            Some("thinking_delta") => self.append(index, "thinking", piece("thinking")),
+            Some("signature_delta") => self.append(index, "signature", piece("signature")),
+            Some("citations_delta") => {
+                if !block["citations"].is_array() {
+                    block["citations"] = json!([]);
+                }
+                if let Some(c) = block["citations"].as_array_mut() {
+                    c.push(delta["citation"].clone());
+                }
+            }
+            other => tracing::debug!(?other, "ignoring unknown delta type"),
+        }
+    }
+
+    /// `content_block_stop`: block `index`'s strings go into its JSON, and
+    /// a tool call's input text is parsed. Input that is not an object is
+    /// kept aside (the block's JSON, echoed, gets `{}`).
+    fn block_stop(&mut self, index: u64) {
+        self.flush(Some(index));
+        if let Some(raw) = self.json.remove(&index)
+            && let Some(block) = self.blocks.get_mut(&index)
+        {
+            block["input"] = match ToolInput::parse(raw) {
+                ToolInput::Object(map) => Value::Object(map),
+                malformed => {
+                    self.invalid.insert(index, malformed);
+                    json!({})
+                }
+            };
+        }
+    }
+
+    /// `message_delta`: the stop reason and its details; usage overwrites,
+    /// key by key.
+    fn message_delta(&mut self, delta: &Value, usage: &Value) {
+        for key in ["stop_reason", "stop_sequence", "stop_details"] {
+            if let Some(x) = delta.get(key) {
+                self.message[key] = x.clone();
+            }
+        }
+        if let Some(usage) = usage.as_object() {
+            if !self.message["usage"].is_object() {
+                self.message["usage"] = json!({});
+            }
+            for (k, x) in usage {
+                if !x.is_null() {
+                    self.message["usage"][k] = x.clone();
+                }
+            }
+        }
     }
 
     /// Appends a streamed piece to a block's string.
@@ -270,16 +278,16 @@ impl Accumulator {
             if let Some(block) = self.blocks.get_mut(&index) {
                 block["input"] = json!({});
             }
-            self.invalid.insert(index, raw);
+            self.invalid.insert(index, ToolInput::malformed(raw));
         }
         let order: Vec<u64> = self.blocks.keys().copied().collect();
         self.message["content"] = Value::Array(self.blocks.into_values().collect());
         let mut response = decode_response(self.message)?;
         for (pos, index) in order.iter().enumerate() {
-            if let Some(raw) = self.invalid.get(index)
+            if let Some(malformed) = self.invalid.remove(index)
                 && let Some(Block::ToolUse { input, .. }) = response.message.content.get_mut(pos)
             {
-                *input = Value::String(raw.clone());
+                *input = malformed;
             }
         }
         Ok(response)
@@ -381,7 +389,7 @@ fn encode_block(b: &Block) -> Value {
     match b {
         Block::Text { text } => json!({"type": "text", "text": text}),
         Block::ToolUse { id, name, input } => {
-            json!({"type": "tool_use", "id": id, "name": name, "input": input})
+            json!({"type": "tool_use", "id": id, "name": name, "input": input.to_value()})
         }
         Block::ToolResult { tool_use_id, content, is_error } => {
             let mut v = json!({"type": "tool_result", "tool_use_id": tool_use_id, "content": content});
@@ -437,8 +445,8 @@ fn decode_block(b: &Value) -> Block {
             id: b["id"].as_str().unwrap_or_default().to_string(),
             name: b["name"].as_str().unwrap_or_default().to_string(),
             input: match &b["input"] {
-                Value::Null => json!({}),
-                other => other.clone(),
+                Value::Null => ToolInput::empty(),
+                other => ToolInput::from(other.clone()),
             },
         },
         _ => Block::Other(b.clone()),
@@ -572,7 +580,8 @@ mod tests {
         .unwrap();
         assert_eq!(r.stop_reason, StopReason::ToolUse);
         assert_eq!(r.usage, Usage { input_tokens: 42, output_tokens: 31 });
-        let calls: Vec<_> = r.message.tool_calls().map(|(i, n, v)| (i.to_string(), n.to_string(), v.clone())).collect();
+        let calls: Vec<_> =
+            r.message.tool_calls().map(|(i, n, v)| (i.to_string(), n.to_string(), v.to_value())).collect();
         assert_eq!(calls[0], ("toolu_1".into(), "read_file".into(), json!({"path": "aé.py"})));
         assert_eq!(calls[1].2, json!({}));
         let raw = r.message.raw.unwrap();
@@ -653,7 +662,7 @@ mod tests {
         .unwrap();
         assert_eq!(r.stop_reason, StopReason::MaxTokens);
         assert!(
-            matches!(&r.message.content[0], Block::ToolUse { input: Value::String(s), .. } if s == "{\"path\": \"a")
+            matches!(&r.message.content[0], Block::ToolUse { input: ToolInput::Malformed { raw, .. }, .. } if raw == "{\"path\": \"a")
         );
         assert_eq!(r.message.raw.unwrap()[0]["input"], json!({}));
         let e = feed(&[
@@ -663,6 +672,46 @@ mod tests {
         .unwrap_err();
         assert!(e.retryable);
         assert_eq!(e.message, "Anthropic API stream error: the API is overloaded; try again later: Overloaded");
+    }
+
+    #[test]
+    fn a_finished_tool_input_that_is_not_an_object_is_malformed_and_echoed_as_an_empty_object() {
+        let start = |i: u64, id: &str| {
+            (
+                "content_block_start",
+                json!({"type": "content_block_start", "index": i, "content_block": {"type": "tool_use", "id": id, "name": "grep", "input": {}}}),
+            )
+        };
+        let delta = |i: u64, json: &str| {
+            (
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": json}}),
+            )
+        };
+        let stop = |i: u64| ("content_block_stop", json!({"type": "content_block_stop", "index": i}));
+        let r = feed(&[
+            ("message_start", json!({"type": "message_start", "message": {"content": [], "usage": {}}})),
+            start(0, "t0"),
+            delta(0, "{oops"),
+            stop(0),
+            start(1, "t1"),
+            delta(1, "[1, 2]"),
+            stop(1),
+            ("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}})),
+            ("message_stop", json!({"type": "message_stop"})),
+        ])
+        .unwrap();
+        let inputs: Vec<&ToolInput> = r.message.tool_calls().map(|(_, _, input)| input).collect();
+        assert!(
+            matches!(inputs[0], ToolInput::Malformed { raw, error } if raw == "{oops" && error.contains("key must be a string")),
+            "{inputs:?}"
+        );
+        assert_eq!(
+            inputs[1],
+            &ToolInput::Malformed { raw: "[1, 2]".into(), error: "an array is not a JSON object".into() }
+        );
+        let raw = r.message.raw.unwrap();
+        assert_eq!((&raw[0]["input"], &raw[1]["input"]), (&json!({}), &json!({})), "the echo is unchanged");
     }
 
     #[test]

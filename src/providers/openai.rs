@@ -20,7 +20,8 @@ use super::ModelClient;
 use super::http::{self, Endpoint};
 use super::retry::with_retries;
 use crate::model::{
-    Block, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse, Role, StopReason, StreamUpdate, Usage,
+    Block, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse, Role, StopReason, StreamUpdate, ToolInput,
+    Usage,
 };
 
 /// Which server family: the real OpenAI API or a compatible server.
@@ -231,10 +232,10 @@ fn encode_message(m: &Message, out: &mut Vec<Value>) {
                 .iter()
                 .filter_map(|b| match b {
                     Block::ToolUse { id, name, input } => {
-                        // Always a string on the wire; a raw (invalid) input is echoed as it came.
+                        // Always a string on the wire; a malformed input is echoed as it came.
                         let arguments = match input {
-                            Value::String(raw) => raw.clone(),
-                            other => other.to_string(),
+                            ToolInput::Object(map) => Value::Object(map.clone()).to_string(),
+                            ToolInput::Malformed { raw, .. } => raw.clone(),
                         };
                         Some(json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}))
                     }
@@ -434,17 +435,15 @@ pub fn decode_completion(v: &Value, name: &str) -> Result<ModelResponse, ModelEr
 }
 
 /// Normalises arguments: a string is parsed (empty means `{}`), an object
-/// is used as is, null means `{}`; anything unparseable stays a string, which
-/// the loop answers with a tool error.
-fn arguments(v: Value) -> Value {
+/// is used as is, null means `{}`; anything else is
+/// [`ToolInput::Malformed`] with its text, which the loop answers with a
+/// tool error.
+fn arguments(v: Value) -> ToolInput {
     match v {
-        Value::Null => json!({}),
-        Value::String(s) if s.trim().is_empty() => json!({}),
-        Value::String(s) => match serde_json::from_str::<Value>(&s) {
-            Ok(parsed) if parsed.is_object() => parsed,
-            _ => Value::String(s),
-        },
-        other => other,
+        Value::Null => ToolInput::empty(),
+        Value::String(s) => ToolInput::parse(s),
+        Value::Object(map) => ToolInput::Object(map),
+        other => ToolInput::malformed(other.to_string()),
     }
 }
 
@@ -525,7 +524,8 @@ mod tests {
         .unwrap();
         assert_eq!(r.stop_reason, StopReason::ToolUse);
         assert_eq!(r.usage, Usage { input_tokens: 50, output_tokens: 12 });
-        let calls: Vec<_> = r.message.tool_calls().map(|(i, n, v)| (i.to_string(), n.to_string(), v.clone())).collect();
+        let calls: Vec<_> =
+            r.message.tool_calls().map(|(i, n, v)| (i.to_string(), n.to_string(), v.to_value())).collect();
         assert_eq!(
             calls,
             vec![
@@ -545,7 +545,7 @@ mod tests {
             chunk(json!({}), Some("stop")),
         ])
         .unwrap();
-        let calls: Vec<_> = r.message.tool_calls().map(|(i, _, v)| (i.to_string(), v.clone())).collect();
+        let calls: Vec<_> = r.message.tool_calls().map(|(i, _, v)| (i.to_string(), v.to_value())).collect();
         assert_eq!(
             calls,
             vec![
@@ -564,7 +564,7 @@ mod tests {
                            {"id": "", "type": "function", "function": {"name": "grep", "arguments": "{not json"}}]}}],
             "usage": {"prompt_tokens": 3, "completion_tokens": 4}});
         let r = decode_completion(&v, "x").unwrap();
-        let calls: Vec<_> = r.message.tool_calls().map(|(i, _, v)| (i.to_string(), v.clone())).collect();
+        let calls: Vec<_> = r.message.tool_calls().map(|(i, _, v)| (i.to_string(), v.to_value())).collect();
         assert_eq!(
             calls,
             vec![("7".into(), json!({"path": "a"})), ("call_1".into(), Value::String("{not json".into()))]
@@ -579,6 +579,34 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.stop_reason, StopReason::Refusal { explanation: Some("no".into()) });
+    }
+
+    #[test]
+    fn streamed_arguments_that_are_not_an_object_are_malformed_and_echoed_as_they_came() {
+        let r = feed(&[
+            chunk(json!({"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "grep", "arguments": "{\"pattern\": "}}]}), None),
+            chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": "oops}"}}]}), None),
+            chunk(json!({"tool_calls": [{"index": 1, "id": "c2", "function": {"name": "grep", "arguments": "\"x\""}}]}), None),
+            chunk(json!({}), Some("tool_calls")),
+        ])
+        .unwrap();
+        let inputs: Vec<&ToolInput> = r.message.tool_calls().map(|(_, _, input)| input).collect();
+        assert!(
+            matches!(inputs[0], ToolInput::Malformed { raw, error } if raw == "{\"pattern\": oops}" && error.contains("expected value")),
+            "{inputs:?}"
+        );
+        assert_eq!(
+            inputs[1],
+            &ToolInput::Malformed { raw: "\"x\"".into(), error: "a string is not a JSON object".into() }
+        );
+        let msgs = vec![Message::user_text("fix"), r.message];
+        let req = ModelRequest { system: "s", messages: &msgs, tools: &[], max_output_tokens: 9, allow_tools: true };
+        let body = encode_request("m", &req, Flavor::OpenAi);
+        let echoed = &body["messages"][2]["tool_calls"];
+        assert_eq!(
+            (&echoed[0]["function"]["arguments"], &echoed[1]["function"]["arguments"]),
+            (&json!("{\"pattern\": oops}"), &json!("\"x\""))
+        );
     }
 
     #[test]
@@ -599,7 +627,7 @@ mod tests {
                 role: Role::Assistant,
                 content: vec![
                     Block::Text { text: "ok".into() },
-                    Block::ToolUse { id: "c1".into(), name: "read_file".into(), input: json!({"path": "a"}) },
+                    Block::ToolUse { id: "c1".into(), name: "read_file".into(), input: json!({"path": "a"}).into() },
                 ],
                 raw: None,
             },
