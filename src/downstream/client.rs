@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::{Notify, mpsc, oneshot};
@@ -303,7 +304,7 @@ impl Client {
         if last.is_empty() { why } else { format!("{why} ({})", last.join(" / ")) }
     }
 
-    fn send(&self, msg: &Value) {
+    fn send(&self, msg: &Outgoing<'_>) {
         if self.out.send(frame(msg)).is_err() {
             self.shared.die("its writer stopped".into());
         }
@@ -312,7 +313,7 @@ impl Client {
     /// Sends notification `N`.
     pub(super) fn notify<N: Notification>(&self, params: N::Params) {
         let params = serde_json::to_value(params).unwrap_or(Value::Null);
-        self.send(&json!({"jsonrpc": "2.0", "method": N::METHOD, "params": params}));
+        self.send(&Outgoing::notification(N::METHOD, params));
     }
 
     /// Sends request `R` and waits for its result at most `timeout`. On a
@@ -338,7 +339,7 @@ impl Client {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         self.shared.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(id, tx);
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.send(&Outgoing::request(id, method, params));
         let (server, method) = (self.name.clone(), method.to_string());
         match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(Ok(result))) => Ok(result),
@@ -422,9 +423,80 @@ impl Client {
     }
 }
 
+/// The JSON-RPC envelope agentfix sends: a request, a notification or a
+/// response to a server's request. Params and results inside are LSP types,
+/// encoded by the caller.
+#[derive(Debug, Serialize)]
+struct Outgoing<'a> {
+    jsonrpc: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    method: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<RpcError>,
+}
+
+impl<'a> Outgoing<'a> {
+    fn new() -> Self {
+        Self { jsonrpc: "2.0", id: None, method: None, params: None, result: None, error: None }
+    }
+
+    fn request(id: i64, method: &'a str, params: Value) -> Self {
+        Self { id: Some(id.into()), method: Some(method), params: Some(params), ..Self::new() }
+    }
+
+    fn notification(method: &'a str, params: Value) -> Self {
+        Self { method: Some(method), params: Some(params), ..Self::new() }
+    }
+
+    fn response(id: Value, outcome: Result<Value, RpcError>) -> Self {
+        match outcome {
+            // A result of `null` is still a result: the key must be there.
+            Ok(result) => Self { id: Some(id), result: Some(result), ..Self::new() },
+            Err(error) => Self { id: Some(id), error: Some(error), ..Self::new() },
+        }
+    }
+}
+
+/// A JSON-RPC message from the server, as far as routing needs it. Lenient:
+/// a server's sloppy error object still ends its request.
+#[derive(Debug, Deserialize)]
+struct Incoming {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    params: Option<Value>,
+    #[serde(default)]
+    result: Option<Value>,
+    #[serde(default)]
+    error: Option<RpcError>,
+}
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct RpcError {
+    #[serde(default)]
+    code: i64,
+    #[serde(default = "RpcError::unnamed")]
+    message: String,
+}
+
+impl RpcError {
+    fn unnamed() -> String {
+        "error".into()
+    }
+}
+
 /// One message with its `Content-Length` header.
-fn frame(msg: &Value) -> Vec<u8> {
-    let body = msg.to_string();
+fn frame(msg: &impl Serialize) -> Vec<u8> {
+    let body = serde_json::to_string(msg).unwrap_or_default();
     let mut bytes = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
     bytes.extend_from_slice(body.as_bytes());
     bytes
@@ -432,35 +504,25 @@ fn frame(msg: &Value) -> Vec<u8> {
 
 /// Routes one message from the server.
 fn dispatch(shared: &Shared, out: &mpsc::UnboundedSender<Vec<u8>>, msg: Value) {
-    let method = msg["method"].as_str();
-    let id = msg.get("id").cloned();
-    match (method, id) {
+    let Ok(msg) = serde_json::from_value::<Incoming>(msg) else { return };
+    match (msg.method.as_deref(), msg.id) {
         (None, Some(id)) => {
             let Some(id) = id.as_i64() else { return };
             let tx = shared.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
             if let Some(tx) = tx {
-                let r = if let Some(err) = msg.get("error") {
-                    Err(Failure::Error {
-                        code: err["code"].as_i64().unwrap_or(0),
-                        message: err["message"].as_str().unwrap_or("error").to_string(),
-                    })
-                } else {
-                    Ok(msg.get("result").cloned().unwrap_or(Value::Null))
+                let r = match msg.error {
+                    Some(RpcError { code, message }) => Err(Failure::Error { code, message }),
+                    None => Ok(msg.result.unwrap_or(Value::Null)),
                 };
                 let _ = tx.send(r);
             }
         }
         (Some(method), Some(id)) => {
-            let params = msg.get("params").cloned().unwrap_or(Value::Null);
-            let reply = match answer(shared, method, params) {
-                Ok(r) => json!({"jsonrpc": "2.0", "id": id, "result": r}),
-                Err(e) => json!({"jsonrpc": "2.0", "id": id, "error": e}),
-            };
+            let reply = Outgoing::response(id, answer(shared, method, msg.params.unwrap_or(Value::Null)));
             let _ = out.send(frame(&reply));
         }
         (Some(notification::PublishDiagnostics::METHOD), None) => {
-            let params = msg.get("params").cloned().unwrap_or(Value::Null);
-            match serde_json::from_value::<lsp::PublishDiagnosticsParams>(params) {
+            match serde_json::from_value::<lsp::PublishDiagnosticsParams>(msg.params.unwrap_or(Value::Null)) {
                 Ok(p) => publish(shared, p),
                 Err(e) => tracing::warn!("ignoring malformed publishDiagnostics: {e}"),
             }
@@ -482,12 +544,12 @@ fn publish(shared: &Shared, p: lsp::PublishDiagnosticsParams) {
 }
 
 /// The result of request `R`, encoded.
-fn reply<R: Request>(result: R::Result) -> Result<Value, Value> {
+fn reply<R: Request>(result: R::Result) -> Result<Value, RpcError> {
     Ok(serde_json::to_value(result).unwrap_or(Value::Null))
 }
 
 /// Answers a server→client request (`Err`: a JSON-RPC error object).
-fn answer(shared: &Shared, method: &str, params: Value) -> Result<Value, Value> {
+fn answer(shared: &Shared, method: &str, params: Value) -> Result<Value, RpcError> {
     use request::{
         ApplyWorkspaceEdit, RegisterCapability, ShowDocument, ShowMessageRequest, UnregisterCapability,
         WorkDoneProgressCreate, WorkspaceConfiguration, WorkspaceFoldersRequest,
@@ -509,7 +571,7 @@ fn answer(shared: &Shared, method: &str, params: Value) -> Result<Value, Value> 
             failure_reason: Some("agentfix does not take edits from language servers".into()),
             failed_change: None,
         }),
-        _ => Err(json!({"code": -32601, "message": format!("agentfix does not handle {method}")})),
+        _ => Err(RpcError { code: -32601, message: format!("agentfix does not handle {method}") }),
     }
 }
 
@@ -606,6 +668,32 @@ async fn read_message<R: tokio::io::AsyncBufRead + Unpin>(reader: &mut R) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_envelope_is_json_rpc_and_a_null_result_is_still_sent() {
+        let v = |o: &Outgoing| serde_json::to_value(o).unwrap();
+        assert_eq!(
+            v(&Outgoing::request(3, "textDocument/hover", json!({"a": 1}))),
+            json!({"jsonrpc": "2.0", "id": 3, "method": "textDocument/hover", "params": {"a": 1}})
+        );
+        assert_eq!(
+            v(&Outgoing::notification("exit", Value::Null)),
+            json!({"jsonrpc": "2.0", "method": "exit", "params": null})
+        );
+        assert_eq!(
+            v(&Outgoing::response(json!("x"), Ok(Value::Null))),
+            json!({"jsonrpc": "2.0", "id": "x", "result": null})
+        );
+        let error = RpcError { code: -32601, message: "no".into() };
+        assert_eq!(
+            v(&Outgoing::response(json!(4), Err(error))),
+            json!({"jsonrpc": "2.0", "id": 4, "error": {"code": -32601, "message": "no"}})
+        );
+        // A sloppy error object from a server still reads.
+        let m: Incoming = serde_json::from_value(json!({"id": 1, "error": {}})).unwrap();
+        assert_eq!(m.error, Some(RpcError { code: 0, message: "error".into() }));
+    }
 
     #[tokio::test]
     async fn frames_are_read_and_limits_enforced() {
@@ -666,7 +754,7 @@ mod tests {
         );
         let applied = answer(&shared, "workspace/applyEdit", json!({})).unwrap();
         assert_eq!(applied["applied"], false);
-        assert_eq!(answer(&shared, "x/unknown", Value::Null).unwrap_err()["code"], -32601);
+        assert_eq!(answer(&shared, "x/unknown", Value::Null).unwrap_err().code, -32601);
     }
 
     #[tokio::test]
