@@ -648,7 +648,7 @@ mod tests {
         let response = ModelResponse {
             message: Message::user_text("x"),
             stop_reason: StopReason::ToolUse,
-            usage: Usage { input_tokens: 4000, output_tokens: 600 },
+            usage: Usage { input_tokens: 4000, output_tokens: 600, ..Default::default() },
         };
         assert_eq!(lines.line(&RunEvent::Response { turn: 2, response, elapsed_ms: 1 }), None);
         let line = lines.line(&RunEvent::ToolCalls { turn: 2, calls: vec!["read_file a.py".into()] }).unwrap();

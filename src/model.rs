@@ -183,6 +183,12 @@ pub struct Usage {
     /// All prompt tokens, cached or not.
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Of `input_tokens`, those read from the prompt cache (Anthropic
+    /// `cache_read_input_tokens`, OpenAI `prompt_tokens_details.cached_tokens`).
+    pub cache_read_tokens: u64,
+    /// Of `input_tokens`, those written to the prompt cache (Anthropic
+    /// `cache_creation_input_tokens`).
+    pub cache_write_tokens: u64,
 }
 
 impl Usage {
@@ -193,6 +199,13 @@ impl Usage {
     pub fn add(&mut self, other: Usage) {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+    }
+
+    /// Prompt tokens neither read from nor written to the cache.
+    pub fn uncached_input(&self) -> u64 {
+        self.input_tokens.saturating_sub(self.cache_read_tokens + self.cache_write_tokens)
     }
 }
 

@@ -334,6 +334,15 @@ enum RoleDef {
 struct UsageDef {
     input_tokens: u64,
     output_tokens: u64,
+    /// Absent in transcripts written before caching, and when zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    cache_read_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    cache_write_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Serialize, Deserialize)]
@@ -536,6 +545,18 @@ mod tests {
 
     use super::*;
 
+    #[test]
+    fn cache_tokens_are_recorded_only_when_there_are_some() {
+        #[derive(Debug, PartialEq, Serialize, Deserialize)]
+        struct W(#[serde(with = "UsageDef")] Usage);
+        let plain = W(Usage { input_tokens: 10, output_tokens: 2, ..Default::default() });
+        assert_eq!(serde_json::to_string(&plain).unwrap(), r#"{"input_tokens":10,"output_tokens":2}"#);
+        let cached = W(Usage { input_tokens: 10, output_tokens: 2, cache_read_tokens: 6, cache_write_tokens: 3 });
+        let line = serde_json::to_string(&cached).unwrap();
+        assert_eq!(line, r#"{"input_tokens":10,"output_tokens":2,"cache_read_tokens":6,"cache_write_tokens":3}"#);
+        assert_eq!(serde_json::from_str::<W>(&line).unwrap(), cached);
+    }
+
     /// Lines written by the untyped writer (`json!` per record) before the
     /// records were typed: version 1 as it exists on users' disks.
     const V1_LINES: &str = r#"{"agentfix":"0.1.0","config":{"apiKey":"not set","baseUrl":"https://api.anthropic.com","maxOutputTokens":8192,"maxTokens":2000000,"maxTurns":7,"model":"claude-sonnet-4-5","provider":"anthropic","timeoutSecs":300},"root":"/ws","system":"You are agentfix.","target":{"instruction":"guard","lines":[3,4],"path":"/ws/calc.py","problems":[{"code":null,"column":5,"line":3,"message":"division by zero","severity":"error","source":"pyright"}]},"tools":[{"description":"Reads a file.","input_schema":{"properties":{"path":{"type":"string"}},"type":"object"},"name":"read_file"}],"type":"start","version":1}
@@ -601,7 +622,7 @@ mod tests {
         let Record::Response(first) = &records[2] else { panic!("{:?}", records[2]) };
         let response = first.response();
         assert_eq!(response.stop_reason, StopReason::ToolUse);
-        assert_eq!(response.usage, Usage { input_tokens: 100, output_tokens: 20 });
+        assert_eq!(response.usage, Usage { input_tokens: 100, output_tokens: 20, ..Default::default() });
         assert_eq!(response.message.tool_calls().count(), 1);
         assert!(matches!(&response.message.content[2], Block::Other(v) if v["signature"] == "sig"));
         let Record::Response(refusal) = &records[5] else { panic!("{:?}", records[5]) };
@@ -641,7 +662,7 @@ mod tests {
                         raw: Some(json!([{"type": "text", "text": "Reading."}])),
                     },
                     stop_reason: StopReason::ToolUse,
-                    usage: Usage { input_tokens: 100, output_tokens: 20 },
+                    usage: Usage { input_tokens: 100, output_tokens: 20, ..Default::default() },
                 },
             },
             RunEvent::ToolCalls { turn: 1, calls: vec!["read_file calc.py".into()] },
@@ -677,7 +698,7 @@ mod tests {
                         raw: None,
                     },
                     stop_reason: StopReason::Refusal { explanation: Some("policy".into()) },
-                    usage: Usage { input_tokens: 150, output_tokens: 2 },
+                    usage: Usage { input_tokens: 150, output_tokens: 2, ..Default::default() },
                 },
             },
         ]
@@ -713,7 +734,7 @@ mod tests {
         let outcome = Outcome {
             stop: crate::agent::Stop::EndTurn,
             turns: 2,
-            usage: Usage { input_tokens: 250, output_tokens: 22 },
+            usage: Usage { input_tokens: 250, output_tokens: 22, ..Default::default() },
             summary: "Guarded b == 0.".into(),
             messages: vec![],
         };

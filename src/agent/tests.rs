@@ -51,7 +51,7 @@ fn reply(content: Vec<Block>, stop: StopReason) -> Result<ModelResponse, ModelEr
     Ok(ModelResponse {
         message: Message { role: Role::Assistant, content, raw: None },
         stop_reason: stop,
-        usage: Usage { input_tokens: 100, output_tokens: 10 },
+        usage: Usage { input_tokens: 100, output_tokens: 10, ..Default::default() },
     })
 }
 
@@ -123,7 +123,7 @@ async fn two_calls_in_one_turn_run_concurrently_and_results_match_by_id() {
     assert_eq!(out.stop, Stop::EndTurn);
     assert_eq!(out.turns, 2);
     assert_eq!(out.summary, "Done: fixed.");
-    assert_eq!(out.usage, Usage { input_tokens: 200, output_tokens: 20 });
+    assert_eq!(out.usage, Usage { input_tokens: 200, output_tokens: 20, ..Default::default() });
     // Both started before either ended: concurrent.
     assert_eq!(&t.log.lock().unwrap()[..2], ["start slow", "start echo"]);
     let seen = model.seen.lock().unwrap();

@@ -434,6 +434,8 @@ pub fn decode_response(v: Value) -> Result<ModelResponse, ModelError> {
     let usage = Usage {
         input_tokens: n("input_tokens") + n("cache_creation_input_tokens") + n("cache_read_input_tokens"),
         output_tokens: n("output_tokens"),
+        cache_read_tokens: n("cache_read_input_tokens"),
+        cache_write_tokens: n("cache_creation_input_tokens"),
     };
     Ok(ModelResponse { message: Message { role: Role::Assistant, content, raw: Some(raw) }, stop_reason, usage })
 }
@@ -469,11 +471,16 @@ mod tests {
                 {"type": "brand_new_block", "x": 1}
             ],
             "stop_reason": "tool_use", "stop_sequence": null,
-            "usage": {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 3}
+            "usage": {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 3, "cache_creation_input_tokens": 4}
         });
         let resp = decode_response(raw.clone()).unwrap();
         assert_eq!(resp.stop_reason, StopReason::ToolUse);
-        assert_eq!(resp.usage, Usage { input_tokens: 13, output_tokens: 5 });
+        // Every prompt token counts as input; the cached ones are kept apart too.
+        assert_eq!(
+            resp.usage,
+            Usage { input_tokens: 17, output_tokens: 5, cache_read_tokens: 3, cache_write_tokens: 4 }
+        );
+        assert_eq!(resp.usage.uncached_input(), 10);
         assert_eq!(resp.message.tool_calls().count(), 1);
         assert!(matches!(&resp.message.content[0], Block::Other(v) if v["signature"] == "sig=="));
         let msgs = vec![Message::user_text("hi"), resp.message];
@@ -579,7 +586,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(r.stop_reason, StopReason::ToolUse);
-        assert_eq!(r.usage, Usage { input_tokens: 42, output_tokens: 31 });
+        assert_eq!(r.usage, Usage { input_tokens: 42, output_tokens: 31, ..Default::default() });
         let calls: Vec<_> =
             r.message.tool_calls().map(|(i, n, v)| (i.to_string(), n.to_string(), v.to_value())).collect();
         assert_eq!(calls[0], ("toolu_1".into(), "read_file".into(), json!({"path": "aé.py"})));

@@ -307,10 +307,7 @@ impl Accumulator {
             return Err(ModelError::new(ModelErrorKind::Server, Some(200), format!("{name} API stream error: {msg}")));
         }
         if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-            self.usage = Some(Usage {
-                input_tokens: u["prompt_tokens"].as_u64().unwrap_or(0),
-                output_tokens: u["completion_tokens"].as_u64().unwrap_or(0),
-            });
+            self.usage = Some(usage_of(u));
         }
         for choice in v["choices"].as_array().into_iter().flatten() {
             if choice["index"].as_u64().unwrap_or(0) != 0 {
@@ -421,10 +418,7 @@ pub fn decode_completion(v: &Value, name: &str) -> Result<ModelResponse, ModelEr
         let fc = &m["function_call"];
         calls.push((String::new(), fc["name"].as_str().unwrap_or_default().to_string(), fc["arguments"].clone()));
     }
-    let usage = Usage {
-        input_tokens: v["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
-        output_tokens: v["usage"]["completion_tokens"].as_u64().unwrap_or(0),
-    };
+    let usage = usage_of(&v["usage"]);
     Ok(build(
         m["content"].as_str().unwrap_or_default().to_string(),
         m["refusal"].as_str().unwrap_or_default().to_string(),
@@ -489,6 +483,18 @@ fn build(
     ModelResponse { message: Message { role: Role::Assistant, content, raw: None }, stop_reason, usage }
 }
 
+/// A `usage` object: `prompt_tokens` are all prompt tokens, of which
+/// `prompt_tokens_details.cached_tokens` came from the server's own prefix
+/// cache (OpenAI bills no cache writes).
+fn usage_of(u: &Value) -> Usage {
+    Usage {
+        input_tokens: u["prompt_tokens"].as_u64().unwrap_or(0),
+        output_tokens: u["completion_tokens"].as_u64().unwrap_or(0),
+        cache_read_tokens: u["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0),
+        cache_write_tokens: 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -510,6 +516,22 @@ mod tests {
     }
 
     #[test]
+    fn cached_prompt_tokens_are_read_from_json_and_from_the_last_streamed_chunk() {
+        let usage =
+            json!({"prompt_tokens": 5000, "completion_tokens": 40, "prompt_tokens_details": {"cached_tokens": 4096}});
+        let want = Usage { input_tokens: 5000, output_tokens: 40, cache_read_tokens: 4096, cache_write_tokens: 0 };
+        let completion = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}], "usage": usage});
+        assert_eq!(decode_completion(&completion, "OpenAI").unwrap().usage, want);
+        let streamed = feed(&[
+            chunk(json!({"role": "assistant", "content": "ok"}), Some("stop")),
+            json!({"choices": [], "usage": usage}),
+        ])
+        .unwrap();
+        assert_eq!(streamed.usage, want);
+        assert_eq!(streamed.usage.uncached_input(), 904);
+    }
+
+    #[test]
     fn fragments_merge_by_index_with_id_and_name_set_once() {
         let r = feed(&[
             chunk(json!({"role": "assistant", "content": "Look"}), None),
@@ -523,7 +545,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(r.stop_reason, StopReason::ToolUse);
-        assert_eq!(r.usage, Usage { input_tokens: 50, output_tokens: 12 });
+        assert_eq!(r.usage, Usage { input_tokens: 50, output_tokens: 12, ..Default::default() });
         let calls: Vec<_> =
             r.message.tool_calls().map(|(i, n, v)| (i.to_string(), n.to_string(), v.to_value())).collect();
         assert_eq!(
