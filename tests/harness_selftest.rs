@@ -1543,3 +1543,289 @@ fn apply_text_edits_uses_utf16_positions() {
     ];
     assert_eq!(common::apply_text_edits(text, &edits), "a😀B\r\n>2nd line\nthird!");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Usage that follows the request: prompt caching, the context limit, the economy session
+// ---------------------------------------------------------------------------------------------
+
+const EPHEMERAL: &str = "ephemeral";
+
+/// An Anthropic body with a ~2,000-token system prompt carrying a breakpoint and `messages`.
+fn cached_body(system: &str, messages: Value) -> Value {
+    let mut body = body_with(messages);
+    body["system"] = json!([{"type": "text", "text": system, "cache_control": {"type": EPHEMERAL}}]);
+    body
+}
+
+fn user_text(text: &str, breakpoint: bool) -> Value {
+    let mut block = json!({"type": "text", "text": text});
+    if breakpoint {
+        block["cache_control"] = json!({"type": EPHEMERAL});
+    }
+    json!({"role": "user", "content": [block]})
+}
+
+/// `(input, cache write, cache read)` of an Anthropic usage object.
+fn cache_fields(usage: &Value) -> (u64, u64, u64) {
+    let n = |f: &str| usage[f].as_u64().unwrap_or_else(|| panic!("usage.{f} in {usage}"));
+    (n("input_tokens"), n("cache_creation_input_tokens"), n("cache_read_input_tokens"))
+}
+
+#[test]
+fn cached_usage_reads_and_writes_at_the_breakpoints_and_follows_the_bytes() {
+    let mock = MockModel::start();
+    mock.set_usage_model(mock_model::UsageModel::cached());
+    mock.push_all((0..5).map(|_| text_reply("ok")));
+    let system = "S".repeat(8_000);
+    let first = user_text(&"U".repeat(8_000), true);
+
+    // 1: nothing cached yet; both breakpoints are written, the last block is the last one.
+    let r1 = post(&mock, &cached_body(&system, json!([first])));
+    assert_eq!(r1.status, 200, "{}", r1.body);
+    let (input1, write1, read1) = cache_fields(&r1.body["usage"]);
+    assert_eq!((input1, read1), (0, 0));
+    assert!(write1 > 4_000, "{write1}");
+
+    // 2: the next turn moves the rolling breakpoint to the new last block; the earlier prefix
+    // (same bytes, its marker gone) is found by the lookback and read, the new part written.
+    let second = json!([
+        user_text(&"U".repeat(8_000), false),
+        {"role": "assistant", "content": [{"type": "text", "text": "A".repeat(4_000)}]},
+        user_text(&"V".repeat(4_000), true)
+    ]);
+    let r2 = post(&mock, &cached_body(&system, second.clone()));
+    let (input2, write2, read2) = cache_fields(&r2.body["usage"]);
+    assert_eq!(read2, write1);
+    assert_eq!(input2, 0);
+    assert!((1_900..=2_100).contains(&write2), "{write2}");
+
+    // 3: the same request again (streamed): all of it is read, nothing written, and the
+    // figures are in `message_start`.
+    let mut streamed = cached_body(&system, second.clone());
+    streamed["stream"] = json!(true);
+    let r3 = exchange(&mock, "/v1/messages", GOOD_HEADERS, &streamed);
+    assert_eq!(r3.status, 200, "{}", r3.text());
+    let events = parse_sse(r3.text());
+    let start = event_json(&events[0]);
+    assert_eq!(cache_fields(&start["message"]["usage"]), (0, 0, read2 + write2));
+
+    // 4: one byte changed in the system prompt: no prefix matches, everything is written again.
+    let changed = format!("T{}", &system[1..]);
+    let r4 = post(&mock, &cached_body(&changed, second));
+    let (input4, write4, read4) = cache_fields(&r4.body["usage"]);
+    assert_eq!((input4, read4), (0, 0));
+    assert_eq!(write4, read2 + write2);
+
+    // 5: no breakpoint at all: plain input, the same total.
+    let mut plain = body_with(json!([user_text(&"U".repeat(8_000), false)]));
+    plain["system"] = json!(system);
+    let r5 = post(&mock, &plain);
+    let (input5, write5, read5) = cache_fields(&r5.body["usage"]);
+    assert_eq!((write5, read5), (0, 0));
+    assert!(input5.abs_diff(write1) <= 8, "{input5} vs {write1}");
+
+    let stats = mock.usage_stats();
+    assert_eq!(stats.requests, 5);
+    assert_eq!(stats.cache_read, read2 + read2 + write2);
+    assert_eq!(stats.cache_write, write1 + write2 + write4);
+    assert_eq!(stats.rebuilds, 3);
+    assert_eq!(stats.input, input5);
+    assert_eq!(stats.naive_input, write1 + 3 * (read2 + write2) + input5);
+    assert_eq!(stats.largest_request, read2 + write2);
+    let billed = stats.input as f64 + 1.25 * stats.cache_write as f64 + 0.1 * stats.cache_read as f64;
+    assert_eq!(stats.billed_input(), billed);
+}
+
+#[test]
+fn prompts_below_the_minimum_are_silently_not_cached() {
+    let mock = MockModel::start();
+    mock.set_usage_model(mock_model::UsageModel::cached());
+    mock.push_all((0..4).map(|_| text_reply("ok")));
+    // ~600 tokens with a breakpoint, twice: under 1024, never written nor read.
+    let small = cached_body(&"s".repeat(2_000), json!([user_text("hi", true)]));
+    for _ in 0..2 {
+        let response = post(&mock, &small);
+        assert_eq!(response.status, 200, "{}", response.body);
+        let (input, write, read) = cache_fields(&response.body["usage"]);
+        assert_eq!((write, read), (0, 0));
+        assert!(input > 500, "{input}");
+    }
+    // The minimum is configurable: at 100 tokens the same prompt is written, then read.
+    mock.set_usage_model(mock_model::UsageModel::Cached { min_cache_tokens: 100 });
+    let (_, write, read) = cache_fields(&post(&mock, &small).body["usage"]);
+    assert!(write > 500 && read == 0, "{write} {read}");
+    let (_, write_again, read_again) = cache_fields(&post(&mock, &small).body["usage"]);
+    assert_eq!((write_again, read_again), (0, write));
+    assert_eq!(mock.usage_stats().rebuilds, 1);
+}
+
+#[test]
+fn naive_usage_stays_the_default() {
+    let mock = MockModel::start();
+    mock.push(text_reply("ok"));
+    let body = cached_body(&"S".repeat(8_000), json!([user_text("hi", true)]));
+    let response = post(&mock, &body);
+    let (input, write, read) = cache_fields(&response.body["usage"]);
+    assert_eq!((write, read), (0, 0));
+    assert_eq!(input, (body.to_string().len() / 4) as u64);
+    let stats = mock.usage_stats();
+    assert_eq!((stats.requests, stats.naive_input, stats.input, stats.largest_request), (1, input, input, input));
+}
+
+#[test]
+fn more_than_four_breakpoints_or_one_on_thinking_is_400() {
+    let mock = MockModel::start();
+    mock.expect_violations();
+    mock.push(text_reply("ok"));
+    let marked = |text: &str| json!({"type": "text", "text": text, "cache_control": {"type": EPHEMERAL}});
+    // Four are fine (system + three message blocks).
+    let four = cached_body("sys", json!([{"role": "user", "content": [marked("a"), marked("b"), marked("c")]}]));
+    assert_eq!(post(&mock, &four).status, 200);
+    // A fifth on a tool definition, or a top-level one, is refused.
+    let mut on_tool = four.clone();
+    on_tool["tools"][0]["cache_control"] = json!({"type": EPHEMERAL});
+    assert_400(&mock, &on_tool, "A maximum of 4 blocks with cache_control may be provided. Found 5.");
+    let mut top_level = four.clone();
+    top_level["cache_control"] = json!({"type": EPHEMERAL});
+    assert_400(&mock, &top_level, "A maximum of 4 blocks with cache_control may be provided. Found 5.");
+    let six = cached_body(
+        "sys",
+        json!([{"role": "user", "content": [marked("a"), marked("b"), marked("c"), marked("d"), marked("e")]}]),
+    );
+    assert_400(&mock, &six, "A maximum of 4 blocks with cache_control may be provided. Found 6.");
+    // Thinking blocks cannot carry one.
+    let thinking = body_with(json!([
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "hmm", "signature": "sig", "cache_control": {"type": EPHEMERAL}},
+            {"type": "text", "text": "hello"}
+        ]},
+        {"role": "user", "content": "go on"}
+    ]));
+    assert_400(&mock, &thinking, "messages.1.content.0.thinking.cache_control: Extra inputs are not permitted");
+    assert_eq!(mock.violations().len(), 4);
+}
+
+#[test]
+fn a_prompt_over_the_context_limit_gets_the_real_error_in_both_formats() {
+    let mock = MockModel::start();
+    mock.set_context_limit(1_000);
+    mock.push_all([text_reply("ok"), openai_text("ok")]);
+
+    let long = body_with(json!([{"role": "user", "content": "x".repeat(8_000)}]));
+    let tokens = (long.to_string().len() / 4) as u64;
+    let response = post(&mock, &long);
+    assert_eq!(response.status, 400);
+    assert_eq!(response.body["type"], "error");
+    assert_eq!(response.body["error"]["type"], "invalid_request_error");
+    assert_eq!(response.error_message(), format!("prompt is too long: {tokens} tokens > 1000 maximum"));
+
+    let long = openai_body(json!([{"role": "user", "content": "x".repeat(8_000)}]));
+    let tokens = (long.to_string().len() / 4) as u64;
+    let response = openai_post(&mock, &long);
+    assert_eq!(response.status, 400);
+    assert_eq!(
+        response.json(),
+        json!({"error": {
+            "message": format!("This model's maximum context length is 1000 tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."),
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded"
+        }})
+    );
+
+    // Not violations, no reply consumed; shorter prompts are answered.
+    assert!(mock.violations().is_empty());
+    assert_eq!(mock.remaining(), 2);
+    assert_eq!(post(&mock, &body_with(json!([{"role": "user", "content": "short"}]))).status, 200);
+    assert_eq!(openai_post(&mock, &openai_body(json!([{"role": "user", "content": "short"}]))).status, 200);
+    let stats = mock.usage_stats();
+    assert_eq!((stats.too_long, stats.requests), (2, 2));
+    assert!(stats.largest_request > 2_000);
+
+    // With the cached model the limit applies to the canonical count.
+    mock.set_usage_model(mock_model::UsageModel::cached());
+    mock.push(text_reply("ok"));
+    let response = post(&mock, &body_with(json!([{"role": "user", "content": "y".repeat(4_200)}])));
+    assert_eq!(response.status, 400);
+    assert!(response.error_message().starts_with("prompt is too long: 10"), "{}", response.error_message());
+}
+
+#[test]
+fn openai_reports_prefix_cached_tokens_in_json_and_in_the_final_streamed_chunk() {
+    let mock = MockModel::start();
+    mock.set_usage_model(mock_model::UsageModel::cached());
+    mock.push_all((0..3).map(|_| openai_text("ok")));
+    let system = json!({"role": "system", "content": "S".repeat(8_000)});
+    let user = json!({"role": "user", "content": "U".repeat(2_000)});
+
+    let first = openai_post(&mock, &openai_body(json!([system, user]))).json();
+    let total1 = first["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert_eq!(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    assert_eq!(first["usage"]["total_tokens"], total1 + first["usage"]["completion_tokens"].as_u64().unwrap());
+
+    // The next turn extends the first prompt: its longest 128-token step is cached.
+    let longer =
+        json!([system, user, {"role": "assistant", "content": "A".repeat(1_000)}, {"role": "user", "content": "more"}]);
+    let second = openai_post(&mock, &openai_body(longer.clone())).json();
+    let total2 = second["usage"]["prompt_tokens"].as_u64().unwrap();
+    let step = |total: u64| 1024 + (total - 1024) / 128 * 128;
+    assert!(total2 > total1);
+    assert_eq!(second["usage"]["prompt_tokens_details"]["cached_tokens"], step(total1));
+
+    // The same again, streamed with include_usage: the final chunk carries it.
+    let mut streamed = openai_stream_body(longer);
+    streamed["stream_options"] = json!({"include_usage": true});
+    let response = openai_post(&mock, &streamed);
+    let events = parse_sse(response.text());
+    let last = event_json(&events[events.len() - 2]);
+    assert_eq!(last["choices"], json!([]));
+    assert_eq!(last["usage"]["prompt_tokens"], total2);
+    assert_eq!(last["usage"]["prompt_tokens_details"]["cached_tokens"], step(total2));
+
+    let stats = mock.usage_stats();
+    assert_eq!(stats.cache_read, step(total1) + step(total2));
+    assert_eq!((stats.cache_write, stats.rebuilds), (0, 0));
+    assert_eq!(stats.naive_input, total1 + 2 * total2);
+}
+
+#[test]
+fn the_economy_session_has_thirty_replies_with_unique_ids() {
+    let files = mock_model::economy_files();
+    assert_eq!(files.len(), mock_model::ECONOMY_READS + 1);
+    let modules = &files[..mock_model::ECONOMY_READS];
+    assert!(modules.iter().all(|(_, text)| (20_000..21_000).contains(&text.len())));
+    let paths: std::collections::HashSet<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(paths.len(), files.len());
+    let (target, text) = files.last().unwrap();
+    assert_eq!(target, mock_model::ECONOMY_TARGET);
+    assert_eq!(text.matches(mock_model::ECONOMY_OLD_TEXT).count(), 1);
+    assert!(!mock_model::economy_fixed(text));
+    assert!(mock_model::economy_fixed(&text.replace(mock_model::ECONOMY_OLD_TEXT, mock_model::ECONOMY_NEW_TEXT)));
+
+    let mut ids = std::collections::HashSet::new();
+    let sessions = [mock_model::economy_replies(), mock_model::economy_replies()];
+    for replies in &sessions {
+        assert_eq!(replies.len(), 30);
+        let bodies: Vec<&Value> = replies
+            .iter()
+            .map(|r| match r {
+                Reply::Message(body) => body,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        for (i, body) in bodies[..mock_model::ECONOMY_READS].iter().enumerate() {
+            assert_eq!(body["stop_reason"], "tool_use");
+            let call = &body["content"][1];
+            assert_eq!(call["name"], "read_file");
+            assert_eq!(call["input"]["path"], mock_model::economy_module_path(i));
+            assert!(ids.insert(call["id"].as_str().unwrap().to_string()));
+        }
+        let edit = &bodies[mock_model::ECONOMY_READS]["content"][1];
+        assert_eq!(edit["name"], "edit_file");
+        assert_eq!(edit["input"]["path"], mock_model::ECONOMY_TARGET);
+        assert!(ids.insert(edit["id"].as_str().unwrap().to_string()));
+        assert_eq!(bodies[29]["stop_reason"], "end_turn");
+        assert_eq!(bodies[29]["content"][0]["text"], mock_model::ECONOMY_SUMMARY);
+    }
+}

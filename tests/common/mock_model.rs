@@ -20,7 +20,9 @@
 mod anthropic;
 mod http;
 mod openai;
+mod session;
 mod stream;
+mod usage;
 
 use std::collections::VecDeque;
 use std::io::{BufReader, ErrorKind, Read};
@@ -42,11 +44,19 @@ pub use openai::{
     openai_stream_error, openai_text, openai_tools,
 };
 #[allow(unused_imports)]
+pub use session::{
+    ECONOMY_NEW_TEXT, ECONOMY_OLD_TEXT, ECONOMY_READS, ECONOMY_SUMMARY, ECONOMY_TARGET, economy_files, economy_fixed,
+    economy_module_path, economy_replies,
+};
+#[allow(unused_imports)]
 pub use stream::{split_bytes, stalled, truncated};
+#[allow(unused_imports)]
+pub use usage::{DEFAULT_MIN_CACHE_TOKENS, MAX_BREAKPOINTS, UsageModel, UsageStats};
 
 use anthropic::error_envelope;
 use http::{Request, Response};
 use stream::{split_chars, split_utf8};
+use usage::{PromptCache, PromptUsage};
 
 /// The only API key the mock accepts (header `x-api-key`, or `Authorization: Bearer` for OpenAI).
 pub const API_KEY: &str = "test-key-0123";
@@ -241,6 +251,10 @@ struct State {
     requests: Vec<Recorded>,
     times: Vec<Instant>,
     violations: Vec<String>,
+    usage_model: UsageModel,
+    context_limit: Option<u64>,
+    cache: PromptCache,
+    stats: UsageStats,
 }
 
 #[derive(Default)]
@@ -340,6 +354,33 @@ impl MockModel {
     pub fn set_openai_auth_optional(&self, optional: bool) {
         self.shared.openai_auth_optional.store(optional, Ordering::SeqCst);
     }
+
+    /// How prompt usage is reported from now on (default [`UsageModel::Naive`]). With
+    /// [`UsageModel::Cached`], every message reply's input fields are overwritten with the
+    /// request's canonical token count split into plain input, cache writes and cache reads
+    /// (Anthropic, also in `message_start`) or `prompt_tokens` and
+    /// `prompt_tokens_details.cached_tokens` (OpenAI, also in the final streamed chunk).
+    pub fn set_usage_model(&self, model: UsageModel) {
+        self.shared.lock().usage_model = model;
+    }
+
+    /// A context window of `limit` prompt tokens (as the usage model counts them): a valid
+    /// request over it gets the real 400 "prompt is too long" (Anthropic) or
+    /// `context_length_exceeded` (OpenAI) without consuming a reply. Not a violation: the
+    /// client is expected to recover. Counted in [`UsageStats::too_long`].
+    pub fn set_context_limit(&self, limit: u64) {
+        self.shared.lock().context_limit = Some(limit);
+    }
+
+    /// The usage counters so far ([`UsageStats`]).
+    pub fn usage_stats(&self) -> UsageStats {
+        self.shared.lock().stats
+    }
+
+    /// Appends every reply of `replies` ([`MockModel::push`] each).
+    pub fn push_all(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.shared.lock().replies.extend(replies);
+    }
 }
 
 impl Drop for MockModel {
@@ -379,6 +420,8 @@ struct Context {
     api: Api,
     model: String,
     input_tokens: u64,
+    /// The cached usage model's figures, which replace the input fields of a message reply.
+    usage: Option<PromptUsage>,
     stream: bool,
     include_usage: bool,
 }
@@ -533,25 +576,93 @@ fn handle(shared: &Shared, request: &Request) -> Action {
         shared.lock().violations.push(message);
         return Action::Respond(response);
     }
-    let Some(reply) = shared.lock().replies.pop_front() else {
-        return Action::Respond(mock_error(api, 500, "api_error", "mock: no scripted reply left"));
+    let naive_tokens = (request.body.len() / 4).max(1) as u64;
+    let (reply, usage) = {
+        let mut state = shared.lock();
+        let usage = match state.usage_model {
+            UsageModel::Naive => None,
+            UsageModel::Cached { min_cache_tokens } => Some(match api {
+                Api::Anthropic => usage::anthropic_usage(&body, &state.cache, min_cache_tokens),
+                Api::OpenAi => usage::openai_usage(&body, &state.cache, min_cache_tokens),
+            }),
+        };
+        let prompt = usage.as_ref().map_or(naive_tokens, |u| u.total);
+        state.stats.largest_request = state.stats.largest_request.max(prompt);
+        if let Some(limit) = state.context_limit
+            && prompt > limit
+        {
+            state.stats.too_long += 1;
+            return Action::Respond(prompt_too_long(api, prompt, limit));
+        }
+        let Some(reply) = state.replies.pop_front() else {
+            return Action::Respond(mock_error(api, 500, "api_error", "mock: no scripted reply left"));
+        };
+        let stats = &mut state.stats;
+        stats.requests += 1;
+        stats.naive_input += prompt;
+        match &usage {
+            None => stats.input += prompt,
+            Some(u) => {
+                stats.input += u.input;
+                stats.cache_read += u.cache_read;
+                stats.cache_write += u.cache_write;
+                stats.rebuilds += u64::from(u.cache_write > 0);
+            }
+        }
+        if let Some(u) = &usage {
+            state.cache.commit(u);
+        }
+        (reply, usage)
     };
     let context = Context {
         api,
         model: body["model"].as_str().unwrap_or_default().to_string(),
-        input_tokens: (request.body.len() / 4).max(1) as u64,
+        input_tokens: naive_tokens,
+        usage,
         stream: body["stream"] == Value::Bool(true),
         include_usage: body["stream_options"]["include_usage"] == Value::Bool(true),
     };
     render(shared, reply, &context)
 }
 
+/// The real answer to a prompt over the context window, in the envelope of `api`.
+fn prompt_too_long(api: Api, prompt: u64, limit: u64) -> Response {
+    match api {
+        Api::Anthropic => anthropic_error(
+            400,
+            "invalid_request_error",
+            &format!("prompt is too long: {prompt} tokens > {limit} maximum"),
+        ),
+        Api::OpenAi => Response {
+            status: 400,
+            headers: Vec::new(),
+            body: openai::error_body(
+                &format!(
+                    "This model's maximum context length is {limit} tokens. However, your messages resulted in {prompt} tokens. Please reduce the length of the messages."
+                ),
+                "invalid_request_error",
+                Some("messages"),
+                Some("context_length_exceeded"),
+            ),
+            openai: true,
+        },
+    }
+}
+
 /// A null model / input-token count filled in, for a message or completion object.
 fn fill(body: Value, context: &Context) -> Value {
     if body["type"] == "message" {
-        anthropic::fill_message(body, &context.model, context.input_tokens)
+        let body = anthropic::fill_message(body, &context.model, context.input_tokens);
+        match &context.usage {
+            Some(usage) => anthropic::apply_usage(body, usage),
+            None => body,
+        }
     } else if body["object"] == "chat.completion" {
-        openai::fill_completion(body, &context.model, context.input_tokens)
+        let body = openai::fill_completion(body, &context.model, context.input_tokens);
+        match &context.usage {
+            Some(usage) => openai::apply_usage(body, usage),
+            None => body,
+        }
     } else {
         body
     }
@@ -573,6 +684,11 @@ fn render(shared: &Shared, reply: Reply, context: &Context) -> Action {
             let body = match context.api {
                 Api::Anthropic => anthropic::fill_message(body, &context.model, context.input_tokens),
                 Api::OpenAi => openai::fill_completion(body, &context.model, context.input_tokens),
+            };
+            let body = match (&context.usage, context.api) {
+                (None, _) => body,
+                (Some(usage), Api::Anthropic) => anthropic::apply_usage(body, usage),
+                (Some(usage), Api::OpenAi) => openai::apply_usage(body, usage),
             };
             if context.stream {
                 return Action::Stream(match context.api {

@@ -86,6 +86,16 @@ pub(super) fn fill_message(mut body: Value, model: &str, input_tokens: u64) -> V
     body
 }
 
+/// Sets the three input fields of `usage` to what the cached usage model computed.
+pub(super) fn apply_usage(mut body: Value, usage: &super::usage::PromptUsage) -> Value {
+    if let Some(fields) = body.get_mut("usage").and_then(Value::as_object_mut) {
+        fields.insert("input_tokens".into(), json!(usage.input));
+        fields.insert("cache_creation_input_tokens".into(), json!(usage.cache_write));
+        fields.insert("cache_read_input_tokens".into(), json!(usage.cache_read));
+    }
+    body
+}
+
 fn validate_body(body: &Value) -> Result<(), String> {
     let Some(object) = body.as_object() else {
         return Err("body: Input should be a valid dictionary".into());
@@ -132,7 +142,8 @@ fn validate_body(body: &Value) -> Result<(), String> {
     if let Some(choice) = object.get("tool_choice") {
         validate_tool_choice(choice, tool_names.as_ref())?;
     }
-    validate_messages(messages, tool_names.as_ref().is_some_and(|n| !n.is_empty()))
+    validate_messages(messages, tool_names.as_ref().is_some_and(|n| !n.is_empty()))?;
+    super::usage::check_breakpoints(body)
 }
 
 fn validate_system(system: &Value) -> Result<(), String> {

@@ -617,6 +617,22 @@ pub(super) fn fill_completion(mut body: Value, model: &str, prompt_tokens: u64) 
     body
 }
 
+/// Sets `usage.prompt_tokens`, `prompt_tokens_details.cached_tokens` and `total_tokens` to
+/// what the cached usage model computed.
+pub(super) fn apply_usage(mut body: Value, usage: &super::usage::PromptUsage) -> Value {
+    if let Some(fields) = body.get_mut("usage").and_then(Value::as_object_mut) {
+        let completion = fields.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0);
+        fields.insert("prompt_tokens".into(), json!(usage.total));
+        let details = fields.entry("prompt_tokens_details").or_insert_with(|| json!({}));
+        if !details.is_object() {
+            *details = json!({});
+        }
+        details["cached_tokens"] = json!(usage.cache_read);
+        fields.insert("total_tokens".into(), json!(usage.total + completion));
+    }
+    body
+}
+
 /// `data: JSON\n\n`.
 fn data_chunk(data: &Value) -> Chunk {
     Chunk::Raw(format!("data: {data}\n\n"))
