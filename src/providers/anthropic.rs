@@ -357,11 +357,14 @@ pub fn encode_request(model: &str, req: &ModelRequest<'_>) -> Value {
         .iter()
         .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
         .collect();
-    let messages: Vec<Value> = req.messages.iter().map(encode_message).collect();
+    let mut messages: Vec<Value> = req.messages.iter().map(encode_message).collect();
+    mark_rolling_breakpoints(&mut messages);
     let mut body = json!({
         "model": model,
         "max_tokens": req.max_output_tokens,
-        "system": req.system,
+        // The stable prefix (tools, then the system prompt) ends at the
+        // first breakpoint.
+        "system": [{"type": "text", "text": req.system, "cache_control": ephemeral()}],
         "messages": messages,
     });
     if !tools.is_empty() {
@@ -371,6 +374,31 @@ pub fn encode_request(model: &str, req: &ModelRequest<'_>) -> Value {
         }
     }
     body
+}
+
+/// The rolling prompt-cache breakpoints: the last block of the newest user
+/// message (written by this request) and of the one before it (written by the
+/// previous request, so this one reads it). With the system prompt's, three
+/// of the four the API allows. Never on thinking blocks, which cannot carry
+/// one; assistant messages are echoed verbatim and left alone.
+fn mark_rolling_breakpoints(messages: &mut [Value]) {
+    let users = messages.iter_mut().rev().filter(|m| m["role"] == "user").take(ROLLING_BREAKPOINTS);
+    for m in users {
+        let Some(last) = m["content"].as_array_mut().and_then(|c| c.last_mut()) else { continue };
+        let cacheable = last.is_object() && !matches!(last["type"].as_str(), Some("thinking" | "redacted_thinking"));
+        let empty_text = last["type"] == "text" && last["text"].as_str().is_some_and(str::is_empty);
+        if cacheable && !empty_text {
+            last["cache_control"] = ephemeral();
+        }
+    }
+}
+
+/// Rolling breakpoints on the newest user messages.
+const ROLLING_BREAKPOINTS: usize = 2;
+
+/// A prompt-cache breakpoint.
+fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
 }
 
 fn encode_message(m: &Message) -> Value {
@@ -493,9 +521,50 @@ mod tests {
             ModelRequest { system: "sys", messages: &msgs, tools: &tools, max_output_tokens: 100, allow_tools: true };
         let body = encode_request("m", &req);
         assert_eq!(body["messages"][1]["content"], raw["content"]);
-        assert_eq!(body["messages"][0]["content"], json!([{"type": "text", "text": "hi"}]));
+        // The user's text, with the rolling cache breakpoint.
+        assert_eq!(
+            body["messages"][0]["content"],
+            json!([{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}])
+        );
         assert_eq!(body["tools"][0]["input_schema"], json!({"type": "object"}));
         assert_eq!(body["max_tokens"], 100);
+    }
+
+    #[test]
+    fn cache_breakpoints_end_the_stable_prefix_and_roll_with_the_newest_messages() {
+        let thinking = json!([{"type": "thinking", "thinking": "hm", "signature": "s"}, {"type": "tool_use", "id": "t1", "name": "read_file", "input": {}}]);
+        let assistant = |raw: Value| Message { role: Role::Assistant, content: Vec::new(), raw: Some(raw) };
+        let result = |id: &str| Message {
+            role: Role::User,
+            content: vec![Block::ToolResult { tool_use_id: id.into(), content: "x".into(), is_error: false }],
+            raw: None,
+        };
+        let msgs = vec![
+            Message::user_text("fix it"),
+            assistant(thinking.clone()),
+            result("t1"),
+            assistant(json!([{"type": "tool_use", "id": "t2", "name": "read_file", "input": {}}])),
+            result("t2"),
+        ];
+        let req = ModelRequest { system: "sys", messages: &msgs, tools: &[], max_output_tokens: 10, allow_tools: true };
+        let body = encode_request("m", &req);
+        assert_eq!(body["system"], json!([{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}]));
+        let marked: Vec<usize> = (0..msgs.len())
+            .filter(|&i| {
+                body["messages"][i]["content"].as_array().unwrap().iter().any(|b| b.get("cache_control").is_some())
+            })
+            .collect();
+        // The newest user message and the one before it; the first prompt
+        // and the assistant's echoed blocks (thinking included) are left alone.
+        assert_eq!(marked, vec![2, 4]);
+        assert_eq!(body["messages"][1]["content"], thinking);
+        let count = body.to_string().matches("cache_control").count();
+        assert!(count <= 4, "{count} breakpoints");
+        // An empty text block cannot carry one.
+        let empty = vec![Message::user_text("")];
+        let req =
+            ModelRequest { system: "sys", messages: &empty, tools: &[], max_output_tokens: 10, allow_tools: true };
+        assert!(encode_request("m", &req)["messages"][0]["content"][0].get("cache_control").is_none());
     }
 
     #[test]
