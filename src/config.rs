@@ -254,6 +254,9 @@ pub struct Settings {
     /// Credential-shaped environment variables (`NPM_TOKEN`, `MY_*`) that commands and language servers may still inherit; the provider keys never are. Not allowed in agentfix.toml.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub env_allow: Option<Vec<String>>,
+    /// List prices in US dollars per million tokens, by model id prefix (the longest match wins): `{"my-model": {"input": 1.0, "output": 4.0, "cacheRead": 0.1, "cacheWrite": 1.25}}`. Adds to or overrides the built-in prices of current Anthropic and OpenAI models; a model with no price shows tokens only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prices: Option<std::collections::BTreeMap<String, crate::pricing::Price>>,
 }
 
 impl Settings {
@@ -383,6 +386,7 @@ pub struct Config {
     pub downstream: DownstreamConfig,
     pub commands: CommandsConfig,
     pub transcripts: TranscriptsConfig,
+    pub pricing: PricingConfig,
     /// Patterns of protected files beyond the built-in deny-list: the
     /// project's and the editor's together (a layer adds, never removes).
     pub exclude: Vec<String>,
@@ -475,6 +479,13 @@ pub struct CommandsConfig {
     pub env_allow: Vec<String>,
 }
 
+/// What tokens cost.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PricingConfig {
+    /// The user's prices by model id prefix, over the built-in ones.
+    pub prices: std::collections::BTreeMap<String, crate::pricing::Price>,
+}
+
 /// Where run transcripts go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TranscriptsConfig {
@@ -494,13 +505,24 @@ impl Config {
         let provider = l.provider()?;
         let (limits, partial_edits) = l.limits()?;
         let transcripts = l.transcripts();
+        let pricing = l.pricing();
         let downstream = l.downstream()?;
         let mut commands = l.commands()?;
         let exclude = l.exclude();
         let env_allow = l.env_allow();
         commands.env_allow = env_allow.clone();
         let downstream = DownstreamConfig { env_allow, ..downstream };
-        Ok(Config { provider, limits, partial_edits, downstream, commands, transcripts, exclude, sources: l.sources })
+        Ok(Config {
+            provider,
+            limits,
+            partial_edits,
+            downstream,
+            commands,
+            transcripts,
+            pricing,
+            exclude,
+            sources: l.sources,
+        })
     }
 
     /// Resolves from `root`'s agentfix.toml, the process environment and
@@ -511,6 +533,11 @@ impl Config {
             None => Settings::default(),
         };
         Self::resolve(&file, editor, &|k| std::env::var(k).ok())
+    }
+
+    /// The price of the configured model, if known.
+    pub fn price(&self) -> Option<crate::pricing::Price> {
+        crate::pricing::price_of(&self.provider.model, &self.pricing.prices)
     }
 
     /// Scrubs this configuration's API key (and credential shapes) from text.
@@ -699,6 +726,11 @@ impl Layers<'_> {
             query: Duration::from_millis(query),
         };
         Ok(DownstreamConfig { servers, defaults, wait, env_allow: Vec::new() })
+    }
+
+    fn pricing(&mut self) -> PricingConfig {
+        let l = self;
+        PricingConfig { prices: pick!(l, "prices", prices, None, Default::default()) }
     }
 
     fn commands(&mut self) -> Result<CommandsConfig, ConfigError> {

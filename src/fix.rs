@@ -11,8 +11,9 @@ use crate::agent::{self, Limits, Outcome, RunEvent, Stop};
 use crate::config::{Config, ConfigError, PartialEdits, Settings};
 use crate::diagnostic::Diagnostic;
 use crate::downstream::{Downstream, Symbol, SymbolSource};
-use crate::model::StreamUpdate;
+use crate::model::{StreamUpdate, Usage};
 use crate::position::LineRange;
+use crate::pricing::{Price, TokenCounts, format_tokens, format_usd};
 use crate::providers::ModelClient;
 use crate::tools::{Approval, Approver, CommandSpec, RunCommand, ToolContext, ToolSet, Toolbox};
 use crate::transcript::Transcript;
@@ -140,9 +141,18 @@ pub fn task_prompt(target: &Target, overlay: &Overlay, outline: Option<&str>) ->
 #[derive(Default)]
 pub struct ProgressLines {
     turn: std::sync::atomic::AtomicU32,
-    /// Input + output tokens so far.
-    tokens: std::sync::atomic::AtomicU64,
+    /// The tokens so far.
+    usage: std::sync::Mutex<Usage>,
     text: std::sync::Mutex<Tail>,
+    /// The model's price, when known: reports then show the cost so far.
+    price: Option<Price>,
+}
+
+impl ProgressLines {
+    /// Lines that show the cost so far at `price`.
+    pub fn priced(price: Option<Price>) -> Self {
+        Self { price, ..Self::default() }
+    }
 }
 
 /// Characters of streamed text a progress line shows.
@@ -212,8 +222,13 @@ impl ProgressLines {
                 None
             }
             RunEvent::ToolCalls { turn, calls } => {
-                let tokens = thousands(self.tokens.load(Relaxed));
-                plain(format!("turn {turn}: {} ({tokens} tokens)", calls.join(", ")))
+                let usage = *self.usage.lock().unwrap_or_else(|e| e.into_inner());
+                let tokens = thousands(usage.total());
+                let cost = match self.price {
+                    Some(p) => format!(", {}", format_usd(Spend::of(&usage, Some(p)).cost_usd.unwrap_or(0.0))),
+                    None => String::new(),
+                };
+                plain(format!("turn {turn}: {} ({tokens} tokens{cost})", calls.join(", ")))
             }
             RunEvent::Stream(StreamUpdate::ToolStart(name)) => plain(format!("turn {turn}: preparing {name}")),
             RunEvent::Stream(StreamUpdate::Retrying { attempt, delay_ms, reason }) => {
@@ -225,7 +240,7 @@ impl ProgressLines {
                 Some(ProgressLine { text: format!("turn {turn}: {}", tail.shown()), streaming: true })
             }
             RunEvent::Response { response, .. } => {
-                self.tokens.fetch_add(response.usage.total(), Relaxed);
+                self.usage.lock().unwrap_or_else(|e| e.into_inner()).add(response.usage);
                 None
             }
             RunEvent::ToolResult { .. } => None,
@@ -351,10 +366,41 @@ impl Verdict {
     }
 }
 
+/// What a run used: its tokens by kind, and their cost when the model's
+/// price is known.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Spend {
+    pub tokens: TokenCounts,
+    pub cost_usd: Option<f64>,
+}
+
+impl Spend {
+    pub fn of(usage: &Usage, price: Option<Price>) -> Self {
+        let tokens = TokenCounts {
+            input: usage.uncached_input(),
+            output: usage.output_tokens,
+            cache_read: usage.cache_read_tokens,
+            cache_write: usage.cache_write_tokens,
+        };
+        Self { tokens, cost_usd: price.map(|p| p.cost(&tokens)) }
+    }
+
+    /// `41k tokens, $0.07` (or without the cost), for labels and messages.
+    pub fn describe(&self) -> String {
+        let tokens = format_tokens(self.tokens.prompt() + self.tokens.output);
+        match self.cost_usd {
+            Some(c) => format!("{tokens}, {}", format_usd(c)),
+            None => tokens,
+        }
+    }
+}
+
 /// The result of one fix.
 pub struct FixResult {
     pub outcome: Outcome,
     pub verdict: Verdict,
+    /// The tokens and cost of the run.
+    pub spend: Spend,
     pub limits: Limits,
     /// The transcript file, when transcripts are on.
     pub transcript: Option<PathBuf>,
@@ -452,7 +498,8 @@ pub async fn run(
         t.end(&outcome, &overlay.bases(), &changes, started.elapsed().as_millis() as u64);
     }
     let verdict = Verdict::of(&outcome, changes, cancel.is_cancelled(), &limits, config.partial_edits);
-    FixResult { outcome, verdict, limits, transcript: transcript.map(|t| t.path().to_path_buf()) }
+    let spend = Spend::of(&outcome.usage, config.price());
+    FixResult { outcome, verdict, spend, limits, transcript: transcript.map(|t| t.path().to_path_buf()) }
 }
 
 /// The enclosing symbols of the target's line for the first message, from

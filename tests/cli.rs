@@ -174,3 +174,28 @@ fn last_tool_result(mock: &MockModel) -> Value {
     let requests = mock.requests();
     requests.last().unwrap().body["messages"].as_array().unwrap().last().unwrap()["content"][0].clone()
 }
+
+#[test]
+fn the_run_reports_its_cache_tokens_and_cost_and_check_shows_the_prices() {
+    let (_d, root) = workspace();
+    let mock = MockModel::start();
+    mock.set_usage_model(mock_model::UsageModel::Cached { min_cache_tokens: 10 });
+    push_fix(&mock);
+    let out = run(&root, &mock, &["fix", "calc.py", "--line", "2"]);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // The second request reads the prefix the first one wrote; the default
+    // model has a list price.
+    let end = stderr.lines().find(|l| l.contains("output tokens")).unwrap_or_default().to_string();
+    assert!(end.contains(" read from the prompt cache, ") && end.contains(" written to it)"), "{end}");
+    assert!(end.contains(" output tokens, $"), "{end}");
+    let stats = mock.usage_stats();
+    assert!(stats.cache_read > 0 && stats.cache_write > 0, "{stats:?}");
+
+    let out = run(&root, &mock, &["check", "--offline"]);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains("prices of claude-sonnet-4-5: $3 input, $15 output, $0.3 cache read, $3.75 cache write per million tokens (built in)"),
+        "{stdout}"
+    );
+}

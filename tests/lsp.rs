@@ -223,11 +223,18 @@ fn a_fix_reads_the_unsaved_buffer_and_ends_in_a_versioned_edit() {
     )]));
     f.mock.push(text_reply("Guarded the division by zero."));
     let result = f.fix("calc.py", diag(2, 11, 16, "Possible division by zero"));
+    // The label ends with what the run took: turns, tokens, and the cost at
+    // the default model's list price.
+    let label = "Agent fix: Guarded the division by zero. (1 file, 1 hunk; 3 turns, ";
+    let message = result["result"]["message"].as_str().unwrap().to_string();
+    assert!(message.starts_with(label) && message.contains(" tokens, $") && message.ends_with(')'), "{message}");
+    assert!(result["result"]["costUsd"].as_f64().is_some_and(|c| c > 0.0), "{result}");
     assert_eq!(
         result["result"],
         json!({"applied": true, "stopReason": "end_turn", "turns": 3,
                "inputTokens": result["result"]["inputTokens"], "outputTokens": 50,
-               "message": "Agent fix: Guarded the division by zero. (1 file, 1 hunk)",
+               "cacheReadTokens": 0, "cacheWriteTokens": 0, "costUsd": result["result"]["costUsd"],
+               "message": message,
                "transcript": result["result"]["transcript"], "conflicts": []})
     );
     f.assert_no_violations();
@@ -248,7 +255,7 @@ fn a_fix_reads_the_unsaved_buffer_and_ends_in_a_versioned_edit() {
     // One versioned edit against buffer version 7 that produces the right text.
     let edits = f.editor.applied_edits();
     assert_eq!(edits.len(), 1);
-    assert_eq!(edits[0]["label"], "Agent fix: Guarded the division by zero. (1 file, 1 hunk)");
+    assert_eq!(edits[0]["label"], message.as_str());
     let doc_changes = edits[0]["edit"]["documentChanges"].as_array().unwrap();
     assert_eq!(doc_changes.len(), 1);
     assert_eq!(doc_changes[0]["textDocument"], json!({"uri": file_uri(&path), "version": 7}));
@@ -272,7 +279,8 @@ fn a_fix_reads_the_unsaved_buffer_and_ends_in_a_versioned_edit() {
         .filter_map(|p| p["value"]["message"].as_str())
         .find(|m| m.starts_with("turn 1: read_file"))
         .unwrap();
-    assert!(calls.ends_with(" tokens)"), "{calls}");
+    // Tokens so far, and the cost at the default model's list price.
+    assert!(calls.contains(" tokens, ") && calls.ends_with("$0.01)"), "{calls}");
     let reports: Vec<&str> = progress
         .iter()
         .filter(|p| p["value"]["kind"] == "report")
@@ -588,9 +596,11 @@ fn configuration_is_pulled_from_the_editor_and_repulled_on_change() {
     // A run stopped by a limit offers its edits, labelled as such.
     assert_eq!(result["result"]["applied"], true);
     let label = f.editor.applied_edits()[0]["label"].as_str().unwrap().to_string();
-    assert_eq!(
-        label,
-        "Agent fix: Changed x; more was planned. (stopped early: the run reached maxTurns (1)) (1 file, 1 hunk)"
+    assert!(
+        label.starts_with(
+            "Agent fix: Changed x; more was planned. (stopped early: the run reached maxTurns (1)) (1 file, 1 hunk; 1 turn, "
+        ),
+        "{label}"
     );
     assert!(
         f.editor

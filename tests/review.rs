@@ -100,7 +100,8 @@ fn every_hunk_carries_an_annotation_with_the_models_reason() {
     let resp = f.editor.wait_response(id, Duration::from_secs(30));
     assert_eq!(resp["result"]["applied"], true, "{resp}");
     let params = &f.editor.applied_edits()[0];
-    assert_eq!(params["label"], "Agent fix: Guarded division by zero. (1 file, 2 hunks)");
+    let label = params["label"].as_str().unwrap();
+    assert!(label.starts_with("Agent fix: Guarded division by zero. (1 file, 2 hunks; 2 turns, "), "{label}");
     let annotations = params["edit"]["changeAnnotations"].as_object().unwrap();
     let mut found: Vec<(String, String, bool)> = annotations
         .values()

@@ -62,8 +62,8 @@ const RULES: &[Rule] = &[
         files: "src/config.rs",
         except_files: &[],
         forbidden: &["crate"],
-        allowed: &["crate::config", "crate::secrets::Redactor"],
-        why: "`config` may use `secrets` (the key's `Redactor`)",
+        allowed: &["crate::config", "crate::secrets::Redactor", "crate::pricing"],
+        why: "`config` may use `secrets` (the key's `Redactor`) and `pricing` (the `prices` setting)",
     },
     Rule {
         files: "src/pricing.rs",

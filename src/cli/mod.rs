@@ -178,6 +178,18 @@ pub async fn check(args: CheckArgs) -> ExitCode {
     println!("maxOutputTokens: {} ({})", limits.max_output_tokens, src("maxOutputTokens"));
     println!("timeoutSecs: {} ({})", limits.timeout.as_secs(), src("timeoutSecs"));
     println!("maxRetries: {} ({})", provider.max_retries, src("maxRetries"));
+    match config.price() {
+        Some(p) => println!(
+            "prices of {}: ${} input, ${} output, ${} cache read, ${} cache write per million tokens ({})",
+            provider.model,
+            p.input,
+            p.output,
+            p.cache_read.unwrap_or(p.input * crate::pricing::CACHE_READ_WEIGHT),
+            p.cache_write.unwrap_or(p.input * crate::pricing::CACHE_WRITE_WEIGHT),
+            if config.source("prices") == crate::config::Source::Default { "built in" } else { src("prices") }
+        ),
+        None => println!("prices of {}: unknown (costs are not shown; set `prices`)", provider.model),
+    }
     println!("partialEdits: {:?} ({})", config.partial_edits, src("partialEdits"));
     match &config.transcripts.dir {
         Some(d) => println!("transcripts: {}", d.display()),
@@ -225,7 +237,7 @@ pub async fn fix(args: FixArgs) -> ExitCode {
             on_ctrl_c.cancel();
         }
     });
-    let lines = ProgressLines::default();
+    let lines = ProgressLines::priced(setup.config.price());
     let events = |e: RunEvent| {
         if let Some(line) = lines.line(&e)
             && !line.streaming
@@ -280,12 +292,19 @@ fn deliver(result: &fix::FixResult, apply: bool) -> ExitCode {
             stdout.write_all(unified_diff(&change.display, change.original.as_deref(), &change.new_text).as_bytes());
     }
     let _ = stdout.flush();
+    let u = &outcome.usage;
+    let cached = if u.cache_read_tokens + u.cache_write_tokens > 0 {
+        format!(" ({} read from the prompt cache, {} written to it)", u.cache_read_tokens, u.cache_write_tokens)
+    } else {
+        String::new()
+    };
+    let cost = result.spend.cost_usd.map(|c| format!(", {}", crate::pricing::format_usd(c))).unwrap_or_default();
     eprintln!(
-        "agentfix: {} after {} turn(s), {} input + {} output tokens",
+        "agentfix: {} after {} turn(s), {} input{cached} + {} output tokens{cost}",
         outcome.stop.describe(&result.limits),
         outcome.turns,
-        outcome.usage.input_tokens,
-        outcome.usage.output_tokens
+        u.input_tokens,
+        u.output_tokens
     );
     if !outcome.summary.is_empty() {
         eprintln!("agentfix: {}", outcome.summary.trim());

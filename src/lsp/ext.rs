@@ -58,7 +58,7 @@ impl FixArguments {
 }
 
 /// The answer to `agentfix.fix`, sent when the run ends.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FixResult {
     /// Whether the editor applied the proposal (or took it as the resolved
@@ -68,8 +68,16 @@ pub struct FixResult {
     pub stop_reason: String,
     /// Model requests made.
     pub turns: u32,
+    /// Every prompt token, cached or not.
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Of `input_tokens`, those read from the prompt cache.
+    pub cache_read_tokens: u64,
+    /// Of `input_tokens`, those written to the prompt cache.
+    pub cache_write_tokens: u64,
+    /// What the run cost at the model's list prices (`null`: no price known
+    /// for the model).
+    pub cost_usd: Option<f64>,
     /// What the user was told.
     pub message: String,
     /// The run's transcript, when transcripts are on (else `null`).
@@ -137,6 +145,9 @@ mod tests {
             turns: 2,
             input_tokens: 10,
             output_tokens: 5,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+            cost_usd: Some(0.01),
             message: "m".into(),
             transcript: None,
             conflicts: vec![],

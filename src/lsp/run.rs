@@ -133,7 +133,10 @@ async fn run_fix(
             progress.begin("Agent fix", "turn 1: asking the model").await;
             let result = run_with_progress(&client, &session, &started, &progress).await;
             let delivered = match &result.verdict {
-                Verdict::Proposal(proposal) => deliver(&client, &session, &started, proposal, delivery).await,
+                Verdict::Proposal(proposal) => {
+                    let spent = spent(result.outcome.turns, &result.spend);
+                    deliver(&client, &session, &started, proposal, &spent, delivery).await
+                }
                 verdict => Delivered {
                     cancelled: *verdict == Verdict::Cancelled,
                     ..Delivered::said(no_proposal(verdict, started.support, delivery))
@@ -280,7 +283,7 @@ async fn run_with_progress(
             }
         })
     };
-    let lines = ProgressLines::default();
+    let lines = ProgressLines::priced(started.setup.config.price());
     let events = move |e: RunEvent| {
         if let Some(line) = lines.line(&e) {
             let _ = tx.send(line);
@@ -328,6 +331,7 @@ async fn deliver(
     session: &Arc<Session>,
     started: &Started,
     proposal: &Proposal,
+    spent: &str,
     delivery: Delivery,
 ) -> Delivered {
     if !started.support.apply_edit && delivery == Delivery::ApplyEdit {
@@ -354,7 +358,7 @@ async fn deliver(
         first_line(&proposal.summary).or_else(|| started.fallback_title.clone()).unwrap_or_else(|| "proposal".into());
     let early = proposal.stopped_early.as_ref().map(|r| format!(" (stopped early: {r})")).unwrap_or_default();
     let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
-    let label = format!("Agent fix: {title}{early} ({}, {})", plural(files, "file"), plural(hunks, "hunk"));
+    let label = format!("Agent fix: {title}{early} ({}, {}; {spent})", plural(files, "file"), plural(hunks, "hunk"));
     let mut message = label.clone();
     if !skipped.is_empty() {
         message.push_str(&format!("; left out (the editor cannot create files): {}", skipped.join(", ")));
@@ -467,6 +471,9 @@ async fn conclude(
         turns: outcome.turns,
         input_tokens: outcome.usage.input_tokens,
         output_tokens: outcome.usage.output_tokens,
+        cache_read_tokens: outcome.usage.cache_read_tokens,
+        cache_write_tokens: outcome.usage.cache_write_tokens,
+        cost_usd: result.spend.cost_usd,
         message,
         transcript: result.transcript.clone(),
         conflicts: delivered.conflicts,
@@ -497,6 +504,11 @@ async fn confirm_applied(session: &Session, files: &[convert::FileEdit]) -> Vec<
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// `6 turns, 41k tokens, $0.07`: what the run took, for the label.
+fn spent(turns: u32, spend: &fix::Spend) -> String {
+    format!("{turns} turn{}, {}", if turns == 1 { "" } else { "s" }, spend.describe())
 }
 
 fn first_line(s: &str) -> Option<String> {
