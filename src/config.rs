@@ -257,6 +257,9 @@ pub struct Settings {
     /// List prices in US dollars per million tokens, by model id prefix (the longest match wins): `{"my-model": {"input": 1.0, "output": 4.0, "cacheRead": 0.1, "cacheWrite": 1.25}}`. Adds to or overrides the built-in prices of current Anthropic and OpenAI models; a model with no price shows tokens only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prices: Option<std::collections::BTreeMap<String, crate::pricing::Price>>,
+    /// The size of one tool result at most, in bytes, by tool name (default 102400 for every tool): `{"read_file": 20000, "run_command": 8000}`. A longer result is cut at a line break with a note telling the model how to ask for the rest. Lower limits keep long fixes cheaper.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_output_limits: Option<std::collections::BTreeMap<String, usize>>,
 }
 
 impl Settings {
@@ -387,6 +390,7 @@ pub struct Config {
     pub commands: CommandsConfig,
     pub transcripts: TranscriptsConfig,
     pub pricing: PricingConfig,
+    pub tools: ToolsConfig,
     /// Patterns of protected files beyond the built-in deny-list: the
     /// project's and the editor's together (a layer adds, never removes).
     pub exclude: Vec<String>,
@@ -479,6 +483,13 @@ pub struct CommandsConfig {
     pub env_allow: Vec<String>,
 }
 
+/// What the tools may return.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ToolsConfig {
+    /// Result size limits in bytes by tool name (`toolOutputLimits`).
+    pub output_limits: std::collections::BTreeMap<String, usize>,
+}
+
 /// What tokens cost.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PricingConfig {
@@ -506,6 +517,7 @@ impl Config {
         let (limits, partial_edits) = l.limits()?;
         let transcripts = l.transcripts();
         let pricing = l.pricing();
+        let tools = l.tools();
         let downstream = l.downstream()?;
         let mut commands = l.commands()?;
         let exclude = l.exclude();
@@ -520,6 +532,7 @@ impl Config {
             commands,
             transcripts,
             pricing,
+            tools,
             exclude,
             sources: l.sources,
         })
@@ -731,6 +744,11 @@ impl Layers<'_> {
     fn pricing(&mut self) -> PricingConfig {
         let l = self;
         PricingConfig { prices: pick!(l, "prices", prices, None, Default::default()) }
+    }
+
+    fn tools(&mut self) -> ToolsConfig {
+        let l = self;
+        ToolsConfig { output_limits: pick!(l, "toolOutputLimits", tool_output_limits, None, Default::default()) }
     }
 
     fn commands(&mut self) -> Result<CommandsConfig, ConfigError> {

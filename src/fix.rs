@@ -527,7 +527,7 @@ async fn outline(
 /// The run's tools: the standard ones, and `run_command` when commands are
 /// configured and someone can approve them.
 fn toolbox(config: &Config, ctx: ToolContext, approver: Option<Arc<dyn Approver>>) -> Toolbox {
-    let mut toolbox = Toolbox::standard(ctx);
+    let mut toolbox = Toolbox::standard(ctx).with_output_limits(config.tools.output_limits.clone());
     let commands = &config.commands;
     let (false, Some(approver)) = (commands.entries.is_empty(), approver) else { return toolbox };
     let approver: Arc<dyn Approver> = if commands.auto_approve { Arc::new(AutoApprove) } else { approver };

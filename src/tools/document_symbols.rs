@@ -21,6 +21,7 @@ impl Tool for DocumentSymbols {
     type Input = DocumentSymbolsInput;
     const NAME: &'static str = "document_symbols";
     const DESCRIPTION: &'static str = "The outline of a file from its language server: each symbol's kind, name and line range, nested as in the code.";
+    const MORE: &'static str = "use workspace_symbols with a query, or read_file a range";
 
     async fn run(&self, input: DocumentSymbolsInput, ctx: &ToolContext) -> Result<String, ToolError> {
         let abs = ctx.overlay.resolve(&input.path)?;

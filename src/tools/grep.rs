@@ -43,6 +43,7 @@ impl Tool for Grep {
     const DESCRIPTION: &'static str = "Search file contents with a regular expression, skipping files ignored by \
         .gitignore. Prints `path:line: text` for each matching line (at most 200), searching the editor's unsaved \
         text and your own edits where they exist.";
+    const MORE: &'static str = "narrow the search with path, include or a more specific pattern";
     const FILE_SYSTEM: bool = true;
 
     async fn run(&self, input: GrepInput, ctx: &ToolContext) -> Result<String, ToolError> {

@@ -29,6 +29,7 @@ impl Tool for ListFiles {
     const NAME: &'static str = "list_files";
     const DESCRIPTION: &'static str = "List files of the workspace (recursively, skipping files ignored by .gitignore \
         and hidden files), one relative path per line, sorted. Optionally under a directory and filtered by a glob.";
+    const MORE: &'static str = "narrow the listing with path or pattern";
     const FILE_SYSTEM: bool = true;
 
     async fn run(&self, input: ListFilesInput, ctx: &ToolContext) -> Result<String, ToolError> {

@@ -36,6 +36,7 @@ impl Tool for ReadFile {
     const DESCRIPTION: &'static str = "Read a text file of the workspace with numbered lines. \
         Shows the editor's unsaved text when the file is open, and your own edits of this run. \
         Long files are shown in pages of at most 2000 lines; use start_line/end_line to read further.";
+    const MORE: &'static str = "read further with start_line and end_line";
     const FILE_SYSTEM: bool = true;
 
     async fn run(&self, input: ReadFileInput, ctx: &ToolContext) -> Result<String, ToolError> {

@@ -29,13 +29,40 @@ pub trait Tool: Send + Sync + 'static {
     /// slow disk. Tools that own child processes or streams stay on the
     /// runtime, where dropping the call stops them.
     const FILE_SYSTEM: bool = false;
+    /// How the model gets what a result cut at its size limit left out.
+    const MORE: &'static str = "ask for less (a narrower path, range or query)";
     async fn run(&self, input: Self::Input, ctx: &ToolContext) -> Result<String, ToolError>;
+}
+
+/// The size of a tool result at most, in bytes, unless `toolOutputLimits`
+/// says otherwise for that tool. Each tool's own caps (lines, matches,
+/// entries) come first; this one bounds what any result costs in context.
+pub const DEFAULT_OUTPUT_BYTES: usize = 100 * 1024;
+
+/// `content` cut to at most `limit` bytes, at a line break when there is
+/// one, with a note saying so and how to get the rest.
+fn cap_output(content: String, limit: usize, tool: &str, more: &str) -> String {
+    if content.len() <= limit {
+        return content;
+    }
+    let at = content.floor_char_boundary(limit);
+    let at = content[..at].rfind('\n').map_or(at, |i| i + 1);
+    let mut out = content[..at].to_string();
+    if !out.ends_with('\n') && !out.is_empty() {
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "[the result was cut at {limit} bytes (toolOutputLimits.{tool}), {} bytes left out; {more}]",
+        content.len() - at
+    ));
+    out
 }
 
 /// Object-safe face of [`Tool`], used by the registry.
 #[async_trait]
 trait DynTool: Send + Sync {
     fn spec(&self) -> ToolSpec;
+    fn more(&self) -> &'static str;
     async fn call(self: Arc<Self>, input: &Value, ctx: &ToolContext) -> Result<String, ToolError>;
 }
 
@@ -47,6 +74,10 @@ impl<T: Tool> DynTool for T {
             description: T::DESCRIPTION.to_string(),
             input_schema: input_schema::<T::Input>(),
         }
+    }
+
+    fn more(&self) -> &'static str {
+        T::MORE
     }
 
     async fn call(self: Arc<Self>, input: &Value, ctx: &ToolContext) -> Result<String, ToolError> {
@@ -102,6 +133,8 @@ pub struct Toolbox {
     /// `specs[i]` declares `tools[i]`; computed once per run.
     specs: Vec<ToolSpec>,
     ctx: ToolContext,
+    /// Result size limits by tool name, over [`DEFAULT_OUTPUT_BYTES`].
+    output_limits: std::collections::BTreeMap<String, usize>,
 }
 
 impl Toolbox {
@@ -119,7 +152,13 @@ impl Toolbox {
             tools.push(Arc::new(Diagnostics));
         }
         let specs = tools.iter().map(|t| t.spec()).collect();
-        Self { tools, specs, ctx }
+        Self { tools, specs, ctx, output_limits: Default::default() }
+    }
+
+    /// Result size limits by tool name (`toolOutputLimits`).
+    pub fn with_output_limits(mut self, limits: std::collections::BTreeMap<String, usize>) -> Self {
+        self.output_limits = limits;
+        self
     }
 
     /// Adds a tool built for this run; `note` is appended to its description
@@ -153,8 +192,12 @@ impl ToolSet for Toolbox {
                 fatal: false,
             };
         };
+        let limit = self.output_limits.get(name).copied().unwrap_or(DEFAULT_OUTPUT_BYTES).max(1);
+        let more = tool.more();
         match tool.call(input, &self.ctx).await {
-            Ok(content) => ToolOutput { content, is_error: false, fatal: false },
+            Ok(content) => {
+                ToolOutput { content: cap_output(content, limit, name, more), is_error: false, fatal: false }
+            }
             Err(ToolError::Respond(content)) => ToolOutput { content, is_error: true, fatal: false },
             Err(ToolError::Fatal(content)) => ToolOutput { content, is_error: true, fatal: true },
         }
@@ -209,6 +252,28 @@ mod tests {
         let plain_box = Toolbox::standard(plain);
         let out = plain_box.call("read_file", &json!({"path": "a.txt"})).await;
         assert!(!out.is_error && out.content.contains("x"), "{}", out.content);
+    }
+
+    #[tokio::test]
+    async fn results_are_cut_at_their_tools_limit_with_a_note_on_how_to_get_the_rest() {
+        let text: String = (1..=400).map(|i| format!("line {i} 漢字\n")).collect();
+        let (_d, ctx) = test_support::context(&[("big.txt", &text)], &[]);
+        let limits = std::collections::BTreeMap::from([("read_file".to_string(), 1000)]);
+        let tb = Toolbox::standard(ctx).with_output_limits(limits);
+        let out = tb.call("read_file", &json!({"path": "big.txt"})).await;
+        assert!(!out.is_error);
+        let (kept, note) = out.content.rsplit_once("\n[").unwrap();
+        assert!(kept.len() <= 1000 && kept.ends_with("漢字"), "cut at a line break: {kept:?}");
+        assert!(
+            note.starts_with("the result was cut at 1000 bytes (toolOutputLimits.read_file), ")
+                && note.ends_with("bytes left out; read further with start_line and end_line]"),
+            "{note}"
+        );
+        // Other tools keep the default, far above this listing.
+        let out = tb.call("list_files", &json!({})).await;
+        assert_eq!(out.content.trim(), "big.txt");
+        // A one-line result longer than the limit is cut inside the line, on a char boundary.
+        assert!(cap_output("漢".repeat(10), 7, "t", "m").starts_with("漢漢\n[the result was cut at 7 bytes"));
     }
 
     #[tokio::test]

@@ -191,6 +191,7 @@ impl Tool for RunCommand {
         longer than its configured timeout is killed. Paths of the copy in the output are shown as the workspace's. \
         Depending on the user's settings the command runs in a sandbox, where writing outside the copy and its \
         temporary directory ($TMPDIR) and network access fail with permission errors: that is not a bug to fix.";
+    const MORE: &'static str = "run a narrower command (one test, one file)";
 
     async fn run(&self, input: RunCommandInput, ctx: &ToolContext) -> Result<String, ToolError> {
         let Some(spec) = self.commands.get(&input.name) else {

@@ -23,6 +23,7 @@ impl Tool for WorkspaceSymbols {
     type Input = WorkspaceSymbolsInput;
     const NAME: &'static str = "workspace_symbols";
     const DESCRIPTION: &'static str = "Find symbols (classes, functions, variables, …) by name across the workspace, from the language server of the file being fixed. Prints kind, name and `path:line: source line`.";
+    const MORE: &'static str = "use a more specific query";
 
     async fn run(&self, input: WorkspaceSymbolsInput, ctx: &ToolContext) -> Result<String, ToolError> {
         let symbols = symbol_support::source(ctx)?
