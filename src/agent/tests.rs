@@ -93,8 +93,13 @@ fn tools() -> FakeTools {
     FakeTools { log: Mutex::new(Vec::new()) }
 }
 
-const LIMITS: Limits =
-    Limits { max_turns: 10, max_tokens: 1_000_000, max_output_tokens: 1000, timeout: Duration::from_secs(60) };
+const LIMITS: Limits = Limits {
+    max_turns: 10,
+    max_tokens: 1_000_000,
+    max_output_tokens: 1000,
+    context_budget: 1_000_000,
+    timeout: Duration::from_secs(60),
+};
 
 async fn go(model: &Scripted, tools: &FakeTools, limits: Limits) -> (Outcome, Vec<RunEvent>) {
     let events = Mutex::new(Vec::new());
