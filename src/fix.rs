@@ -228,6 +228,11 @@ impl ProgressLines {
                 self.tokens.fetch_add(response.usage.total(), Relaxed);
                 None
             }
+            RunEvent::ContextEdited { turn, stubbed, tokens_before, tokens_after, .. } => plain(format!(
+                "turn {turn}: removed {stubbed} older tool outputs to save context (~{} → ~{} tokens)",
+                thousands(*tokens_before),
+                thousands(*tokens_after)
+            )),
             RunEvent::ToolResult { .. } => None,
         }
     }
