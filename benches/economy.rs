@@ -1,10 +1,11 @@
 //! Token economy of a long fix (the "fix economy" issue): the issue's measured session, 28
 //! turns that each `read_file` a different ~20 KB module, one `edit_file`, then a one-line
 //! summary, run through the real `fix::run` (real Anthropic provider, real toolbox over a temp
-//! workspace) against the mock model with its cached usage model, once without and once with
-//! a 60K-token context limit. It measures tokens, not time, so it is a plain `main`: it prints
-//! a table and the issue's targets, and asserts nothing (the baseline is what the next steps
-//! improve). `cargo bench --bench economy`.
+//! workspace) against the mock model with its cached usage model: with `contextBudget` at its
+//! default, once without and once with a 60K-token context limit, and once with the budget out
+//! of the way (the run as it was before context editing). It measures tokens, not time, so it
+//! is a plain `main`: it prints a table and the issue's targets, and asserts nothing.
+//! `cargo bench --bench economy`.
 
 #[path = "../tests/common"]
 mod common {
@@ -16,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agentfix::config::{Config, ProviderKind, Settings};
+use agentfix::config::{Config, DEFAULT_CONTEXT_BUDGET, ProviderKind, Settings};
 use agentfix::fix::{self, Target, Verdict};
 use agentfix::pricing::{TokenCounts, format_usd, price_of};
 use agentfix::workspace::{NoBuffers, Overlay, Workspace};
@@ -41,13 +42,17 @@ struct Row {
     right_edit: bool,
 }
 
-fn settings(base_url: String) -> Settings {
+/// The budget of the "no budget" row: the run as it was before context editing.
+const NO_BUDGET: u64 = 1_000_000_000_000;
+
+fn settings(base_url: String, context_budget: u64) -> Settings {
     Settings {
         provider: Some(ProviderKind::Anthropic),
         model: Some(MODEL.into()),
         base_url: Some(base_url),
         max_turns: Some(MAX_TURNS),
         max_tokens: Some(MAX_TOKENS),
+        context_budget: Some(context_budget),
         transcripts: Some(false),
         default_language_servers: Some(false),
         ..Settings::default()
@@ -62,7 +67,12 @@ fn write_workspace(root: &Path) {
     }
 }
 
-fn run_session(runtime: &tokio::runtime::Runtime, name: &'static str, context_limit: Option<u64>) -> Row {
+fn run_session(
+    runtime: &tokio::runtime::Runtime,
+    name: &'static str,
+    context_budget: u64,
+    context_limit: Option<u64>,
+) -> Row {
     let dir = tempfile::tempdir().unwrap();
     let root: PathBuf = std::fs::canonicalize(dir.path()).unwrap();
     write_workspace(&root);
@@ -75,7 +85,8 @@ fn run_session(runtime: &tokio::runtime::Runtime, name: &'static str, context_li
 
     // Only the key comes from the "environment": nothing of the host's leaks in.
     let env = |var: &str| (var == "ANTHROPIC_API_KEY").then(|| mock_model::API_KEY.to_string());
-    let config = Config::resolve(&Settings::default(), &settings(mock.base_url()), &env).expect("configuration");
+    let config =
+        Config::resolve(&Settings::default(), &settings(mock.base_url(), context_budget), &env).expect("configuration");
     let model = agentfix::providers::from_config(&config.provider).expect("provider");
     let workspace = Arc::new(Workspace::new(vec![root.clone()]));
     let overlay = Arc::new(Overlay::new(workspace, Arc::new(NoBuffers)));
@@ -108,12 +119,16 @@ fn run_session(runtime: &tokio::runtime::Runtime, name: &'static str, context_li
 fn main() {
     // `cargo bench` passes `--bench`; there is nothing to filter.
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let rows =
-        [run_session(&runtime, "defaults", None), run_session(&runtime, "context limit 60K", Some(CONTEXT_LIMIT))];
+    // The default budget is set explicitly so the table says what it measured.
+    let rows = [
+        run_session(&runtime, "no budget (before)", NO_BUDGET, None),
+        run_session(&runtime, "defaults", DEFAULT_CONTEXT_BUDGET, None),
+        run_session(&runtime, "context limit 60K", DEFAULT_CONTEXT_BUDGET, Some(CONTEXT_LIMIT)),
+    ];
     let price = price_of(MODEL, &BTreeMap::new());
     println!();
     println!(
-        "economy: {} reads of ~20 KB, 1 edit, 1 summary; {MODEL}, mock with prompt caching (min 1024 tokens); maxTurns {MAX_TURNS}, maxTokens {MAX_TOKENS}",
+        "economy: {} reads of ~20 KB, 1 edit, 1 summary; {MODEL}, mock with prompt caching (min 1024 tokens); maxTurns {MAX_TURNS}, maxTokens {MAX_TOKENS}, contextBudget {DEFAULT_CONTEXT_BUDGET} (first row: none)",
         mock_model::ECONOMY_READS
     );
     println!(

@@ -65,8 +65,13 @@ fn bench(c: &mut Criterion) {
     std::fs::write(dir.path().join("lib.py"), text).unwrap();
     let workspace = Arc::new(Workspace::new(vec![dir.path().to_path_buf()]));
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let limits =
-        Limits { max_turns: 100, max_tokens: u64::MAX, max_output_tokens: 8192, timeout: Duration::from_secs(600) };
+    let limits = Limits {
+        max_turns: 100,
+        max_tokens: u64::MAX,
+        max_output_tokens: 8192,
+        context_budget: u64::MAX,
+        timeout: Duration::from_secs(600),
+    };
     let mut group = c.benchmark_group("run");
     group.sample_size(20);
     for turns in [10u32, 20, 40] {

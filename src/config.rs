@@ -29,6 +29,8 @@ pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_MAX_TURNS: u32 = 25;
 pub const DEFAULT_MAX_TOKENS: u64 = 2_000_000;
 pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
+/// Estimated prompt tokens of one request at most (`contextBudget`).
+pub const DEFAULT_CONTEXT_BUDGET: u64 = 100_000;
 pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
 pub const DEFAULT_MAX_RETRIES: u32 = 2;
 pub const DEFAULT_CONNECT_TIMEOUT_SECS: u64 = 10;
@@ -209,6 +211,10 @@ pub struct Settings {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_output_tokens: Option<u32>,
+    /// Prompt tokens of one model request at most, estimated before it is sent (default 100000). Past about 80 % of it, the outputs of older tool calls (all but the newest three) are replaced by a one-line stub; a request that would still not fit is not sent and the run stops with `context_budget`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub context_budget: Option<u64>,
     /// Wall-clock limit of a run in seconds (default 300).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
@@ -431,6 +437,8 @@ pub struct Limits {
     pub max_tokens: u64,
     /// `max_tokens` of each request.
     pub max_output_tokens: u32,
+    /// Estimated prompt tokens of each request at most.
+    pub context_budget: u64,
     /// Wall-clock time of the run.
     pub timeout: Duration,
 }
@@ -681,10 +689,14 @@ impl Layers<'_> {
         let max_tokens = pick!(l, "maxTokens", max_tokens, l.num("AGENTFIX_MAX_TOKENS")?, DEFAULT_MAX_TOKENS);
         let max_output_tokens =
             pick!(l, "maxOutputTokens", max_output_tokens, None::<u32>, DEFAULT_MAX_OUTPUT_TOKENS).max(1);
+        let context_budget =
+            pick!(l, "contextBudget", context_budget, l.num("AGENTFIX_CONTEXT_BUDGET")?, DEFAULT_CONTEXT_BUDGET).max(1);
         let timeout =
             pick!(l, "timeoutSecs", timeout_secs, l.num("AGENTFIX_TIMEOUT_SECS")?, DEFAULT_TIMEOUT_SECS).max(1);
         let partial_edits = pick!(l, "partialEdits", partial_edits, None::<PartialEdits>, PartialEdits::Offer);
-        Ok((Limits { max_turns, max_tokens, max_output_tokens, timeout: Duration::from_secs(timeout) }, partial_edits))
+        let limits =
+            Limits { max_turns, max_tokens, max_output_tokens, context_budget, timeout: Duration::from_secs(timeout) };
+        Ok((limits, partial_edits))
     }
 
     fn transcripts(&mut self) -> TranscriptsConfig {
@@ -949,6 +961,22 @@ mod tests {
             c.provider.require_api_key().unwrap_err().to_string(),
             "ANTHROPIC_API_KEY is not set: agentfix needs an API key for the anthropic provider. Set ANTHROPIC_API_KEY in the environment the editor starts agentfix in (or in your shell for `agentfix fix`)."
         );
+    }
+
+    #[test]
+    fn the_context_budget_defaults_and_layers() {
+        let c = resolve(&Settings::default(), &Settings::default(), &[]).unwrap();
+        assert_eq!((c.limits.context_budget, c.source("contextBudget")), (DEFAULT_CONTEXT_BUDGET, Source::Default));
+        let file = Settings::from_toml("contextBudget = 50000\n").unwrap();
+        let c = resolve(&file, &Settings::default(), &[]).unwrap();
+        assert_eq!((c.limits.context_budget, c.source("contextBudget")), (50_000, Source::File));
+        let c = resolve(&file, &Settings::default(), &[("AGENTFIX_CONTEXT_BUDGET", "60000")]).unwrap();
+        assert_eq!((c.limits.context_budget, c.source("contextBudget")), (60_000, Source::Env));
+        let editor = Settings { context_budget: Some(70_000), ..Settings::default() };
+        let c = resolve(&file, &editor, &[("AGENTFIX_CONTEXT_BUDGET", "60000")]).unwrap();
+        assert_eq!((c.limits.context_budget, c.source("contextBudget")), (70_000, Source::Editor));
+        let e = resolve(&Settings::default(), &Settings::default(), &[("AGENTFIX_CONTEXT_BUDGET", "big")]).unwrap_err();
+        assert_eq!(e.to_string(), "AGENTFIX_CONTEXT_BUDGET=`big` is not a number");
     }
 
     #[test]

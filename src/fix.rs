@@ -243,6 +243,11 @@ impl ProgressLines {
                 self.usage.lock().unwrap_or_else(|e| e.into_inner()).add(response.usage);
                 None
             }
+            RunEvent::ContextEdited { turn, stubbed, tokens_before, tokens_after, .. } => plain(format!(
+                "turn {turn}: removed {stubbed} older tool outputs to save context (~{} → ~{} tokens)",
+                thousands(*tokens_before),
+                thousands(*tokens_after)
+            )),
             RunEvent::ToolResult { .. } => None,
         }
     }
@@ -613,7 +618,13 @@ mod tests {
     #[test]
     fn the_verdict_is_decided_once_in_order_cancel_discard_no_edit_proposal() {
         use crate::model::{ModelError, ModelErrorKind, Usage};
-        let limits = Limits { max_turns: 4, max_tokens: 1000, max_output_tokens: 100, timeout: Duration::from_secs(9) };
+        let limits = Limits {
+            max_turns: 4,
+            max_tokens: 1000,
+            max_output_tokens: 100,
+            context_budget: 100_000,
+            timeout: Duration::from_secs(9),
+        };
         let outcome = |stop: Stop| Outcome {
             stop,
             turns: 1,

@@ -268,6 +268,10 @@ pub enum ModelErrorKind {
     Auth,
     /// The request was refused as malformed (400, 404, 413, 422).
     InvalidRequest,
+    /// The prompt does not fit the model's context window (Anthropic 400
+    /// "prompt is too long", OpenAI `context_length_exceeded`): the same
+    /// request will fail again, a smaller one may not.
+    ContextTooLong,
     /// Rate limited or out of quota (429).
     RateLimited,
     /// The service failed or is overloaded (5xx, 529).

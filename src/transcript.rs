@@ -486,7 +486,7 @@ impl Transcript {
                     elapsed_ms: *elapsed_ms,
                 })
             }
-            RunEvent::ToolCalls { .. } | RunEvent::Stream(_) => return,
+            RunEvent::ToolCalls { .. } | RunEvent::Stream(_) | RunEvent::ContextEdited { .. } => return,
         };
         self.record(&record);
     }

@@ -465,3 +465,92 @@ fn schema_command_prints_the_committed_schema() {
     let committed: Value = serde_json::from_str(include_str!("../agentfix.schema.json")).unwrap();
     assert_eq!(printed, committed);
 }
+
+/// Modules of about 20 KB (some 6,000 tokens each as the mock counts) for the context tests.
+const BIG_MODULES: usize = 8;
+
+fn big_module(i: usize) -> String {
+    (0..200)
+        .map(|j| format!("def helper_{i}_{j:03}(values):\n    return [v * {j} + {i} for v in values]\n\n"))
+        .collect()
+}
+
+/// `BIG_MODULES` reads, the edit, the summary, in the replies of `api`; returns the
+/// run's output and the mock.
+fn context_session(api: &str, extra_env: &[(&'static str, String)], limit: Option<u64>) -> (Ws, MockModel, Output) {
+    let ws = workspace("maxTurns = 20\n");
+    for i in 0..BIG_MODULES {
+        std::fs::write(ws.root.join(format!("m{i}.py")), big_module(i)).unwrap();
+    }
+    let mock = MockModel::start();
+    if let Some(limit) = limit {
+        mock.set_context_limit(limit);
+    }
+    let mut env = match api {
+        "anthropic" => anthropic_env(&mock),
+        _ => openai_env(&mock, "openai"),
+    };
+    env.extend(extra_env.iter().cloned());
+    for i in 0..BIG_MODULES {
+        let (id, input) = (format!("call_read{i}"), json!({"path": format!("m{i}.py")}));
+        mock.push(match api {
+            "anthropic" => tool_reply(&[(&id.replace("call_", "toolu_"), "read_file", input)]),
+            _ => openai_tools(&[(&id, "read_file", input)]),
+        });
+    }
+    let (id, name, input) = edit_call("call_edit");
+    mock.push(match api {
+        "anthropic" => tool_reply(&[("toolu_edit", name, input)]),
+        _ => openai_tools(&[(&id, name, input)]),
+    });
+    mock.push(match api {
+        "anthropic" => text_reply("Guarded b == 0."),
+        _ => openai_text("Guarded b == 0."),
+    });
+    let out = fix_with(&ws, &env);
+    (ws, mock, out)
+}
+
+const STUB: &str = ": output removed to save context; call the tool again if you need it]";
+
+#[test]
+fn prompt_too_long_is_recovered_by_editing_the_context_for_both_providers() {
+    for api in ["anthropic", "openai"] {
+        // The eighth read no longer fits 30K: the API refuses it once, the loop stubs the
+        // older reads, retries, and keeps under the measured window from then on.
+        let (ws, mock, out) = context_session(api, &[], Some(30_000));
+        assert_fixed(&ws, &out);
+        assert!(mock.violations().is_empty(), "{api}: {:?}", mock.violations());
+        let stats = mock.usage_stats();
+        assert_eq!(stats.too_long, 1, "{api}: one refusal, then the measured window holds");
+        assert_eq!(stats.requests as usize, BIG_MODULES + 2, "{api}: every scripted reply was used");
+        let requests = mock.requests();
+        let last = requests.last().unwrap().body.to_string();
+        assert!(last.contains(&format!("[read_file m0.py{STUB}")), "{api}: {last:.300}");
+        assert!(last.contains("def helper_7_199"), "{api}: the newest read is whole");
+    }
+}
+
+#[test]
+fn the_context_budget_keeps_every_request_under_it_for_both_providers() {
+    for api in ["anthropic", "openai"] {
+        let budget = [("AGENTFIX_CONTEXT_BUDGET", "25000".to_string())];
+        let (ws, mock, out) = context_session(api, &budget, None);
+        assert_fixed(&ws, &out);
+        assert!(mock.violations().is_empty(), "{api}: {:?}", mock.violations());
+        let stats = mock.usage_stats();
+        assert!(stats.largest_request <= 25_000, "{api}: largest request {}", stats.largest_request);
+        assert_eq!(stats.requests as usize, BIG_MODULES + 2);
+        let last = mock.requests().last().unwrap().body.to_string();
+        assert!(last.contains(&format!("[read_file m0.py{STUB}")), "{api}");
+
+        // Three whole reads of a module do not fit 12K: the run stops before sending one.
+        let budget = [("AGENTFIX_CONTEXT_BUDGET", "12000".to_string())];
+        let (_ws, mock, out) = context_session(api, &budget, None);
+        assert_eq!(out.status.code(), Some(1), "{api}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains("would not fit the context") && err.contains("contextBudget 12000"), "{api}: {err}");
+        assert!(mock.usage_stats().largest_request <= 12_000, "{api}: {}", mock.usage_stats().largest_request);
+        assert!(mock.violations().is_empty(), "{api}: {:?}", mock.violations());
+    }
+}

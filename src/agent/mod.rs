@@ -10,17 +10,27 @@
 //! clock `timeout`, and a convergence guard (the same failing call three
 //! times in a row, or several tool turns that bring nothing new). At a
 //! limit, one last request without tools asks for a short summary.
+//!
+//! Context: before each request its prompt tokens are estimated
+//! ([`context`]); past about 80 % of `contextBudget` the outputs of older
+//! tool calls are replaced by stubs, and a request that still would not fit
+//! is not sent (`context_budget`). A "prompt is too long" refusal or a
+//! `model_context_window_exceeded` stop measures the window: the context is
+//! edited to fit it and the request retried once.
 
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
+
+mod context;
 
 use futures::future::join_all;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::model::{
-    Block, Message, ModelError, ModelRequest, ModelResponse, Role, StopReason, StreamUpdate, ToolInput, ToolSpec, Usage,
+    Block, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse, Role, StopReason, StreamUpdate, ToolInput,
+    ToolSpec, Usage,
 };
 use crate::providers::ModelClient;
 use crate::tools::{ToolOutput, ToolSet};
@@ -55,6 +65,10 @@ pub enum RunEvent {
     ToolCalls { turn: u32, calls: Vec<String> },
     /// One tool call finished.
     ToolResult { turn: u32, id: String, name: String, input: ToolInput, output: ToolOutput, elapsed_ms: u64 },
+    /// Before the request of `turn`, the outputs of `stubbed` older tool
+    /// calls were replaced by one-line stubs (the `edit`-th edit of the run),
+    /// taking the estimated prompt from `tokens_before` to `tokens_after`.
+    ContextEdited { turn: u32, edit: u32, stubbed: u32, tokens_before: u64, tokens_after: u64 },
 }
 
 /// Why a run ended.
@@ -69,6 +83,15 @@ pub enum Stop {
     TokenBudget,
     /// The wall-clock limit (`timeoutSecs`) passed.
     Timeout,
+    /// The next request would not fit the context (`contextBudget`, or the
+    /// model's window as measured), even with older tool outputs removed;
+    /// it was not sent.
+    ContextBudget {
+        /// Its estimated prompt tokens.
+        estimate: u64,
+        /// The ceiling it passed.
+        ceiling: u64,
+    },
     /// The convergence guard saw no progress.
     Stalled(String),
     /// A response was cut at `max_tokens`.
@@ -97,6 +120,7 @@ impl Stop {
             Stop::MaxTurns => "max_turns",
             Stop::TokenBudget => "token_budget",
             Stop::Timeout => "timeout",
+            Stop::ContextBudget { .. } => "context_budget",
             Stop::Stalled(_) => "stalled",
             Stop::MaxTokens => "max_tokens",
             Stop::Refusal { .. } => "refusal",
@@ -127,6 +151,10 @@ impl Stop {
             Stop::MaxTurns => format!("the run reached maxTurns ({})", limits.max_turns),
             Stop::TokenBudget => format!("the run used up its token budget (maxTokens {})", limits.max_tokens),
             Stop::Timeout => format!("the run took longer than timeoutSecs ({} s)", limits.timeout.as_secs()),
+            Stop::ContextBudget { estimate, ceiling } => format!(
+                "the next request (about {estimate} tokens) would not fit the context ({} tokens; contextBudget {}) even with older tool outputs removed",
+                ceiling, limits.context_budget
+            ),
             Stop::Stalled(why) => format!("the run stalled: {why}"),
             Stop::MaxTokens => format!("a model response was cut off at {} output tokens", limits.max_output_tokens),
             Stop::Refusal { explanation } => match explanation {
@@ -247,6 +275,14 @@ struct Run<'a> {
     widened: bool,
     summary: String,
     guard: Convergence,
+    budget: context::Budget,
+    /// Context edits made so far.
+    context_edits: u32,
+    /// Whether the next request edits the context whatever its estimate
+    /// (after a `model_context_window_exceeded` stop).
+    force_edit: bool,
+    /// Whether the previous response stopped at the context window.
+    window_retried: bool,
 }
 
 /// Runs the loop from a first user message to a stop.
@@ -277,6 +313,10 @@ pub async fn run(
         widened: false,
         summary: String::new(),
         guard: Convergence::default(),
+        budget: context::Budget::new(limits.context_budget),
+        context_edits: 0,
+        force_edit: false,
+        window_retried: false,
     };
     let stop = loop {
         if let ControlFlow::Break(stop) = run.turn().await {
@@ -295,6 +335,10 @@ impl Run<'_> {
         if response.stop_reason == StopReason::MaxTokens {
             return self.cut_off(response);
         }
+        if response.stop_reason == StopReason::ContextWindowExceeded && !self.window_retried {
+            return self.window_full(&response);
+        }
+        self.window_retried = false;
         self.keep_summary(&response.message);
         let calls: Vec<ToolCall> = response
             .message
@@ -334,9 +378,70 @@ impl Run<'_> {
     }
 
     /// Sends the next request with tools, raced against the limits, and
-    /// reports it and its response.
+    /// reports it and its response. The context is fitted first; a "prompt
+    /// is too long" refusal measures the window, and the request is sent
+    /// once more after an edit.
     async fn request(&mut self) -> ControlFlow<Stop, ModelResponse> {
+        let force = std::mem::take(&mut self.force_edit);
+        self.fit(self.turns + 1, force)?;
         self.turns += 1;
+        let mut retried = false;
+        loop {
+            match self.send().await? {
+                Ok(response) => return ControlFlow::Continue(response),
+                Err(e) if e.kind == ModelErrorKind::ContextTooLong && !retried => {
+                    retried = true;
+                    tracing::info!(
+                        ceiling = self.budget.ceiling(),
+                        error = %e.message,
+                        "the prompt did not fit the context window; editing the context and retrying once"
+                    );
+                    self.fit(self.turns, true)?;
+                }
+                Err(e) => return ControlFlow::Break(Stop::ModelError(e)),
+            }
+        }
+    }
+
+    /// The estimated bytes of the next request.
+    fn request_bytes(&self) -> u64 {
+        context::request_bytes(self.system, &self.messages, &self.specs)
+    }
+
+    /// Makes the next request fit: past the edit threshold (or when
+    /// `force`d), the outputs of older tool calls are stubbed in one batch;
+    /// a request that still does not fit is not sent.
+    fn fit(&mut self, turn: u32, force: bool) -> ControlFlow<Stop> {
+        let before = self.budget.estimate(self.request_bytes());
+        let mut estimate = before;
+        if force || before > self.budget.edit_threshold() {
+            let stubbed = context::stub_old_results(&mut self.messages, context::KEEP_RESULTS);
+            if stubbed > 0 {
+                estimate = self.budget.estimate(self.request_bytes());
+                self.context_edits += 1;
+                tracing::info!(turn, stubbed, before, after = estimate, "older tool outputs removed to save context");
+                (self.events)(RunEvent::ContextEdited {
+                    turn,
+                    edit: self.context_edits,
+                    stubbed: stubbed as u32,
+                    tokens_before: before,
+                    tokens_after: estimate,
+                });
+            }
+        }
+        let ceiling = self.budget.ceiling();
+        if estimate > ceiling {
+            // Editing was not enough. This is where compaction (a request
+            // that summarises the conversation) will go; for now the run
+            // stops without sending a request over the budget.
+            return ControlFlow::Break(Stop::ContextBudget { estimate, ceiling });
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// Sends the conversation as it is, reports the request and its
+    /// response, and feeds the estimate what the provider measured.
+    async fn send(&mut self) -> ControlFlow<Stop, Result<ModelResponse, ModelError>> {
         (self.events)(RunEvent::Request {
             turn: self.turns,
             new_messages: self.messages[self.sent..].to_vec(),
@@ -344,6 +449,7 @@ impl Run<'_> {
             allow_tools: true,
         });
         self.sent = self.messages.len();
+        let bytes = self.request_bytes();
         let request = ModelRequest {
             system: self.system,
             messages: &self.messages,
@@ -353,16 +459,37 @@ impl Run<'_> {
         };
         let stream = |u: StreamUpdate| (self.events)(RunEvent::Stream(u));
         let started = Instant::now();
-        let response = match self.race(self.model.complete(request, &stream)).await? {
-            Ok(r) => r,
-            Err(e) => return ControlFlow::Break(Stop::ModelError(e)),
-        };
-        (self.events)(RunEvent::Response {
-            turn: self.turns,
-            response: response.clone(),
-            elapsed_ms: started.elapsed().as_millis() as u64,
-        });
-        ControlFlow::Continue(response)
+        let result = self.race(self.model.complete(request, &stream)).await?;
+        match &result {
+            Ok(response) => {
+                self.budget.calibrate(bytes, response.usage.input_tokens);
+                (self.events)(RunEvent::Response {
+                    turn: self.turns,
+                    response: response.clone(),
+                    elapsed_ms: started.elapsed().as_millis() as u64,
+                });
+            }
+            Err(e) if e.kind == ModelErrorKind::ContextTooLong => self.budget.refused(bytes, &e.message),
+            Err(_) => {}
+        }
+        ControlFlow::Continue(result)
+    }
+
+    /// A response stopped because the context window filled up: it is
+    /// dropped (a truncated turn is never acted on), the window it measured
+    /// becomes the ceiling with room for a whole response, and the next
+    /// request is sent once more after an edit.
+    fn window_full(&mut self, response: &ModelResponse) -> ControlFlow<Stop> {
+        self.window_retried = true;
+        self.force_edit = true;
+        let used = response.usage.input_tokens + response.usage.output_tokens;
+        let room = used.saturating_sub(u64::from(self.max_output)).max(response.usage.input_tokens * 3 / 4);
+        self.budget.lower(room);
+        tracing::info!(
+            ceiling = self.budget.ceiling(),
+            "the context window filled up; editing the context and retrying once"
+        );
+        ControlFlow::Continue(())
     }
 
     /// A response cut at max_tokens: a cut-off tool call is dropped and the
@@ -455,6 +582,7 @@ impl Run<'_> {
             turns = self.turns,
             input_tokens = self.usage.input_tokens,
             output_tokens = self.usage.output_tokens,
+            context_edits = self.context_edits,
             "run ended"
         );
         Outcome { stop, turns: self.turns, usage: self.usage, summary: self.summary, messages: self.messages }
@@ -462,6 +590,10 @@ impl Run<'_> {
 
     /// One last request without tools: what was done, what is left.
     async fn closing_summary(&mut self, stop: &Stop) -> Option<String> {
+        // The summary request obeys the budget too.
+        if self.fit(0, false).is_break() {
+            return None;
+        }
         let ask = format!(
             "The run has to stop now: {}. Do not call any tools. In at most three sentences, say what you changed so far and what is left to do.",
             stop.describe(self.limits)

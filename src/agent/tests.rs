@@ -82,6 +82,11 @@ impl ToolSet for FakeTools {
                 ToolOutput { content: "slow done".into(), is_error: false, fatal: false }
             }
             "fatal" => ToolOutput { content: "disk on fire".into(), is_error: true, fatal: true },
+            // `bytes` bytes (default 4000) after the input: a file's worth of output.
+            "big" => {
+                let n = input["bytes"].as_u64().unwrap_or(4000) as usize;
+                ToolOutput { content: format!("{input}{}", "y".repeat(n)), is_error: false, fatal: false }
+            }
             _ => ToolOutput { content: format!("no tool {name}"), is_error: true, fatal: false },
         };
         self.log.lock().unwrap().push(format!("end {name}"));
@@ -93,8 +98,13 @@ fn tools() -> FakeTools {
     FakeTools { log: Mutex::new(Vec::new()) }
 }
 
-const LIMITS: Limits =
-    Limits { max_turns: 10, max_tokens: 1_000_000, max_output_tokens: 1000, timeout: Duration::from_secs(60) };
+const LIMITS: Limits = Limits {
+    max_turns: 10,
+    max_tokens: 1_000_000,
+    max_output_tokens: 1000,
+    context_budget: 1_000_000,
+    timeout: Duration::from_secs(60),
+};
 
 async fn go(model: &Scripted, tools: &FakeTools, limits: Limits) -> (Outcome, Vec<RunEvent>) {
     let events = Mutex::new(Vec::new());
@@ -369,4 +379,254 @@ async fn the_malformed_variant_gets_the_error_result_and_is_reported_as_it_came(
         _ => None,
     });
     assert_eq!(reported, Some(malformed));
+}
+
+/// A reply that reports `input_tokens` prompt tokens (0: none, the estimate
+/// stays at bytes / 4).
+fn reply_with(content: Vec<Block>, stop: StopReason, input_tokens: u64) -> Result<ModelResponse, ModelError> {
+    Ok(ModelResponse {
+        message: Message { role: Role::Assistant, content, raw: None },
+        stop_reason: stop,
+        usage: Usage { input_tokens, output_tokens: 10, ..Default::default() },
+    })
+}
+
+/// `n` tool turns, each calling `big` on its own file with `bytes` of output.
+fn big_turns(n: usize, bytes: u64) -> Vec<Result<ModelResponse, ModelError>> {
+    (0..n)
+        .map(|i| {
+            let input = json!({"path": format!("m{i:02}.py"), "bytes": bytes});
+            reply_with(vec![call(&format!("t{i}"), "big", input)], StopReason::ToolUse, 0)
+        })
+        .collect()
+}
+
+/// The estimate of each request the model saw, at bytes / 4.
+fn seen_estimates(model: &Scripted) -> Vec<u64> {
+    let specs = tools().specs();
+    model.seen.lock().unwrap().iter().map(|m| context::request_bytes("sys", m, &specs).div_ceil(4)).collect()
+}
+
+fn edits(events: &[RunEvent]) -> Vec<(u32, u32)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            RunEvent::ContextEdited { turn, stubbed, .. } => Some((*turn, *stubbed)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every tool_use of an assistant message is answered, in order, by the
+/// next message.
+fn assert_pairs_valid(messages: &[Message]) {
+    for (i, m) in messages.iter().enumerate() {
+        let ids: Vec<&str> = m.tool_calls().map(|(id, _, _)| id).collect();
+        if ids.is_empty() {
+            continue;
+        }
+        let answered: Vec<&str> = messages[i + 1]
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                Block::ToolResult { tool_use_id, .. } => Some(tool_use_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ids, answered, "message {i}");
+    }
+}
+
+fn result_content<'a>(messages: &'a [Message], id: &str) -> &'a str {
+    messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .find_map(|b| match b {
+            Block::ToolResult { tool_use_id, content, .. } if tool_use_id == id => Some(content.as_str()),
+            _ => None,
+        })
+        .unwrap()
+}
+
+#[test]
+fn stubs_keep_every_pair_and_the_newest_results_whole() {
+    let mut messages = vec![Message::user_text("fix it")];
+    for i in 0..5 {
+        messages.push(Message {
+            role: Role::Assistant,
+            content: vec![
+                text("Reading."),
+                call(&format!("t{i}"), "read_file", json!({"path": format!("src/m{i}.py")})),
+            ],
+            raw: Some(json!({"opaque": i})),
+        });
+        messages.push(Message {
+            role: Role::User,
+            content: vec![Block::ToolResult {
+                tool_use_id: format!("t{i}"),
+                content: "x".repeat(500),
+                is_error: i == 1,
+            }],
+            raw: None,
+        });
+    }
+    let before = messages.clone();
+    assert_eq!(context::stub_old_results(&mut messages, 3), 2);
+    assert_pairs_valid(&messages);
+    assert_eq!(messages.len(), before.len());
+    assert_eq!(
+        messages[2].content,
+        vec![Block::ToolResult {
+            tool_use_id: "t0".into(),
+            content: "[read_file src/m0.py: output removed to save context; call the tool again if you need it]".into(),
+            is_error: false,
+        }]
+    );
+    assert!(
+        matches!(&messages[4].content[0], Block::ToolResult { is_error: true, content, .. } if content.starts_with("[read_file src/m1.py: output removed"))
+    );
+    // The newest three results and every other message are untouched.
+    for (i, (now, was)) in messages.iter().zip(&before).enumerate() {
+        if i != 2 && i != 4 {
+            assert_eq!(now, was, "message {i}");
+        }
+    }
+    // Already stubbed: a second edit changes nothing.
+    assert_eq!(context::stub_old_results(&mut messages, 3), 0);
+    // Fewer result messages than kept: nothing to do.
+    assert_eq!(context::stub_old_results(&mut before[..5].to_vec(), 3), 0);
+}
+
+#[test]
+fn the_estimate_is_bytes_over_four_recalibrated_by_reported_usage() {
+    let mut b = context::Budget::new(100_000);
+    assert_eq!((b.estimate(4000), b.ceiling(), b.edit_threshold()), (1000, 100_000, 80_000));
+    // The previous request of 4000 bytes was 1500 tokens.
+    b.calibrate(4000, 1500);
+    assert_eq!(b.estimate(8000), 3000);
+    // Nothing reported: the ratio stays.
+    b.calibrate(8000, 0);
+    assert_eq!(b.estimate(8000), 3000);
+    // A refusal measures the window (Anthropic's and OpenAI's wording) and the prompt.
+    b.refused(
+        100_000,
+        "Anthropic API 400: the conversation no longer fits: prompt is too long: 61000 tokens > 60000 maximum",
+    );
+    assert_eq!((b.ceiling(), b.estimate(100_000)), (60_000, 61_000));
+    b.refused(
+        100_000,
+        "OpenAI API 400: x: This model's maximum context length is 50,000 tokens. However, your messages resulted in 52,000 tokens.",
+    );
+    assert_eq!((b.ceiling(), b.estimate(100_000)), (50_000, 52_000));
+    // Without numbers, the refused request's estimate is the ceiling.
+    let mut b = context::Budget::new(100_000);
+    b.refused(40_000, "Anthropic API 400: prompt is too long");
+    assert_eq!(b.ceiling(), 9_999);
+    // The ceiling is never above contextBudget.
+    let mut b = context::Budget::new(30_000);
+    b.lower(60_000);
+    assert_eq!(b.ceiling(), 30_000);
+}
+
+#[tokio::test]
+async fn older_tool_outputs_are_stubbed_in_batches_near_the_budget() {
+    // 1 KB (250 tokens) per result, budget 5000: the first edit comes past 4000.
+    let mut replies = big_turns(36, 1000);
+    replies.push(reply(vec![text("done")], StopReason::EndTurn));
+    let model = Scripted::new(replies);
+    let limits = Limits { max_turns: 40, context_budget: 5000, ..LIMITS };
+    let (out, events) = go(&model, &tools(), limits).await;
+    assert_eq!(out.stop, Stop::EndTurn);
+    assert_eq!(out.turns, 37);
+    let edits = edits(&events);
+    assert_eq!(edits.len(), 3, "{edits:?}");
+    // Each edit stubs a batch: everything but the newest three results.
+    assert!(edits.iter().all(|&(_, stubbed)| stubbed >= 10), "{edits:?}");
+    assert!(edits.windows(2).all(|w| w[1].0 - w[0].0 >= 10), "the cached prefix is rebuilt rarely: {edits:?}");
+    let estimates = seen_estimates(&model);
+    assert!(estimates.iter().all(|&e| e <= 5000), "{estimates:?}");
+    let last = model.seen.lock().unwrap().last().unwrap().clone();
+    assert_pairs_valid(&last);
+    assert!(result_content(&last, "t0").starts_with("[big m00.py: output removed to save context"));
+    for id in ["t33", "t34", "t35"] {
+        assert!(result_content(&last, id).ends_with(&"y".repeat(1000)), "{id} is kept whole");
+    }
+    // The edit is reported before the request it shrank.
+    let edit_at = events.iter().position(|e| matches!(e, RunEvent::ContextEdited { .. })).unwrap();
+    assert!(matches!(&events[edit_at + 1], RunEvent::Request { turn, .. } if *turn == edits[0].0));
+}
+
+#[tokio::test]
+async fn a_request_over_the_budget_is_never_sent() {
+    // 1000 tokens per result, budget 2500: three kept results no longer fit.
+    let model = Scripted::new(big_turns(10, 4000));
+    let limits = Limits { context_budget: 2500, ..LIMITS };
+    let (out, events) = go(&model, &tools(), limits).await;
+    let Stop::ContextBudget { estimate, ceiling } = out.stop else { panic!("{:?}", out.stop) };
+    assert!(estimate > 2500 && ceiling == 2500, "{estimate} {ceiling}");
+    assert_eq!(out.stop.as_str(), "context_budget");
+    assert!(out.stop.describe(&limits).contains("contextBudget 2500"), "{}", out.stop.describe(&limits));
+    assert_eq!(out.turns, 3);
+    let estimates = seen_estimates(&model);
+    assert_eq!(estimates.len(), 3, "no closing summary request either");
+    assert!(estimates.iter().all(|&e| e <= 2500), "{estimates:?}");
+    assert!(edits(&events).is_empty(), "nothing older than the newest three to stub");
+}
+
+fn too_long() -> Result<ModelResponse, ModelError> {
+    Err(ModelError::new(
+        ModelErrorKind::ContextTooLong,
+        Some(400),
+        "Anthropic API 400: the conversation no longer fits the model's context window: prompt is too long: 6000 tokens > 5000 maximum",
+    ))
+}
+
+#[tokio::test]
+async fn prompt_too_long_edits_the_context_and_retries_once() {
+    let mut replies = big_turns(5, 4000);
+    replies.push(too_long());
+    replies.push(reply(vec![text("done")], StopReason::EndTurn));
+    let model = Scripted::new(replies);
+    let (out, events) = go(&model, &tools(), LIMITS).await;
+    assert_eq!(out.stop, Stop::EndTurn);
+    assert_eq!(out.turns, 6, "the retry is the same turn");
+    assert_eq!(edits(&events), vec![(6, 2)], "below 80 % of contextBudget, edited anyway");
+    let seen = model.seen.lock().unwrap();
+    assert_eq!(seen.len(), 7);
+    assert_eq!(seen[5].len(), seen[6].len());
+    assert_pairs_valid(&seen[6]);
+    assert!(result_content(&seen[5], "t0").ends_with("yyy"));
+    assert!(result_content(&seen[6], "t0").starts_with("[big m00.py: output removed"));
+    assert!(result_content(&seen[6], "t2").ends_with("yyy"));
+}
+
+#[tokio::test]
+async fn prompt_too_long_twice_is_a_model_error() {
+    let mut replies = big_turns(5, 4000);
+    replies.push(too_long());
+    replies.push(too_long());
+    let model = Scripted::new(replies);
+    let (out, _) = go(&model, &tools(), LIMITS).await;
+    assert!(matches!(&out.stop, Stop::ModelError(e) if e.kind == ModelErrorKind::ContextTooLong), "{:?}", out.stop);
+    assert_eq!(model.seen.lock().unwrap().len(), 7, "one retry, no more");
+}
+
+#[tokio::test]
+async fn a_full_context_window_drops_the_turn_edits_and_retries_once() {
+    let mut replies = big_turns(5, 4000);
+    replies.push(reply_with(vec![text("Half an ans")], StopReason::ContextWindowExceeded, 5000));
+    replies.push(reply(vec![text("done")], StopReason::EndTurn));
+    let model = Scripted::new(replies);
+    let (out, events) = go(&model, &tools(), LIMITS).await;
+    assert_eq!(out.stop, Stop::EndTurn);
+    assert_eq!(edits(&events).len(), 1);
+    let seen = model.seen.lock().unwrap().clone();
+    assert_eq!(seen[6].len(), seen[5].len(), "the cut-off turn is not echoed");
+    assert!(result_content(&seen[6], "t1").starts_with("[big m01.py: output removed"));
+    // Twice in a row: the run ends as before.
+    let mut replies = big_turns(5, 4000);
+    replies.push(reply_with(vec![text("Half")], StopReason::ContextWindowExceeded, 5000));
+    replies.push(reply_with(vec![text("Half")], StopReason::ContextWindowExceeded, 5000));
+    let model = Scripted::new(replies);
+    assert_eq!(go(&model, &tools(), LIMITS).await.0.stop, Stop::ContextWindowExceeded);
 }

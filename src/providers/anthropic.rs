@@ -319,6 +319,9 @@ fn error_from_body(v: &Value, status: Option<u16>, key_source: &str) -> ModelErr
         ("not_found_error", _) | (_, Some(404)) => {
             (ModelErrorKind::InvalidRequest, "not found (check the model id and baseUrl)".into(), false)
         }
+        ("invalid_request_error", _) | (_, Some(400)) if is_prompt_too_long(&api_message) => {
+            (ModelErrorKind::ContextTooLong, "the conversation no longer fits the model's context window".into(), false)
+        }
         ("request_too_large", _) | (_, Some(413)) => {
             (ModelErrorKind::InvalidRequest, "the request is too large".into(), false)
         }
@@ -337,6 +340,12 @@ fn error_from_body(v: &Value, status: Option<u16>, key_source: &str) -> ModelErr
     let mut e = ModelError::new(kind, status, format!("{prefix}: {hint}: {api_message}"));
     e.retryable = retryable;
     e
+}
+
+/// Whether an error message is the API's "prompt is too long" (the 400 of a
+/// prompt over the context window: `prompt is too long: N tokens > M maximum`).
+fn is_prompt_too_long(message: &str) -> bool {
+    message.trim_start().to_ascii_lowercase().starts_with("prompt is too long")
 }
 
 /// Maps an HTTP error response.
@@ -620,6 +629,16 @@ mod tests {
         let e = http_error(529, "overloaded", "");
         assert_eq!((e.kind, e.retryable), (ModelErrorKind::Server, true));
         assert_eq!(http_error(400, "{}", "").kind, ModelErrorKind::InvalidRequest);
+    }
+
+    #[test]
+    fn prompt_is_too_long_is_its_own_kind() {
+        let body = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 61000 tokens > 60000 maximum"}}"#;
+        let e = http_error(400, body, "");
+        assert_eq!((e.kind, e.retryable), (ModelErrorKind::ContextTooLong, false));
+        assert!(e.message.ends_with("prompt is too long: 61000 tokens > 60000 maximum"), "{}", e.message);
+        let other = r#"{"type":"error","error":{"type":"invalid_request_error","message":"messages.1: bad"}}"#;
+        assert_eq!(http_error(400, other, "").kind, ModelErrorKind::InvalidRequest);
     }
 
     fn feed(events: &[(&str, Value)]) -> Result<ModelResponse, ModelError> {

@@ -183,6 +183,11 @@ fn http_error(name: &str, status: u16, body: &str, key_source: &str) -> ModelErr
         }
         429 => (ModelErrorKind::RateLimited, "rate limited; try again later".to_string(), true),
         404 => (ModelErrorKind::InvalidRequest, "not found (check the model id and baseUrl)".to_string(), false),
+        _ if code == "context_length_exceeded" => (
+            ModelErrorKind::ContextTooLong,
+            "the conversation no longer fits the model's context window".to_string(),
+            false,
+        ),
         400 | 413 | 422 => (ModelErrorKind::InvalidRequest, "the API refused the request".to_string(), false),
         s if http::status_retryable(s) => (ModelErrorKind::Server, "the API failed".to_string(), true),
         _ => (ModelErrorKind::InvalidRequest, "the API refused the request".to_string(), false),
@@ -706,5 +711,15 @@ mod tests {
             e.message,
             "OpenAI API 401: the key from OPENAI_API_KEY was rejected; check it: Incorrect API key provided"
         );
+    }
+
+    #[test]
+    fn context_length_exceeded_is_its_own_kind() {
+        let body = r#"{"error":{"message":"This model's maximum context length is 60000 tokens. However, your messages resulted in 61000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
+        let e = http_error("OpenAI", 400, body, "");
+        assert_eq!((e.kind, e.retryable), (ModelErrorKind::ContextTooLong, false));
+        assert!(e.message.contains("maximum context length is 60000 tokens"), "{}", e.message);
+        let other = r#"{"error":{"message":"bad","type":"invalid_request_error","code":"invalid_value"}}"#;
+        assert_eq!(http_error("OpenAI", 400, other, "").kind, ModelErrorKind::InvalidRequest);
     }
 }
