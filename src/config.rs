@@ -204,7 +204,7 @@ pub struct Settings {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_turns: Option<u32>,
-    /// Input + output tokens per run at most (default 2000000).
+    /// Billed-equivalent tokens per run at most (default 2000000): input and output at 1, cache reads at 0.1, cache writes at 1.25. A hard bound: a request that could pass it is not sent, the last ones ask for no more output than is left, and the closing summary is skipped when it would not fit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u64>,
     /// `max_tokens` of each model request (default 8192).

@@ -381,12 +381,7 @@ pub struct Spend {
 
 impl Spend {
     pub fn of(usage: &Usage, price: Option<Price>) -> Self {
-        let tokens = TokenCounts {
-            input: usage.uncached_input(),
-            output: usage.output_tokens,
-            cache_read: usage.cache_read_tokens,
-            cache_write: usage.cache_write_tokens,
-        };
+        let tokens = usage.tokens();
         Self { tokens, cost_usd: price.map(|p| p.cost(&tokens)) }
     }
 

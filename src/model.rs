@@ -207,6 +207,22 @@ impl Usage {
     pub fn uncached_input(&self) -> u64 {
         self.input_tokens.saturating_sub(self.cache_read_tokens + self.cache_write_tokens)
     }
+
+    /// The tokens by how they are billed.
+    pub fn tokens(&self) -> crate::pricing::TokenCounts {
+        crate::pricing::TokenCounts {
+            input: self.uncached_input(),
+            output: self.output_tokens,
+            cache_read: self.cache_read_tokens,
+            cache_write: self.cache_write_tokens,
+        }
+    }
+
+    /// Billed-equivalent tokens (cache reads at 0.1, writes at 1.25): what
+    /// `maxTokens` counts.
+    pub fn billed(&self) -> u64 {
+        self.tokens().billed()
+    }
 }
 
 /// What a provider reports while a response streams in.

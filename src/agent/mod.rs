@@ -41,6 +41,10 @@ const MAX_PAUSE_CONTINUATIONS: u32 = 5;
 const SAME_FAILURE_LIMIT: u32 = 3;
 /// This many tool turns in a row with only repeated results stall the run.
 const NO_NEW_INFORMATION_TURNS: u32 = 4;
+/// The least output a request may be capped to by the run budget.
+const MIN_OUTPUT_TOKENS: u32 = 256;
+/// `max_tokens` of the closing summary request.
+const SUMMARY_OUTPUT_TOKENS: u32 = 1024;
 /// `max_tokens` ceiling when a cut-off tool call is retried with more room.
 const MAX_OUTPUT_CEILING: u32 = 64_000;
 /// Time allowed for the closing summary request: a quarter of the run's
@@ -267,6 +271,9 @@ struct Run<'a> {
     /// Messages already reported in a `RunEvent::Request`.
     sent: usize,
     usage: Usage,
+    /// Billed-equivalent tokens per prompt token of the last request (1
+    /// without a cache; about 0.1 when most of it was read from the cache).
+    billed_share: f64,
     turns: u32,
     /// Consecutive `pause_turn` continuations.
     pauses: u32,
@@ -307,6 +314,7 @@ pub async fn run(
         messages: vec![Message::user_text(prompt)],
         sent: 0,
         usage: Usage::default(),
+        billed_share: 1.0,
         turns: 0,
         pauses: 0,
         max_output: limits.max_output_tokens,
@@ -356,15 +364,28 @@ impl Run<'_> {
         self.text_turn_stop(response.stop_reason, empty)
     }
 
-    /// The turn and token limits, checked before each request.
+    /// The turn and token limits, checked before each request: `maxTokens`
+    /// is billed-equivalent and never exceeded, so a request that could pass
+    /// it (its estimate at the last request's billed share of the prompt,
+    /// plus all the output it may write) is not sent.
     fn check_limits(&self) -> ControlFlow<Stop> {
         if self.turns >= self.limits.max_turns {
             return ControlFlow::Break(Stop::MaxTurns);
         }
-        if self.usage.total() >= self.limits.max_tokens {
+        if self.output_room(self.max_output).is_none() {
             return ControlFlow::Break(Stop::TokenBudget);
         }
         ControlFlow::Continue(())
+    }
+
+    /// The output the next request may ask for (`want` at most) so that the
+    /// run cannot pass `maxTokens`; `None` when less than
+    /// [`MIN_OUTPUT_TOKENS`] would be left, and the request is not sent.
+    fn output_room(&self, want: u32) -> Option<u32> {
+        let prompt = (self.budget.estimate(self.request_bytes()) as f64 * self.billed_share).ceil() as u64;
+        let room = self.limits.max_tokens.saturating_sub(self.usage.billed() + prompt);
+        let room = u32::try_from(room).unwrap_or(u32::MAX).min(want);
+        (room >= want.min(MIN_OUTPUT_TOKENS)).then_some(room)
     }
 
     /// `work`, unless the run is cancelled or its time is up first.
@@ -442,10 +463,12 @@ impl Run<'_> {
     /// Sends the conversation as it is, reports the request and its
     /// response, and feeds the estimate what the provider measured.
     async fn send(&mut self) -> ControlFlow<Stop, Result<ModelResponse, ModelError>> {
+        // Capped so that the run cannot pass `maxTokens` (checked before).
+        let max_output = self.output_room(self.max_output).unwrap_or(MIN_OUTPUT_TOKENS.min(self.max_output));
         (self.events)(RunEvent::Request {
             turn: self.turns,
             new_messages: self.messages[self.sent..].to_vec(),
-            max_output_tokens: self.max_output,
+            max_output_tokens: max_output,
             allow_tools: true,
         });
         self.sent = self.messages.len();
@@ -454,7 +477,7 @@ impl Run<'_> {
             system: self.system,
             messages: &self.messages,
             tools: &self.specs,
-            max_output_tokens: self.max_output,
+            max_output_tokens: max_output,
             allow_tools: true,
         };
         let stream = |u: StreamUpdate| (self.events)(RunEvent::Stream(u));
@@ -463,6 +486,11 @@ impl Run<'_> {
         match &result {
             Ok(response) => {
                 self.budget.calibrate(bytes, response.usage.input_tokens);
+                let u = response.usage;
+                if u.input_tokens > 0 {
+                    let billed_input = u.billed().saturating_sub(u.output_tokens);
+                    self.billed_share = (billed_input as f64 / u.input_tokens as f64).clamp(0.05, 1.5);
+                }
                 (self.events)(RunEvent::Response {
                     turn: self.turns,
                     response: response.clone(),
@@ -590,8 +618,10 @@ impl Run<'_> {
 
     /// One last request without tools: what was done, what is left.
     async fn closing_summary(&mut self, stop: &Stop) -> Option<String> {
-        // The summary request obeys the budget too.
-        if self.fit(0, false).is_break() {
+        // The summary request obeys both budgets too: skipped rather than
+        // sent past them.
+        if self.fit(0, false).is_break() || self.output_room(SUMMARY_OUTPUT_TOKENS) != Some(SUMMARY_OUTPUT_TOKENS) {
+            tracing::info!("no closing summary: it would not fit the budget");
             return None;
         }
         let ask = format!(
@@ -606,12 +636,17 @@ impl Run<'_> {
         }
         let new = if sent > 0 { messages[sent - 1..].to_vec() } else { messages.clone() };
         let events = self.events;
-        events(RunEvent::Request { turn: 0, new_messages: new, max_output_tokens: 1024, allow_tools: false });
+        events(RunEvent::Request {
+            turn: 0,
+            new_messages: new,
+            max_output_tokens: SUMMARY_OUTPUT_TOKENS,
+            allow_tools: false,
+        });
         let request = ModelRequest {
             system: self.system,
             messages,
             tools: &self.specs,
-            max_output_tokens: 1024,
+            max_output_tokens: SUMMARY_OUTPUT_TOKENS,
             allow_tools: false,
         };
         let stream = |u: StreamUpdate| events(RunEvent::Stream(u));

@@ -199,9 +199,40 @@ async fn token_budget_stops_the_run() {
     let replies =
         (0..10).map(|i| reply(vec![call(&format!("t{i}"), "echo", json!({}))], StopReason::ToolUse)).collect();
     let model = Scripted::new(replies);
-    let (out, _) = go(&model, &tools(), Limits { max_tokens: 250, ..LIMITS }).await;
+    let (out, _) = go(&model, &tools(), Limits { max_tokens: 700, ..LIMITS }).await;
     assert_eq!(out.stop, Stop::TokenBudget);
-    assert_eq!(out.turns, 3);
+    // maxTokens is a hard bound: a request that could pass it is not sent,
+    // the others ask for no more output than is left, and the closing
+    // summary, which would not fit, is skipped.
+    assert!(out.usage.billed() <= 700, "{:?}", out.usage);
+    assert!(out.turns >= 2, "{}", out.turns);
+    let shapes = model.shapes.lock().unwrap().clone();
+    assert_eq!(shapes.len() as u32, out.turns, "no summary request: {shapes:?}");
+    assert!(shapes.iter().all(|&(max_output, tools)| tools && max_output <= 1000), "{shapes:?}");
+    assert!(shapes.last().unwrap().0 < 1000, "the last request is capped to what is left: {shapes:?}");
+}
+
+#[tokio::test]
+async fn the_run_budget_counts_cache_reads_at_a_tenth() {
+    // Mostly cached prompts: 1,000 prompt tokens of which 900 read from the
+    // cache bill 190 (+10 output), so a budget that naive counting would
+    // exhaust in two turns lasts for many.
+    let cached = |i: u32| {
+        Ok(ModelResponse {
+            message: Message {
+                role: Role::Assistant,
+                content: vec![call(&format!("t{i}"), "echo", json!({"path": format!("f{i}.py")}))],
+                raw: None,
+            },
+            stop_reason: StopReason::ToolUse,
+            usage: Usage { input_tokens: 1000, output_tokens: 10, cache_read_tokens: 900, cache_write_tokens: 0 },
+        })
+    };
+    let model = Scripted::new((0..6).map(cached).collect());
+    let (out, _) = go(&model, &tools(), Limits { max_tokens: 1300, max_output_tokens: 300, ..LIMITS }).await;
+    assert_eq!(out.stop, Stop::TokenBudget);
+    assert!(out.turns >= 4, "{} turns", out.turns);
+    assert!(out.usage.billed() <= 1300 && out.usage.total() > 2 * 1300, "{:?}", out.usage);
 }
 
 #[tokio::test]
