@@ -26,7 +26,7 @@ pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
 pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4.1";
 pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
-pub const DEFAULT_MAX_TURNS: u32 = 25;
+pub const DEFAULT_MAX_TURNS: u32 = 40;
 pub const DEFAULT_MAX_TOKENS: u64 = 2_000_000;
 pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
 /// Estimated prompt tokens of one request at most (`contextBudget`).
@@ -200,7 +200,7 @@ pub struct Settings {
     /// API base URL. Anthropic: without `/v1`; OpenAI and compatible servers: with `/v1`. Required for openai-compatible. Not allowed in agentfix.toml.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
-    /// Model requests per run at most (default 25).
+    /// Model requests per run at most (default 40).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_turns: Option<u32>,
@@ -953,7 +953,7 @@ mod tests {
         assert_eq!(c.provider.kind, ProviderKind::Anthropic);
         assert_eq!(c.provider.model, DEFAULT_MODEL);
         assert_eq!(c.provider.base_url, "https://api.anthropic.com");
-        assert_eq!((c.limits.max_turns, c.limits.timeout, c.provider.max_retries), (25, Duration::from_secs(300), 2));
+        assert_eq!((c.limits.max_turns, c.limits.timeout, c.provider.max_retries), (40, Duration::from_secs(300), 2));
         assert_eq!(c.partial_edits, PartialEdits::Offer);
         assert!(c.transcripts.dir.as_ref().unwrap().ends_with("agentfix/transcripts"));
         assert_eq!(c.provider.api_key, None);
