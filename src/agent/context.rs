@@ -96,11 +96,21 @@ fn window_in(message: &str) -> Option<(u64, u64)> {
 
 /// The bytes of a request: system prompt, tool specs and messages (an
 /// assistant message by its provider encoding when it has one).
+#[cfg(test)]
 pub(super) fn request_bytes(system: &str, messages: &[Message], specs: &[ToolSpec]) -> u64 {
+    fixed_bytes(system, specs) + messages_bytes(messages)
+}
+
+/// The part of every request that does not change during a run: the system
+/// prompt and the tool declarations.
+pub(super) fn fixed_bytes(system: &str, specs: &[ToolSpec]) -> u64 {
     let specs: usize =
         specs.iter().map(|s| s.name.len() + s.description.len() + s.input_schema.to_string().len()).sum();
-    let messages: usize = messages.iter().map(message_bytes).sum();
-    (system.len() + specs + messages) as u64
+    (system.len() + specs) as u64
+}
+
+pub(super) fn messages_bytes(messages: &[Message]) -> u64 {
+    messages.iter().map(message_bytes).sum::<usize>() as u64
 }
 
 fn message_bytes(m: &Message) -> usize {

@@ -267,6 +267,9 @@ struct Run<'a> {
     events: &'a (dyn Fn(RunEvent) + Send + Sync),
     deadline: tokio::time::Instant,
     specs: Vec<ToolSpec>,
+    /// The bytes of the system prompt and `specs`, which every request
+    /// carries unchanged (measured once).
+    fixed_bytes: u64,
     messages: Vec<Message>,
     /// Messages already reported in a `RunEvent::Request`.
     sent: usize,
@@ -310,6 +313,7 @@ pub async fn run(
         cancel,
         events,
         deadline: tokio::time::Instant::now() + limits.timeout,
+        fixed_bytes: 0,
         specs: tools.specs(),
         messages: vec![Message::user_text(prompt)],
         sent: 0,
@@ -326,6 +330,7 @@ pub async fn run(
         force_edit: false,
         window_retried: false,
     };
+    run.fixed_bytes = context::fixed_bytes(run.system, &run.specs);
     let stop = loop {
         if let ControlFlow::Break(stop) = run.turn().await {
             break stop;
@@ -372,7 +377,7 @@ impl Run<'_> {
         if self.turns >= self.limits.max_turns {
             return ControlFlow::Break(Stop::MaxTurns);
         }
-        if self.output_room(self.max_output).is_none() {
+        if self.output_room(self.request_bytes(), self.max_output).is_none() {
             return ControlFlow::Break(Stop::TokenBudget);
         }
         ControlFlow::Continue(())
@@ -381,8 +386,8 @@ impl Run<'_> {
     /// The output the next request may ask for (`want` at most) so that the
     /// run cannot pass `maxTokens`; `None` when less than
     /// [`MIN_OUTPUT_TOKENS`] would be left, and the request is not sent.
-    fn output_room(&self, want: u32) -> Option<u32> {
-        let prompt = (self.budget.estimate(self.request_bytes()) as f64 * self.billed_share).ceil() as u64;
+    fn output_room(&self, bytes: u64, want: u32) -> Option<u32> {
+        let prompt = (self.budget.estimate(bytes) as f64 * self.billed_share).ceil() as u64;
         let room = self.limits.max_tokens.saturating_sub(self.usage.billed() + prompt);
         let room = u32::try_from(room).unwrap_or(u32::MAX).min(want);
         (room >= want.min(MIN_OUTPUT_TOKENS)).then_some(room)
@@ -426,7 +431,7 @@ impl Run<'_> {
 
     /// The estimated bytes of the next request.
     fn request_bytes(&self) -> u64 {
-        context::request_bytes(self.system, &self.messages, &self.specs)
+        self.fixed_bytes + context::messages_bytes(&self.messages)
     }
 
     /// Makes the next request fit: past the edit threshold (or when
@@ -464,7 +469,8 @@ impl Run<'_> {
     /// response, and feeds the estimate what the provider measured.
     async fn send(&mut self) -> ControlFlow<Stop, Result<ModelResponse, ModelError>> {
         // Capped so that the run cannot pass `maxTokens` (checked before).
-        let max_output = self.output_room(self.max_output).unwrap_or(MIN_OUTPUT_TOKENS.min(self.max_output));
+        let bytes = self.request_bytes();
+        let max_output = self.output_room(bytes, self.max_output).unwrap_or(MIN_OUTPUT_TOKENS.min(self.max_output));
         (self.events)(RunEvent::Request {
             turn: self.turns,
             new_messages: self.messages[self.sent..].to_vec(),
@@ -472,7 +478,6 @@ impl Run<'_> {
             allow_tools: true,
         });
         self.sent = self.messages.len();
-        let bytes = self.request_bytes();
         let request = ModelRequest {
             system: self.system,
             messages: &self.messages,
@@ -620,7 +625,9 @@ impl Run<'_> {
     async fn closing_summary(&mut self, stop: &Stop) -> Option<String> {
         // The summary request obeys both budgets too: skipped rather than
         // sent past them.
-        if self.fit(0, false).is_break() || self.output_room(SUMMARY_OUTPUT_TOKENS) != Some(SUMMARY_OUTPUT_TOKENS) {
+        if self.fit(0, false).is_break()
+            || self.output_room(self.request_bytes(), SUMMARY_OUTPUT_TOKENS) != Some(SUMMARY_OUTPUT_TOKENS)
+        {
             tracing::info!("no closing summary: it would not fit the budget");
             return None;
         }
