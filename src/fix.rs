@@ -225,7 +225,7 @@ impl ProgressLines {
                 let usage = *self.usage.lock().unwrap_or_else(|e| e.into_inner());
                 let tokens = thousands(usage.total());
                 let cost = match self.price {
-                    Some(p) => format!(", {}", format_usd(Spend::of(&usage, Some(p)).cost_usd.unwrap_or(0.0))),
+                    Some(p) => format!(", {}", format_usd(p.cost(&usage.tokens()))),
                     None => String::new(),
                 };
                 plain(format!("turn {turn}: {} ({tokens} tokens{cost})", calls.join(", ")))

@@ -73,10 +73,19 @@ impl Price {
         Self { input, output, cache_read: Some(cache_read), cache_write: Some(cache_write) }
     }
 
+    /// The price of cache reads, given or derived from `input`.
+    pub fn cache_read_price(&self) -> f64 {
+        self.cache_read.unwrap_or(self.input * CACHE_READ_WEIGHT)
+    }
+
+    /// The price of cache writes, given or derived from `input`.
+    pub fn cache_write_price(&self) -> f64 {
+        self.cache_write.unwrap_or(self.input * CACHE_WRITE_WEIGHT)
+    }
+
     /// What `tokens` cost at these prices.
     pub fn cost(&self, tokens: &TokenCounts) -> f64 {
-        let read = self.cache_read.unwrap_or(self.input * CACHE_READ_WEIGHT);
-        let write = self.cache_write.unwrap_or(self.input * CACHE_WRITE_WEIGHT);
+        let (read, write) = (self.cache_read_price(), self.cache_write_price());
         (tokens.input as f64 * self.input
             + tokens.output as f64 * self.output
             + tokens.cache_read as f64 * read

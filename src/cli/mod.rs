@@ -184,8 +184,8 @@ pub async fn check(args: CheckArgs) -> ExitCode {
             provider.model,
             p.input,
             p.output,
-            p.cache_read.unwrap_or(p.input * crate::pricing::CACHE_READ_WEIGHT),
-            p.cache_write.unwrap_or(p.input * crate::pricing::CACHE_WRITE_WEIGHT),
+            p.cache_read_price(),
+            p.cache_write_price(),
             if config.source("prices") == crate::config::Source::Default { "built in" } else { src("prices") }
         ),
         None => println!("prices of {}: unknown (costs are not shown; set `prices`)", provider.model),

@@ -374,18 +374,14 @@ async fn deliver(
         return Delivered { message, applied: true, conflicts, edit: Some(edit), cancelled: false };
     }
     let sent = apply_edit(client, session, &started.cancel, label, edit, prepared.files).await;
-    Delivered {
-        message: sent.message.unwrap_or(message),
-        applied: sent.applied,
-        cancelled: sent.cancelled,
-        conflicts,
-        edit: None,
-    }
+    // An applied proposal keeps its label as the message; every other
+    // answer says what happened instead.
+    Delivered { message: if sent.message.is_empty() { message } else { sent.message }, conflicts, ..sent }
 }
 
 /// Sends `workspace/applyEdit` and waits for the answer, for the user's
 /// review time at most; a cancel ends the wait (the editor may never
-/// answer). `message` is set when the answer replaces the proposal's label.
+/// answer). The message is set when the answer replaces the proposal's label.
 async fn apply_edit(
     client: &Client,
     session: &Arc<Session>,
@@ -393,7 +389,7 @@ async fn apply_edit(
     label: String,
     edit: WorkspaceEdit,
     files: Vec<convert::FileEdit>,
-) -> Sent {
+) -> Delivered {
     let request = client.send_request::<ApplyWorkspaceEdit>(ApplyWorkspaceEditParams { label: Some(label), edit });
     let answer = tokio::select! {
         // Cancelled already: the request is not even sent.
@@ -401,12 +397,11 @@ async fn apply_edit(
         () = cancel.cancelled() => None,
         a = tokio::time::timeout(APPLY_EDIT_TIMEOUT, request) => Some(a),
     };
-    let refused = |m: String| Sent { message: Some(m), ..Sent::default() };
+    let refused = |m: String| Delivered::said(m);
     match answer {
-        None => Sent {
-            message: Some("Agent fix cancelled while waiting for the editor to apply its proposal; agentfix no longer waits for the answer.".to_string()),
+        None => Delivered {
             cancelled: true,
-            ..Sent::default()
+            ..Delivered::said("Agent fix cancelled while waiting for the editor to apply its proposal; agentfix no longer waits for the answer.")
         },
         Some(Ok(Ok(r))) if r.applied => {
             // Confirmed apart from the answer: some clients (eglot) send the
@@ -422,7 +417,7 @@ async fn apply_edit(
                     client.show_message(MessageType::WARNING, msg).await;
                 }
             });
-            Sent { applied: true, ..Sent::default() }
+            Delivered { applied: true, ..Delivered::default() }
         }
         Some(Ok(Ok(r))) => refused(match r.failure_reason {
             Some(f) => format!("The editor did not apply the agent's proposal: {f}."),
@@ -431,14 +426,6 @@ async fn apply_edit(
         Some(Ok(Err(e))) => refused(format!("The editor refused the agent's proposal: {}", e.message)),
         Some(Err(_)) => refused("The editor did not answer workspace/applyEdit in time.".to_string()),
     }
-}
-
-/// The editor's answer to `workspace/applyEdit`.
-#[derive(Default)]
-struct Sent {
-    message: Option<String>,
-    applied: bool,
-    cancelled: bool,
 }
 
 /// Ends the progress, tells the user what happened when there is something
