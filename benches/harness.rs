@@ -70,7 +70,9 @@ fn bench(c: &mut Criterion) {
         max_tokens: u64::MAX,
         max_output_tokens: 8192,
         context_budget: u64::MAX,
+        context_editing: agentfix::config::ContextEditing::Economy,
         timeout: Duration::from_secs(600),
+        max_cost: None,
     };
     let mut group = c.benchmark_group("run");
     group.sample_size(20);

@@ -127,6 +127,19 @@ pub enum PartialEdits {
     Discard,
 }
 
+/// When the loop removes older tool outputs from the context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ContextEditing {
+    /// As soon as carrying them has cost what rewriting the prompt cache
+    /// costs, and near the context budget.
+    #[default]
+    Economy,
+    /// Only near the context budget: more context stays whole, for more
+    /// tokens.
+    Budget,
+}
+
 /// One entry of the `languageServers` setting.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -211,10 +224,17 @@ pub struct Settings {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_output_tokens: Option<u32>,
-    /// Prompt tokens of one model request at most, estimated before it is sent (default 100000). Past about 80 % of it, the outputs of older tool calls (all but the newest three) are replaced by a one-line stub; a request that would still not fit is not sent and the run stops with `context_budget`.
+    /// Prompt tokens of one model request at most, estimated before it is sent (default 100000). Past about 80 % of it, the outputs of older tool calls are replaced by a one-line stub (see `contextEditing`), then older turns are summarised by the model; a request that would still not fit is not sent and the run stops with `context_budget`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub context_budget: Option<u64>,
+    /// When the outputs of older tool calls are replaced by a one-line stub: `economy` (default) as soon as carrying them has cost what rewriting the prompt cache costs, keeping the newest whole (up to three, within 8,000 tokens), and near `contextBudget`; `budget` only near `contextBudget`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_editing: Option<ContextEditing>,
+    /// US dollars per run at most, at the model's price (see `prices`); unset by default. A hard bound like `maxTokens`: a request that could pass it is not sent, and the run stops with `cost_budget`. Needs a known price for the model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub max_cost_usd: Option<f64>,
     /// Wall-clock limit of a run in seconds (default 300).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
@@ -429,7 +449,7 @@ impl ProviderConfig {
 }
 
 /// The limits of one run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Limits {
     /// Model requests at most.
     pub max_turns: u32,
@@ -439,8 +459,19 @@ pub struct Limits {
     pub max_output_tokens: u32,
     /// Estimated prompt tokens of each request at most.
     pub context_budget: u64,
+    /// When older tool outputs are stubbed (`contextEditing`).
+    pub context_editing: ContextEditing,
     /// Wall-clock time of the run.
     pub timeout: Duration,
+    /// `maxCostUsd`, with the price it is reckoned at.
+    pub max_cost: Option<CostLimit>,
+}
+
+/// A money budget: `usd` at most, at the configured model's `price`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CostLimit {
+    pub usd: f64,
+    pub price: crate::pricing::Price,
 }
 
 /// The downstream language servers.
@@ -525,6 +556,7 @@ impl Config {
         let (limits, partial_edits) = l.limits()?;
         let transcripts = l.transcripts();
         let pricing = l.pricing();
+        let limits = Limits { max_cost: l.max_cost(&provider.model, &pricing)?, ..limits };
         let tools = l.tools();
         let downstream = l.downstream()?;
         let mut commands = l.commands()?;
@@ -694,9 +726,46 @@ impl Layers<'_> {
         let timeout =
             pick!(l, "timeoutSecs", timeout_secs, l.num("AGENTFIX_TIMEOUT_SECS")?, DEFAULT_TIMEOUT_SECS).max(1);
         let partial_edits = pick!(l, "partialEdits", partial_edits, None::<PartialEdits>, PartialEdits::Offer);
-        let limits =
-            Limits { max_turns, max_tokens, max_output_tokens, context_budget, timeout: Duration::from_secs(timeout) };
+        let context_editing =
+            pick!(l, "contextEditing", context_editing, None::<ContextEditing>, ContextEditing::Economy);
+        let limits = Limits {
+            max_turns,
+            max_tokens,
+            max_output_tokens,
+            context_budget,
+            context_editing,
+            timeout: Duration::from_secs(timeout),
+            max_cost: None,
+        };
         Ok((limits, partial_edits))
+    }
+
+    /// `maxCostUsd`, at the price of `model`: an error when the price is
+    /// unknown (the budget could not be kept) or the amount is not a
+    /// positive number.
+    fn max_cost(&mut self, model: &str, pricing: &PricingConfig) -> Result<Option<CostLimit>, ConfigError> {
+        let env = match self.env("AGENTFIX_MAX_COST_USD") {
+            None => None,
+            Some(v) => Some(v.trim().parse::<f64>().map_err(|_| {
+                ConfigError::Invalid(format!("AGENTFIX_MAX_COST_USD=`{v}` is not a number of dollars"))
+            })?),
+        };
+        let (usd, source) = match (self.editor.max_cost_usd, env, self.file.max_cost_usd) {
+            (Some(v), _, _) => (v, Source::Editor),
+            (None, Some(v), _) => (v, Source::Env),
+            (None, None, Some(v)) => (v, Source::File),
+            (None, None, None) => return Ok(None),
+        };
+        self.sources.push(("maxCostUsd", source));
+        if !(usd.is_finite() && usd > 0.0) {
+            return Err(ConfigError::Invalid(format!("maxCostUsd must be a positive number of dollars, not {usd}")));
+        }
+        let price = crate::pricing::price_of(model, &pricing.prices).ok_or_else(|| {
+            ConfigError::Invalid(format!(
+                "maxCostUsd needs the price of the model `{model}`, which agentfix does not know: add it to `prices`"
+            ))
+        })?;
+        Ok(Some(CostLimit { usd, price }))
     }
 
     fn transcripts(&mut self) -> TranscriptsConfig {
@@ -961,6 +1030,38 @@ mod tests {
             c.provider.require_api_key().unwrap_err().to_string(),
             "ANTHROPIC_API_KEY is not set: agentfix needs an API key for the anthropic provider. Set ANTHROPIC_API_KEY in the environment the editor starts agentfix in (or in your shell for `agentfix fix`)."
         );
+    }
+
+    #[test]
+    fn max_cost_needs_a_known_price_and_layers() {
+        let c = resolve(&Settings::default(), &Settings::default(), &[]).unwrap();
+        assert_eq!((c.limits.max_cost, c.limits.context_editing), (None, ContextEditing::Economy));
+        // At the built-in price of the default model.
+        let file = Settings::from_toml("maxCostUsd = 0.5\ncontextEditing = \"budget\"\n").unwrap();
+        let c = resolve(&file, &Settings::default(), &[]).unwrap();
+        let cap = c.limits.max_cost.unwrap();
+        assert_eq!((cap.usd, Some(cap.price), c.source("maxCostUsd")), (0.5, c.price(), Source::File));
+        assert_eq!(c.limits.context_editing, ContextEditing::Budget);
+        let c = resolve(&file, &Settings::default(), &[("AGENTFIX_MAX_COST_USD", "1.25")]).unwrap();
+        assert_eq!((c.limits.max_cost.unwrap().usd, c.source("maxCostUsd")), (1.25, Source::Env));
+        let e = resolve(&file, &Settings::default(), &[("AGENTFIX_MAX_COST_USD", "a lot")]).unwrap_err();
+        assert_eq!(e.to_string(), "AGENTFIX_MAX_COST_USD=`a lot` is not a number of dollars");
+        // A model without a price cannot keep a money budget: said, not ignored.
+        let editor = Settings { model: Some("my-local-model".into()), max_cost_usd: Some(1.0), ..Settings::default() };
+        let e = resolve(&Settings::default(), &editor, &[]).unwrap_err().to_string();
+        assert!(
+            e.contains("maxCostUsd needs the price of the model `my-local-model`") && e.contains("`prices`"),
+            "{e}"
+        );
+        let editor = Settings::from_json(&json!({
+            "model": "my-local-model", "maxCostUsd": 1.0, "prices": {"my-local": {"input": 1.0, "output": 2.0}}
+        }))
+        .unwrap();
+        let c = resolve(&Settings::default(), &editor, &[]).unwrap();
+        assert_eq!(c.limits.max_cost.unwrap().price.output, 2.0);
+        let editor = Settings { max_cost_usd: Some(0.0), ..Settings::default() };
+        let e = resolve(&Settings::default(), &editor, &[]).unwrap_err().to_string();
+        assert!(e.contains("maxCostUsd must be a positive number"), "{e}");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{self, Limits, Outcome, RunEvent, Stop};
+use crate::agent::{self, ContextChange, Limits, Outcome, RunEvent, Stop};
 use crate::config::{Config, ConfigError, PartialEdits, Settings};
 use crate::diagnostic::Diagnostic;
 use crate::downstream::{Downstream, Symbol, SymbolSource};
@@ -243,11 +243,18 @@ impl ProgressLines {
                 self.usage.lock().unwrap_or_else(|e| e.into_inner()).add(response.usage);
                 None
             }
-            RunEvent::ContextEdited { turn, stubbed, tokens_before, tokens_after, .. } => plain(format!(
-                "turn {turn}: removed {stubbed} older tool outputs to save context (~{} → ~{} tokens)",
-                thousands(*tokens_before),
-                thousands(*tokens_after)
-            )),
+            RunEvent::ContextEdited { turn, change, tokens_before, tokens_after, .. } => {
+                let (before, after) = (thousands(*tokens_before), thousands(*tokens_after));
+                plain(match change {
+                    ContextChange::Stubbed { tool_use_ids, .. } => format!(
+                        "turn {turn}: removed {} older tool outputs to save context (~{before} → ~{after} tokens)",
+                        tool_use_ids.len()
+                    ),
+                    ContextChange::Compacted { replaced, .. } => format!(
+                        "turn {turn}: summarised {replaced} older messages to save context (~{before} → ~{after} tokens)"
+                    ),
+                })
+            }
             RunEvent::ToolResult { .. } => None,
         }
     }
@@ -274,6 +281,10 @@ impl ToolSet for KeyScrubbed<'_> {
             out.content = clean;
         }
         out
+    }
+
+    fn state(&self) -> Option<String> {
+        self.inner.state().map(|s| self.redactor.redact_exact(&s).into_owned())
     }
 }
 
@@ -618,7 +629,9 @@ mod tests {
             max_tokens: 1000,
             max_output_tokens: 100,
             context_budget: 100_000,
+            context_editing: crate::config::ContextEditing::Economy,
             timeout: Duration::from_secs(9),
+            max_cost: None,
         };
         let outcome = |stop: Stop| Outcome {
             stop,

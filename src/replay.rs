@@ -115,7 +115,7 @@ impl Recording {
                 Record::End(e) => _ = end.get_or_insert(e),
                 Record::Response(r) => responses.push(r.response()),
                 Record::ToolResult(t) => calls.push(t),
-                Record::Request(_) => {}
+                Record::Request(_) | Record::ContextEdit(_) => {}
             }
         }
         let missing = |kind: &str| format!("the transcript has no `{kind}` record");
@@ -148,6 +148,10 @@ fn config_of(start: &StartRecord) -> Result<Config, String> {
         max_tokens: Some(c.max_tokens),
         max_output_tokens: Some(c.max_output_tokens),
         timeout_secs: Some(c.timeout_secs),
+        context_budget: c.context_budget,
+        context_editing: c.context_editing,
+        max_cost_usd: c.max_cost_usd,
+        model: Some(c.model.clone()),
         transcripts: Some(false),
         ..Default::default()
     };

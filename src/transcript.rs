@@ -31,8 +31,8 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::agent::{Outcome, RunEvent};
-use crate::config::Config;
+use crate::agent::{ContextChange, Outcome, RunEvent};
+use crate::config::{Config, ContextEditing};
 use crate::model::{Block, Message, ModelResponse, Role, StopReason, ToolSpec, Usage};
 use crate::secrets::Redactor;
 use crate::workspace::{FileBase, FileChange};
@@ -48,6 +48,7 @@ pub enum Record {
     Request(RequestRecord),
     Response(ResponseRecord),
     ToolResult(ToolResultRecord),
+    ContextEdit(ContextEditRecord),
     End(EndRecord),
 }
 
@@ -67,7 +68,7 @@ pub struct StartRecord {
 }
 
 /// The configuration in force, without secrets (field names as in the settings).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigRecord {
     pub provider: String,
@@ -78,6 +79,13 @@ pub struct ConfigRecord {
     pub max_tokens: u64,
     pub max_output_tokens: u32,
     pub timeout_secs: u64,
+    /// Absent in transcripts written before context editing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_budget: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_editing: Option<ContextEditing>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
 }
 
 /// Whether an API key was configured; the key itself is never recorded.
@@ -100,6 +108,9 @@ impl ConfigRecord {
             max_tokens: config.limits.max_tokens,
             max_output_tokens: config.limits.max_output_tokens,
             timeout_secs: config.limits.timeout.as_secs(),
+            context_budget: Some(config.limits.context_budget),
+            context_editing: Some(config.limits.context_editing),
+            max_cost_usd: config.limits.max_cost.map(|c| c.usd),
         }
     }
 }
@@ -167,6 +178,44 @@ pub struct ToolResultRecord {
     pub is_error: bool,
     pub fatal: bool,
     pub elapsed_ms: u64,
+}
+
+/// The context was edited before the request of `turn` (the `edit`-th edit
+/// of the run): what the later `request` records' history no longer holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextEditRecord {
+    pub turn: u32,
+    pub edit: u32,
+    #[serde(flatten)]
+    pub change: ContextChangeRecord,
+    /// The estimated prompt tokens before and after.
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+}
+
+/// How the context was edited, tagged by its `kind`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ContextChangeRecord {
+    /// The outputs of these tool calls became one-line stubs; `reason` is
+    /// `economy`, `budget` or `refused`.
+    Stubbed { reason: String, tool_use_ids: Vec<String> },
+    /// The `replaced` messages after the first became `summary`, appended
+    /// to the first message.
+    Compacted { replaced: u32, summary: String },
+}
+
+impl From<&ContextChange> for ContextChangeRecord {
+    fn from(change: &ContextChange) -> Self {
+        match change {
+            ContextChange::Stubbed { reason, tool_use_ids } => {
+                ContextChangeRecord::Stubbed { reason: reason.as_str().to_string(), tool_use_ids: tool_use_ids.clone() }
+            }
+            ContextChange::Compacted { replaced, summary } => {
+                ContextChangeRecord::Compacted { replaced: *replaced, summary: summary.clone() }
+            }
+        }
+    }
 }
 
 /// The last record: how the run ended, what it read and what it proposes.
@@ -486,7 +535,16 @@ impl Transcript {
                     elapsed_ms: *elapsed_ms,
                 })
             }
-            RunEvent::ToolCalls { .. } | RunEvent::Stream(_) | RunEvent::ContextEdited { .. } => return,
+            RunEvent::ContextEdited { turn, edit, change, tokens_before, tokens_after } => {
+                Record::ContextEdit(ContextEditRecord {
+                    turn: *turn,
+                    edit: *edit,
+                    change: change.into(),
+                    tokens_before: *tokens_before,
+                    tokens_after: *tokens_after,
+                })
+            }
+            RunEvent::ToolCalls { .. } | RunEvent::Stream(_) => return,
         };
         self.record(&record);
     }
@@ -635,6 +693,41 @@ mod tests {
         assert_eq!(end.changes[0].version, Some(4));
     }
 
+    #[test]
+    fn context_edits_are_recorded_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Transcript::create(dir.path(), vec![]).unwrap();
+        t.event(&RunEvent::ContextEdited {
+            turn: 9,
+            edit: 1,
+            change: ContextChange::Stubbed {
+                reason: crate::agent::EditReason::Economy,
+                tool_use_ids: vec!["toolu_1".into(), "toolu_2".into()],
+            },
+            tokens_before: 30_000,
+            tokens_after: 9_000,
+        });
+        t.event(&RunEvent::ContextEdited {
+            turn: 12,
+            edit: 2,
+            change: ContextChange::Compacted { replaced: 14, summary: "Read calc.py; guarded b.".into() },
+            tokens_before: 85_000,
+            tokens_after: 12_000,
+        });
+        let written = std::fs::read_to_string(t.path()).unwrap();
+        let lines: Vec<&str> = written.lines().collect();
+        assert_eq!(
+            lines[0],
+            r#"{"edit":1,"kind":"stubbed","reason":"economy","tokens_after":9000,"tokens_before":30000,"tool_use_ids":["toolu_1","toolu_2"],"turn":9,"type":"context_edit"}"#
+        );
+        let records = read(t.path()).unwrap();
+        let Record::ContextEdit(c) = &records[1] else { panic!("{:?}", records[1]) };
+        assert_eq!(
+            (&c.change, c.turn, c.tokens_after),
+            (&ContextChangeRecord::Compacted { replaced: 14, summary: "Read calc.py; guarded b.".into() }, 12, 12_000)
+        );
+    }
+
     /// The run events of [`V1_LINES`].
     fn v1_events() -> [RunEvent; 6] {
         [
@@ -758,8 +851,13 @@ mod tests {
         }];
         t.end(&outcome, &files, &changes, 40);
         let written = std::fs::read_to_string(t.path()).unwrap();
-        let expected =
-            V1_LINES.replace("\"agentfix\":\"0.1.0\"", &format!("\"agentfix\":\"{}\"", env!("CARGO_PKG_VERSION")));
+        // The context settings joined version 1 later, as optional fields.
+        let expected = V1_LINES
+            .replace("\"agentfix\":\"0.1.0\"", &format!("\"agentfix\":\"{}\"", env!("CARGO_PKG_VERSION")))
+            .replace(
+                "\"baseUrl\":\"https://api.anthropic.com\",",
+                "\"baseUrl\":\"https://api.anthropic.com\",\"contextBudget\":100000,\"contextEditing\":\"economy\",",
+            );
         assert_eq!(written.lines().collect::<Vec<_>>(), expected.lines().collect::<Vec<_>>());
         let records = read(t.path()).unwrap();
         let Record::Response(r) = &records[2] else { panic!("{:?}", records[2]) };

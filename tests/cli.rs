@@ -198,4 +198,10 @@ fn the_run_reports_its_cache_tokens_and_cost_and_check_shows_the_prices() {
         stdout.contains("prices of claude-sonnet-4-5: $3 input, $15 output, $0.3 cache read, $3.75 cache write per million tokens (built in)"),
         "{stdout}"
     );
+    assert!(stdout.contains("\nmaxCostUsd: none (default)\n"), "{stdout}");
+    assert!(stdout.contains("\ncontextEditing: Economy (default)\n"), "{stdout}");
+    std::fs::write(root.join("agentfix.toml"), "maxCostUsd = 0.25\n").unwrap();
+    let out = run(&root, &mock, &["check", "--offline"]);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("\nmaxCostUsd: 0.25 (agentfix.toml)\n"), "{stdout}");
 }

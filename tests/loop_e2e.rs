@@ -476,9 +476,10 @@ fn big_module(i: usize) -> String {
 }
 
 /// `BIG_MODULES` reads, the edit, the summary, in the replies of `api`; returns the
-/// run's output and the mock.
+/// run's output and the mock. Context edits only near the budget (`contextEditing =
+/// "budget"`), which is what these sessions test.
 fn context_session(api: &str, extra_env: &[(&'static str, String)], limit: Option<u64>) -> (Ws, MockModel, Output) {
-    let ws = workspace("maxTurns = 20\n");
+    let ws = workspace("maxTurns = 20\ncontextEditing = \"budget\"\n");
     for i in 0..BIG_MODULES {
         std::fs::write(ws.root.join(format!("m{i}.py")), big_module(i)).unwrap();
     }
@@ -544,13 +545,14 @@ fn the_context_budget_keeps_every_request_under_it_for_both_providers() {
         let last = mock.requests().last().unwrap().body.to_string();
         assert!(last.contains(&format!("[read_file m0.py{STUB}")), "{api}");
 
-        // Three whole reads of a module do not fit 12K: the run stops before sending one.
-        let budget = [("AGENTFIX_CONTEXT_BUDGET", "12000".to_string())];
+        // One whole read of a module (about 4,800 tokens) with the task does not fit 5K,
+        // and there are no older turns to summarise: the run stops before sending it.
+        let budget = [("AGENTFIX_CONTEXT_BUDGET", "5000".to_string())];
         let (_ws, mock, out) = context_session(api, &budget, None);
         assert_eq!(out.status.code(), Some(1), "{api}: {}", stderr(&out));
         let err = stderr(&out);
-        assert!(err.contains("would not fit the context") && err.contains("contextBudget 12000"), "{api}: {err}");
-        assert!(mock.usage_stats().largest_request <= 12_000, "{api}: {}", mock.usage_stats().largest_request);
+        assert!(err.contains("would not fit the context") && err.contains("contextBudget 5000"), "{api}: {err}");
+        assert!(mock.usage_stats().largest_request <= 5_000, "{api}: {}", mock.usage_stats().largest_request);
         assert!(mock.violations().is_empty(), "{api}: {:?}", mock.violations());
     }
 }

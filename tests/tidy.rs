@@ -172,8 +172,11 @@ const RULES: &[Rule] = &[
             "crate::tools::ToolSet",
             "crate::tools::ToolOutput",
             "crate::config::Limits",
+            "crate::config::ContextEditing",
+            "crate::config::CostLimit",
+            "crate::pricing",
         ],
-        why: "`agent` may use `model`, `config::Limits`, `providers::ModelClient` and `tools::ToolSet` (traits only)",
+        why: "`agent` may use `model`, `config::{Limits, ContextEditing, CostLimit}`, `pricing`, `providers::ModelClient` and `tools::ToolSet` (traits only)",
     },
     Rule {
         files: "src/transcript.rs",

@@ -4,10 +4,23 @@
 //! tool calls replaced by a one-line stub, in batches, every
 //! `tool_use`/`tool_result` pair kept (only a result's content changes;
 //! assistant messages are never touched, they are echoed verbatim).
+//!
+//! When to edit is a matter of budget (past [`EDIT_AT`] of the ceiling) and
+//! of economy: carrying stale outputs costs their cache reads on every
+//! request, and removing them costs one rewrite of the cached prompt after
+//! the first of them. An edit is due when what the stale outputs have cost
+//! to carry since the last edit reaches what the rewrite would cost (the
+//! ski-rental rule: never more than twice the cost of the best schedule in
+//! hindsight). Compaction, when editing is not enough, keeps the first
+//! message (the task) and the newest exchanges and replaces what lies
+//! between by a summary the model writes ([`compaction_split`]).
 
 use std::collections::HashMap;
 
 use crate::model::{Block, Message, Role, ToolSpec};
+// Anthropic's weights; OpenAI bills no writes and reads at 0.1 to 0.5, so
+// there the rule edits a little later than it could.
+use crate::pricing::{CACHE_READ_WEIGHT, CACHE_WRITE_WEIGHT};
 
 /// Bytes per token of the estimate before any usage was reported.
 const BYTES_PER_TOKEN: f64 = 4.0;
@@ -16,8 +29,13 @@ const BYTES_PER_TOKEN: f64 = 4.0;
 const RATIO_BOUNDS: (f64, f64) = (0.05, 2.0);
 /// Past this share of the ceiling, older tool outputs are stubbed.
 pub(super) const EDIT_AT: f64 = 0.8;
-/// The newest tool-result messages kept whole by an edit.
+/// The newest tool-result messages an edit keeps whole, at most.
 pub(super) const KEEP_RESULTS: usize = 3;
+/// Past the newest tool-result message (always kept), older ones are kept
+/// whole only while the kept outputs stay within this many tokens: a few
+/// small results (a grep, diagnostics) stay, one large file read does not
+/// keep its predecessors alive.
+pub(super) const KEEP_TOKENS: u64 = 8_000;
 /// The end of every stub.
 const STUB_TAIL: &str = ": output removed to save context; call the tool again if you need it]";
 
@@ -133,33 +151,136 @@ pub(super) fn stub(call: &str) -> String {
     format!("[{call}{STUB_TAIL}")
 }
 
-/// Replaces the content of every tool result older than the newest `keep`
-/// tool-result messages by its stub (results already stubbed, or shorter
-/// than their stub, stay as they are); returns how many were replaced.
-/// Ids, order, `is_error` and every assistant message stay as they were.
-pub(super) fn stub_old_results(messages: &mut [Message], keep: usize) -> usize {
-    let calls: HashMap<String, String> = messages
+fn is_results(m: &Message) -> bool {
+    m.role == Role::User && m.content.iter().any(|b| matches!(b, Block::ToolResult { .. }))
+}
+
+/// `read_file src/m07.py` for every tool-use id of `messages`.
+fn call_descriptions(messages: &[Message]) -> HashMap<String, String> {
+    messages
         .iter()
         .flat_map(|m| m.tool_calls())
         .map(|(id, name, input)| (id.to_string(), super::describe_call(name, input)))
-        .collect();
-    let is_results =
-        |m: &Message| m.role == Role::User && m.content.iter().any(|b| matches!(b, Block::ToolResult { .. }));
-    let Some(cut) = messages.iter().enumerate().filter(|(_, m)| is_results(m)).map(|(i, _)| i).rev().nth(keep) else {
-        return 0;
-    };
-    let mut stubbed = 0;
-    for m in messages[..=cut].iter_mut().filter(|m| m.role == Role::User) {
+        .collect()
+}
+
+/// The index of the oldest tool-result message an edit keeps whole: the
+/// newest always, older ones up to [`KEEP_RESULTS`] in all while their
+/// outputs fit [`KEEP_TOKENS`]; `messages.len()` when there is none.
+pub(super) fn kept_from(messages: &[Message], budget: &Budget) -> usize {
+    let mut kept = messages.len();
+    let (mut count, mut tokens) = (0, 0);
+    for (i, m) in messages.iter().enumerate().rev().filter(|(_, m)| is_results(m)) {
+        tokens += budget.estimate(message_bytes(m) as u64);
+        if count == KEEP_RESULTS || (count > 0 && tokens > KEEP_TOKENS) {
+            break;
+        }
+        count += 1;
+        kept = i;
+    }
+    kept
+}
+
+/// What an edit before the next request would do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Stale {
+    /// Tool outputs it would replace.
+    pub(super) results: usize,
+    /// Estimated tokens it would remove (the outputs less their stubs).
+    pub(super) saved: u64,
+    /// Estimated tokens of what follows the first replaced output, up to
+    /// the newest message, after the edit: what the prompt cache writes
+    /// again.
+    pub(super) rewrite: u64,
+}
+
+impl Stale {
+    /// Whether carrying the stale outputs has cost (`carried`,
+    /// billed-equivalent tokens since the last edit) what removing them
+    /// costs.
+    pub(super) fn worth_editing(&self, carried: f64) -> bool {
+        carried >= CACHE_WRITE_WEIGHT * self.rewrite as f64
+    }
+
+    /// What one more request carrying them costs (their cache reads).
+    pub(super) fn carry(&self) -> f64 {
+        CACHE_READ_WEIGHT * self.saved as f64
+    }
+}
+
+/// The outputs an edit would replace: those of the tool results before
+/// [`kept_from`] that are longer than their stub.
+pub(super) fn stale(messages: &[Message], budget: &Budget) -> Option<Stale> {
+    let kept = kept_from(messages, budget);
+    let calls = call_descriptions(messages);
+    let (mut first, mut results, mut saved) = (None, 0, 0);
+    for (i, m) in messages[..kept].iter().enumerate().filter(|(_, m)| m.role == Role::User) {
+        for block in &m.content {
+            if let Block::ToolResult { tool_use_id, content, .. } = block {
+                let stub = stub_of(&calls, tool_use_id);
+                if content.len() > stub.len() {
+                    first.get_or_insert(i);
+                    results += 1;
+                    saved += content.len() - stub.len();
+                }
+            }
+        }
+    }
+    let first = first?;
+    let after = messages_bytes(&messages[first..messages.len().saturating_sub(1).max(first)]);
+    Some(Stale {
+        results,
+        saved: budget.estimate(saved as u64),
+        rewrite: budget.estimate(after.saturating_sub(saved as u64)),
+    })
+}
+
+fn stub_of(calls: &HashMap<String, String>, id: &str) -> String {
+    stub(calls.get(id).map_or("tool call", String::as_str))
+}
+
+/// One output replaced by its stub.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Stubbed {
+    pub(super) tool_use_id: String,
+    /// The content it had.
+    pub(super) content: String,
+}
+
+/// Replaces the content of every tool result before [`kept_from`] by its
+/// stub (results already stubbed, or shorter than their stub, stay as they
+/// are) and returns what was replaced. Ids, order, `is_error` and every
+/// assistant message stay as they were.
+pub(super) fn stub_stale(messages: &mut [Message], budget: &Budget) -> Vec<Stubbed> {
+    let kept = kept_from(messages, budget);
+    let calls = call_descriptions(messages);
+    let mut stubbed = Vec::new();
+    for m in messages[..kept].iter_mut().filter(|m| m.role == Role::User) {
         for block in &mut m.content {
             if let Block::ToolResult { tool_use_id, content, .. } = block {
-                let call = calls.get(tool_use_id.as_str()).map_or("tool call", String::as_str);
-                let stub = stub(call);
+                let stub = stub_of(&calls, tool_use_id);
                 if content.len() > stub.len() {
-                    *content = stub;
-                    stubbed += 1;
+                    let content = std::mem::replace(content, stub);
+                    stubbed.push(Stubbed { tool_use_id: tool_use_id.clone(), content });
                 }
             }
         }
     }
     stubbed
+}
+
+/// Where a compaction splits `messages`: the summary replaces
+/// `messages[1..split]` (the first message, the task, stays) and
+/// `messages[split..]`, from an assistant message on, stays as it is. The
+/// split is the latest boundary at or before the kept tool results (see
+/// [`kept_from`]) for which `fits(split)` holds (the summarising request,
+/// which carries `messages[..split]`, must fit the budget), and must leave
+/// at least one message to replace; `None` when there is none.
+pub(super) fn compaction_split(messages: &[Message], budget: &Budget, fits: impl Fn(usize) -> bool) -> Option<usize> {
+    // The kept results answer the assistant message before them, which stays too.
+    let tail = kept_from(messages, budget).min(messages.len()).saturating_sub(1);
+    (2..=tail)
+        .rev()
+        .filter(|&s| messages[s].role == Role::Assistant && messages[s - 1].role == Role::User)
+        .find(|&s| fits(s))
 }

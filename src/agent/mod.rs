@@ -6,19 +6,23 @@
 //! a [`ModelClient`], a [`ToolSet`] and a cancellation token, and reports what
 //! happens through [`RunEvent`]s (progress and transcripts listen to them).
 //!
-//! Limits: `maxTurns`, `maxTokens` (input + output over the run), a wall
-//! clock `timeout`, and a convergence guard (the same failing call three
-//! times in a row, or several tool turns that bring nothing new). At a
-//! limit, one last request without tools asks for a short summary.
+//! Limits: `maxTurns`, `maxTokens` (billed-equivalent tokens over the run),
+//! `maxCostUsd`, a wall clock `timeout`, and a convergence guard (the same
+//! failing call three times in a row, or several tool turns that bring
+//! nothing new). At a limit, one last request without tools asks for a
+//! short summary.
 //!
 //! Context: before each request its prompt tokens are estimated
-//! ([`context`]); past about 80 % of `contextBudget` the outputs of older
-//! tool calls are replaced by stubs, and a request that still would not fit
-//! is not sent (`context_budget`). A "prompt is too long" refusal or a
-//! `model_context_window_exceeded` stop measures the window: the context is
-//! edited to fit it and the request retried once.
+//! ([`context`]); the outputs of older tool calls are replaced by stubs when
+//! carrying them has cost what a cache rewrite would, or past about 80 % of
+//! `contextBudget`. When that is not enough, one request without tools
+//! summarises the older turns into the first message (compaction), and a
+//! request that still would not fit is not sent (`context_budget`). A
+//! "prompt is too long" refusal or a `model_context_window_exceeded` stop
+//! measures the window: the context is edited to fit it and the request
+//! retried once.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
@@ -47,12 +51,21 @@ const MIN_OUTPUT_TOKENS: u32 = 256;
 const SUMMARY_OUTPUT_TOKENS: u32 = 1024;
 /// `max_tokens` ceiling when a cut-off tool call is retried with more room.
 const MAX_OUTPUT_CEILING: u32 = 64_000;
+/// `max_tokens` of the compaction request.
+const COMPACT_OUTPUT_TOKENS: u32 = 2048;
+/// Compaction replaces at least this many estimated tokens (less is not
+/// worth a request).
+const MIN_COMPACTED_TOKENS: u64 = 2 * COMPACT_OUTPUT_TOKENS as u64;
+/// What the compaction request asks.
+const COMPACT_ASK: &str = "The conversation has grown too long: the turns so far will be replaced by a summary you write now. Do not call any tools. Write that summary for yourself: what you found (file paths, line numbers, names, the cause of the problem), what you changed and why, what you tried that did not work, and what is left to do. Be brief and specific; the task above stays as it is.";
+/// Heads the summary in the first message after a compaction.
+const COMPACTED_HEADER: &str = "[The earlier turns of this run were replaced by the summary below to save context. Files you changed keep your changes; read them again to see their current text.]";
 /// Time allowed for the closing summary request: a quarter of the run's
 /// time limit, between these bounds.
 const SUMMARY_TIMEOUT: (Duration, Duration) = (Duration::from_secs(2), Duration::from_secs(30));
 
 /// The limits of one run: the configuration's section, as it is.
-pub use crate::config::Limits;
+pub use crate::config::{ContextEditing, CostLimit, Limits};
 
 /// Something that happened during a run.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,10 +82,42 @@ pub enum RunEvent {
     ToolCalls { turn: u32, calls: Vec<String> },
     /// One tool call finished.
     ToolResult { turn: u32, id: String, name: String, input: ToolInput, output: ToolOutput, elapsed_ms: u64 },
-    /// Before the request of `turn`, the outputs of `stubbed` older tool
-    /// calls were replaced by one-line stubs (the `edit`-th edit of the run),
-    /// taking the estimated prompt from `tokens_before` to `tokens_after`.
-    ContextEdited { turn: u32, edit: u32, stubbed: u32, tokens_before: u64, tokens_after: u64 },
+    /// Before the request of `turn`, the context was edited (the `edit`-th
+    /// edit of the run), taking the estimated prompt from `tokens_before` to
+    /// `tokens_after`.
+    ContextEdited { turn: u32, edit: u32, change: ContextChange, tokens_before: u64, tokens_after: u64 },
+}
+
+/// How the context was edited.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ContextChange {
+    /// The outputs of these tool calls were replaced by one-line stubs.
+    Stubbed { reason: EditReason, tool_use_ids: Vec<String> },
+    /// The `replaced` messages after the first were replaced by `summary`,
+    /// appended to the first message (the task), which the model wrote in
+    /// a request without tools.
+    Compacted { replaced: u32, summary: String },
+}
+
+/// Why older tool outputs were stubbed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EditReason {
+    /// Carrying them had cost what rewriting the prompt cache costs.
+    Economy,
+    /// The request passed about 80 % of its ceiling.
+    Budget,
+    /// The model's window was measured by a refusal or a full window.
+    Refused,
+}
+
+impl EditReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EditReason::Economy => "economy",
+            EditReason::Budget => "budget",
+            EditReason::Refused => "refused",
+        }
+    }
 }
 
 /// Why a run ended.
@@ -85,6 +130,8 @@ pub enum Stop {
     MaxTurns,
     /// The run's token budget (`maxTokens`) was used up.
     TokenBudget,
+    /// The run's money budget (`maxCostUsd`) was used up.
+    CostBudget,
     /// The wall-clock limit (`timeoutSecs`) passed.
     Timeout,
     /// The next request would not fit the context (`contextBudget`, or the
@@ -123,6 +170,7 @@ impl Stop {
             Stop::StopSequence => "stop_sequence",
             Stop::MaxTurns => "max_turns",
             Stop::TokenBudget => "token_budget",
+            Stop::CostBudget => "cost_budget",
             Stop::Timeout => "timeout",
             Stop::ContextBudget { .. } => "context_budget",
             Stop::Stalled(_) => "stalled",
@@ -145,7 +193,10 @@ impl Stop {
     /// Whether a harness limit (not the model, not the user) ended the run:
     /// these get a closing summary request.
     pub fn is_limit(&self) -> bool {
-        matches!(self, Stop::MaxTurns | Stop::TokenBudget | Stop::Timeout | Stop::Stalled(_) | Stop::PauseLimit)
+        matches!(
+            self,
+            Stop::MaxTurns | Stop::TokenBudget | Stop::CostBudget | Stop::Timeout | Stop::Stalled(_) | Stop::PauseLimit
+        )
     }
 
     /// A sentence for the user.
@@ -154,9 +205,13 @@ impl Stop {
             Stop::EndTurn | Stop::StopSequence => "the model finished".into(),
             Stop::MaxTurns => format!("the run reached maxTurns ({})", limits.max_turns),
             Stop::TokenBudget => format!("the run used up its token budget (maxTokens {})", limits.max_tokens),
+            Stop::CostBudget => match limits.max_cost {
+                Some(c) => format!("the run used up its budget (maxCostUsd {})", c.usd),
+                None => "the run used up its budget (maxCostUsd)".into(),
+            },
             Stop::Timeout => format!("the run took longer than timeoutSecs ({} s)", limits.timeout.as_secs()),
             Stop::ContextBudget { estimate, ceiling } => format!(
-                "the next request (about {estimate} tokens) would not fit the context ({} tokens; contextBudget {}) even with older tool outputs removed",
+                "the next request (about {estimate} tokens) would not fit the context ({} tokens; contextBudget {}) even with older tool outputs removed and older turns summarised",
                 ceiling, limits.context_budget
             ),
             Stop::Stalled(why) => format!("the run stalled: {why}"),
@@ -193,16 +248,19 @@ pub struct Outcome {
 struct Convergence {
     /// Consecutive failures per (tool, input).
     failures: HashMap<String, u32>,
-    /// Every (tool, input, result) seen.
-    seen: HashSet<String>,
+    /// Every (tool, input, result) seen, with how many of its outputs the
+    /// model still has in its context.
+    seen: HashMap<String, usize>,
+    /// The `seen` entry of each tool-use id.
+    keys: HashMap<String, String>,
     idle_turns: u32,
 }
 
 impl Convergence {
     /// Records one tool turn; `Some(reason)` when the run should stop.
-    fn record(&mut self, results: &[(&str, &ToolInput, &ToolOutput)]) -> Option<String> {
+    fn record(&mut self, results: &[(&str, &str, &ToolInput, &ToolOutput)]) -> Option<String> {
         let mut new_information = false;
-        for (name, input, out) in results {
+        for (id, name, input, out) in results {
             let call = format!("{name} {}", input.to_value());
             if out.is_error {
                 let n = self.failures.entry(call.clone()).or_default();
@@ -216,9 +274,11 @@ impl Convergence {
             } else {
                 self.failures.remove(&call);
             }
-            if self.seen.insert(format!("{call} {} {}", out.is_error, out.content)) {
-                new_information = true;
-            }
+            let key = format!("{call} {} {}", out.is_error, out.content);
+            self.keys.insert(id.to_string(), key.clone());
+            let held = self.seen.entry(key).or_default();
+            new_information |= *held == 0;
+            *held += 1;
         }
         if new_information {
             self.idle_turns = 0;
@@ -227,6 +287,16 @@ impl Convergence {
             self.idle_turns += 1;
             (self.idle_turns >= NO_NEW_INFORMATION_TURNS)
                 .then(|| format!("{} tool turns in a row brought nothing new", self.idle_turns))
+        }
+    }
+}
+
+impl Convergence {
+    /// The output of `id` left the context (stubbed or compacted): calling
+    /// the tool again to see it is new information, not a circle.
+    fn forget(&mut self, id: &str) {
+        if let Some(held) = self.keys.remove(id).and_then(|key| self.seen.get_mut(&key)) {
+            *held = held.saturating_sub(1);
         }
     }
 }
@@ -288,9 +358,18 @@ struct Run<'a> {
     budget: context::Budget,
     /// Context edits made so far.
     context_edits: u32,
+    /// What the stale tool outputs have cost to carry since the last edit,
+    /// in billed-equivalent tokens.
+    carried: f64,
+    /// Blocks of the first message (the task) before any compaction
+    /// summary.
+    task_blocks: usize,
     /// Whether the next request edits the context whatever its estimate
     /// (after a `model_context_window_exceeded` stop).
     force_edit: bool,
+    /// Whether a compaction failed (then it is tried again only for a
+    /// request that would not fit at all).
+    compact_failed: bool,
     /// Whether the previous response stopped at the context window.
     window_retried: bool,
 }
@@ -327,7 +406,10 @@ pub async fn run(
         guard: Convergence::default(),
         budget: context::Budget::new(limits.context_budget),
         context_edits: 0,
+        carried: 0.0,
+        task_blocks: 1,
         force_edit: false,
+        compact_failed: false,
         window_retried: false,
     };
     run.fixed_bytes = context::fixed_bytes(run.system, &run.specs);
@@ -369,28 +451,42 @@ impl Run<'_> {
         self.text_turn_stop(response.stop_reason, empty)
     }
 
-    /// The turn and token limits, checked before each request: `maxTokens`
-    /// is billed-equivalent and never exceeded, so a request that could pass
-    /// it (its estimate at the last request's billed share of the prompt,
+    /// The turn and budget limits, checked before each request: `maxTokens`
+    /// and `maxCostUsd` are never exceeded, so a request that could pass
+    /// them (its estimate at the last request's billed share of the prompt,
     /// plus all the output it may write) is not sent.
     fn check_limits(&self) -> ControlFlow<Stop> {
         if self.turns >= self.limits.max_turns {
             return ControlFlow::Break(Stop::MaxTurns);
         }
-        if self.output_room(self.request_bytes(), self.max_output).is_none() {
-            return ControlFlow::Break(Stop::TokenBudget);
+        match self.output_room(self.request_bytes(), self.max_output) {
+            Ok(_) => ControlFlow::Continue(()),
+            Err(stop) => ControlFlow::Break(stop),
         }
-        ControlFlow::Continue(())
     }
 
-    /// The output the next request may ask for (`want` at most) so that the
-    /// run cannot pass `maxTokens`; `None` when less than
-    /// [`MIN_OUTPUT_TOKENS`] would be left, and the request is not sent.
-    fn output_room(&self, bytes: u64, want: u32) -> Option<u32> {
+    /// The output a request of `bytes` may ask for (`want` at most) so that
+    /// the run cannot pass `maxTokens` or `maxCostUsd`; the stop when less
+    /// than [`MIN_OUTPUT_TOKENS`] would be left, and the request is not sent.
+    fn output_room(&self, bytes: u64, want: u32) -> Result<u32, Stop> {
+        let least = want.min(MIN_OUTPUT_TOKENS);
         let prompt = (self.budget.estimate(bytes) as f64 * self.billed_share).ceil() as u64;
         let room = self.limits.max_tokens.saturating_sub(self.usage.billed() + prompt);
         let room = u32::try_from(room).unwrap_or(u32::MAX).min(want);
-        (room >= want.min(MIN_OUTPUT_TOKENS)).then_some(room)
+        if room < least {
+            return Err(Stop::TokenBudget);
+        }
+        let Some(cap) = self.limits.max_cost else { return Ok(room) };
+        // The prompt at the input price (its billed share already weighs
+        // the cache), the output at the output price.
+        let spent = cap.price.cost(&self.usage.tokens());
+        let left = cap.usd - spent - prompt as f64 * cap.price.input / 1_000_000.0;
+        let affordable = if cap.price.output > 0.0 { left * 1_000_000.0 / cap.price.output } else { f64::MAX };
+        let room = room.min(affordable.max(0.0).floor().min(f64::from(u32::MAX)) as u32);
+        if room < least || left < 0.0 {
+            return Err(Stop::CostBudget);
+        }
+        Ok(room)
     }
 
     /// `work`, unless the run is cancelled or its time is up first.
@@ -409,7 +505,7 @@ impl Run<'_> {
     /// once more after an edit.
     async fn request(&mut self) -> ControlFlow<Stop, ModelResponse> {
         let force = std::mem::take(&mut self.force_edit);
-        self.fit(self.turns + 1, force)?;
+        self.fit(self.turns + 1, force).await?;
         self.turns += 1;
         let mut retried = false;
         loop {
@@ -422,7 +518,7 @@ impl Run<'_> {
                         error = %e.message,
                         "the prompt did not fit the context window; editing the context and retrying once"
                     );
-                    self.fit(self.turns, true)?;
+                    self.fit(self.turns, true).await?;
                 }
                 Err(e) => return ControlFlow::Break(Stop::ModelError(e)),
             }
@@ -434,35 +530,162 @@ impl Run<'_> {
         self.fixed_bytes + context::messages_bytes(&self.messages)
     }
 
-    /// Makes the next request fit: past the edit threshold (or when
-    /// `force`d), the outputs of older tool calls are stubbed in one batch;
-    /// a request that still does not fit is not sent.
-    fn fit(&mut self, turn: u32, force: bool) -> ControlFlow<Stop> {
-        let before = self.budget.estimate(self.request_bytes());
-        let mut estimate = before;
-        if force || before > self.budget.edit_threshold() {
-            let stubbed = context::stub_old_results(&mut self.messages, context::KEEP_RESULTS);
-            if stubbed > 0 {
-                estimate = self.budget.estimate(self.request_bytes());
-                self.context_edits += 1;
-                tracing::info!(turn, stubbed, before, after = estimate, "older tool outputs removed to save context");
-                (self.events)(RunEvent::ContextEdited {
-                    turn,
-                    edit: self.context_edits,
-                    stubbed: stubbed as u32,
-                    tokens_before: before,
-                    tokens_after: estimate,
-                });
-            }
+    /// The estimated prompt tokens of the next request.
+    fn estimate(&self) -> u64 {
+        self.budget.estimate(self.request_bytes())
+    }
+
+    /// Makes the next request fit: older tool outputs are stubbed when due
+    /// ([`Run::edit`]); past the edit threshold still, the older turns are
+    /// summarised ([`Run::compact`]); a request that still does not fit is
+    /// not sent.
+    async fn fit(&mut self, turn: u32, force: bool) -> ControlFlow<Stop> {
+        let mut estimate = self.edit(turn, force);
+        if estimate > self.budget.edit_threshold() && (!self.compact_failed || estimate > self.budget.ceiling()) {
+            estimate = self.compact(turn).await?;
         }
         let ceiling = self.budget.ceiling();
         if estimate > ceiling {
-            // Editing was not enough. This is where compaction (a request
-            // that summarises the conversation) will go; for now the run
-            // stops without sending a request over the budget.
             return ControlFlow::Break(Stop::ContextBudget { estimate, ceiling });
         }
         ControlFlow::Continue(())
+    }
+
+    /// Stubs the stale tool outputs, in one batch, when a refusal measured
+    /// the window (`force`), when the request passes the edit threshold, or
+    /// when carrying them has cost what the cache rewrite after an edit
+    /// costs; returns the estimate of the next request.
+    fn edit(&mut self, turn: u32, force: bool) -> u64 {
+        let before = self.estimate();
+        let Some(stale) = context::stale(&self.messages, &self.budget) else { return before };
+        let reason = if force {
+            EditReason::Refused
+        } else if before > self.budget.edit_threshold() {
+            EditReason::Budget
+        } else if self.limits.context_editing == ContextEditing::Economy && stale.worth_editing(self.carried) {
+            EditReason::Economy
+        } else {
+            // Carried once more, by this request.
+            self.carried += stale.carry();
+            return before;
+        };
+        let stubbed = context::stub_stale(&mut self.messages, &self.budget);
+        for s in &stubbed {
+            self.guard.forget(&s.tool_use_id);
+        }
+        self.carried = 0.0;
+        let after = self.estimate();
+        self.context_edits += 1;
+        tracing::info!(
+            turn,
+            reason = reason.as_str(),
+            stubbed = stubbed.len(),
+            before,
+            after,
+            "older tool outputs removed to save context"
+        );
+        (self.events)(RunEvent::ContextEdited {
+            turn,
+            edit: self.context_edits,
+            change: ContextChange::Stubbed {
+                reason,
+                tool_use_ids: stubbed.into_iter().map(|s| s.tool_use_id).collect(),
+            },
+            tokens_before: before,
+            tokens_after: after,
+        });
+        after
+    }
+
+    /// Compaction: one request without tools (the same system prompt and
+    /// tools, so it reads the cache) asks the model to summarise the turns
+    /// between the first message and the newest exchanges; the summary, and
+    /// what the tools hold that must not be lost (the files changed so far),
+    /// are appended to the first message and those turns are dropped.
+    /// Returns the estimate of the next request, unchanged when nothing
+    /// could be compacted or the model gave no summary.
+    async fn compact(&mut self, turn: u32) -> ControlFlow<Stop, u64> {
+        let before = self.estimate();
+        let ask_bytes = COMPACT_ASK.len() as u64;
+        let fits = |split: usize| {
+            let head = self.budget.estimate(context::messages_bytes(&self.messages[1..split]));
+            let bytes = self.fixed_bytes + context::messages_bytes(&self.messages[..split]) + ask_bytes;
+            head >= MIN_COMPACTED_TOKENS && self.budget.estimate(bytes) <= self.budget.ceiling()
+        };
+        let Some(split) = context::compaction_split(&self.messages, &self.budget, fits) else {
+            tracing::info!(turn, before, "nothing to compact");
+            return ControlFlow::Continue(before);
+        };
+        let mut messages = self.messages[..split].to_vec();
+        if let Some(last) = messages.last_mut() {
+            last.content.push(Block::Text { text: COMPACT_ASK.into() });
+        }
+        let bytes = self.fixed_bytes + context::messages_bytes(&messages);
+        let max_output = match self.output_room(bytes, COMPACT_OUTPUT_TOKENS) {
+            Ok(room) => room,
+            Err(stop) => return ControlFlow::Break(stop),
+        };
+        (self.events)(RunEvent::Request {
+            turn,
+            new_messages: vec![Message::user_text(COMPACT_ASK)],
+            max_output_tokens: max_output,
+            allow_tools: false,
+        });
+        let request = ModelRequest {
+            system: self.system,
+            messages: &messages,
+            tools: &self.specs,
+            max_output_tokens: max_output,
+            allow_tools: false,
+        };
+        let events = self.events;
+        let stream = |u: StreamUpdate| events(RunEvent::Stream(u));
+        let started = Instant::now();
+        let response = match self.race(self.model.complete(request, &stream)).await? {
+            Ok(response) => response,
+            Err(e) => {
+                tracing::warn!(turn, error = %e.message, "the compaction request failed");
+                self.compact_failed = true;
+                return ControlFlow::Continue(before);
+            }
+        };
+        self.usage.add(response.usage);
+        self.budget.calibrate(bytes, response.usage.input_tokens);
+        events(RunEvent::Response {
+            turn,
+            response: response.clone(),
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        });
+        let summary = response.message.text();
+        if summary.trim().is_empty() {
+            tracing::warn!(turn, "the compaction request gave no summary");
+            self.compact_failed = true;
+            return ControlFlow::Continue(before);
+        }
+        for (id, _, _) in self.messages[1..split].iter().flat_map(|m| m.tool_calls()) {
+            self.guard.forget(id);
+        }
+        let mut first = self.messages[0].clone();
+        first.content.truncate(self.task_blocks);
+        first.content.push(Block::Text { text: format!("{COMPACTED_HEADER}\n\n{}", summary.trim()) });
+        if let Some(state) = self.tools.state() {
+            first.content.push(Block::Text { text: state });
+        }
+        self.messages.splice(..split, [first]);
+        // The messages not reported yet are the newest, in the tail.
+        self.sent = 1 + self.sent.saturating_sub(split);
+        self.carried = 0.0;
+        let after = self.estimate();
+        self.context_edits += 1;
+        tracing::info!(turn, replaced = split - 1, before, after, "older turns summarised to save context");
+        events(RunEvent::ContextEdited {
+            turn,
+            edit: self.context_edits,
+            change: ContextChange::Compacted { replaced: (split - 1) as u32, summary },
+            tokens_before: before,
+            tokens_after: after,
+        });
+        ControlFlow::Continue(after)
     }
 
     /// Sends the conversation as it is, reports the request and its
@@ -561,8 +784,8 @@ impl Run<'_> {
         let (tools, events, turn) = (self.tools, self.events, self.turns);
         let outputs = self.race(join_all(calls.iter().map(|c| run_call(tools, events, turn, c)))).await?;
         let fatal = outputs.iter().find(|o| o.fatal).map(|o| o.content.clone());
-        let judged: Vec<(&str, &ToolInput, &ToolOutput)> =
-            calls.iter().zip(&outputs).map(|(c, o)| (c.name.as_str(), &c.input, o)).collect();
+        let judged: Vec<(&str, &str, &ToolInput, &ToolOutput)> =
+            calls.iter().zip(&outputs).map(|(c, o)| (c.id.as_str(), c.name.as_str(), &c.input, o)).collect();
         let stalled = self.guard.record(&judged);
         let content = calls
             .into_iter()
@@ -625,8 +848,8 @@ impl Run<'_> {
     async fn closing_summary(&mut self, stop: &Stop) -> Option<String> {
         // The summary request obeys both budgets too: skipped rather than
         // sent past them.
-        if self.fit(0, false).is_break()
-            || self.output_room(self.request_bytes(), SUMMARY_OUTPUT_TOKENS) != Some(SUMMARY_OUTPUT_TOKENS)
+        if self.edit(0, false) > self.budget.ceiling()
+            || self.output_room(self.request_bytes(), SUMMARY_OUTPUT_TOKENS) != Ok(SUMMARY_OUTPUT_TOKENS)
         {
             tracing::info!("no closing summary: it would not fit the budget");
             return None;

@@ -11,9 +11,11 @@ use super::*;
 use crate::model::{ModelErrorKind, ModelResponse, ToolSpec};
 use crate::tools::ToolOutput;
 
-/// Replies in order and records every request's messages.
+/// Replies in order and records every request's messages; a request without
+/// tools takes its reply from `no_tools` first, when that has one.
 struct Scripted {
     replies: Mutex<VecDeque<Result<ModelResponse, ModelError>>>,
+    no_tools: Mutex<VecDeque<Result<ModelResponse, ModelError>>>,
     seen: Mutex<Vec<Vec<Message>>>,
     /// (max_output_tokens, allow_tools) of each request.
     shapes: Mutex<Vec<(u32, bool)>>,
@@ -21,7 +23,22 @@ struct Scripted {
 
 impl Scripted {
     fn new(replies: Vec<Result<ModelResponse, ModelError>>) -> Self {
-        Self { replies: Mutex::new(replies.into()), seen: Mutex::new(Vec::new()), shapes: Mutex::new(Vec::new()) }
+        Self {
+            replies: Mutex::new(replies.into()),
+            no_tools: Mutex::new(VecDeque::new()),
+            seen: Mutex::new(Vec::new()),
+            shapes: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// `replies`, and `no_tools` for the requests without tools.
+    fn with_no_tools(
+        replies: Vec<Result<ModelResponse, ModelError>>,
+        no_tools: Vec<Result<ModelResponse, ModelError>>,
+    ) -> Self {
+        let model = Self::new(replies);
+        *model.no_tools.lock().unwrap() = no_tools.into();
+        model
     }
 }
 
@@ -34,7 +51,8 @@ impl ModelClient for Scripted {
     ) -> Result<ModelResponse, ModelError> {
         self.seen.lock().unwrap().push(request.messages.to_vec());
         self.shapes.lock().unwrap().push((request.max_output_tokens, request.allow_tools));
-        let next = self.replies.lock().unwrap().pop_front();
+        let summary = if request.allow_tools { None } else { self.no_tools.lock().unwrap().pop_front() };
+        let next = summary.or_else(|| self.replies.lock().unwrap().pop_front());
         match next {
             Some(r) => r,
             // An exhausted script hangs, like a stalled network.
@@ -63,9 +81,11 @@ fn text(t: &str) -> Block {
     Block::Text { text: t.into() }
 }
 
-/// `echo` answers its input; `fail` fails; `slow` takes 50 ms; `fatal` ends the run.
+/// `echo` answers its input; `fail` fails; `slow` takes 50 ms; `fatal` ends
+/// the run; `edit` changes its `path`, which [`ToolSet::state`] reports.
 struct FakeTools {
     log: Mutex<Vec<String>>,
+    changed: Mutex<Vec<String>>,
 }
 
 #[async_trait]
@@ -82,6 +102,10 @@ impl ToolSet for FakeTools {
                 ToolOutput { content: "slow done".into(), is_error: false, fatal: false }
             }
             "fatal" => ToolOutput { content: "disk on fire".into(), is_error: true, fatal: true },
+            "edit" => {
+                self.changed.lock().unwrap().push(input["path"].as_str().unwrap_or_default().to_string());
+                ToolOutput { content: "edited".into(), is_error: false, fatal: false }
+            }
             // `bytes` bytes (default 4000) after the input: a file's worth of output.
             "big" => {
                 let n = input["bytes"].as_u64().unwrap_or(4000) as usize;
@@ -92,10 +116,15 @@ impl ToolSet for FakeTools {
         self.log.lock().unwrap().push(format!("end {name}"));
         out
     }
+
+    fn state(&self) -> Option<String> {
+        let changed = self.changed.lock().unwrap();
+        (!changed.is_empty()).then(|| format!("Files changed so far: {}", changed.join(", ")))
+    }
 }
 
 fn tools() -> FakeTools {
-    FakeTools { log: Mutex::new(Vec::new()) }
+    FakeTools { log: Mutex::new(Vec::new()), changed: Mutex::new(Vec::new()) }
 }
 
 const LIMITS: Limits = Limits {
@@ -103,7 +132,9 @@ const LIMITS: Limits = Limits {
     max_tokens: 1_000_000,
     max_output_tokens: 1000,
     context_budget: 1_000_000,
+    context_editing: crate::config::ContextEditing::Economy,
     timeout: Duration::from_secs(60),
+    max_cost: None,
 };
 
 async fn go(model: &Scripted, tools: &FakeTools, limits: Limits) -> (Outcome, Vec<RunEvent>) {
@@ -442,7 +473,9 @@ fn edits(events: &[RunEvent]) -> Vec<(u32, u32)> {
     events
         .iter()
         .filter_map(|e| match e {
-            RunEvent::ContextEdited { turn, stubbed, .. } => Some((*turn, *stubbed)),
+            RunEvent::ContextEdited { turn, change: ContextChange::Stubbed { tool_use_ids, .. }, .. } => {
+                Some((*turn, tool_use_ids.len() as u32))
+            }
             _ => None,
         })
         .collect()
@@ -502,7 +535,10 @@ fn stubs_keep_every_pair_and_the_newest_results_whole() {
         });
     }
     let before = messages.clone();
-    assert_eq!(context::stub_old_results(&mut messages, 3), 2);
+    let budget = context::Budget::new(100_000);
+    let stubbed = context::stub_stale(&mut messages, &budget);
+    assert_eq!(stubbed.iter().map(|s| s.tool_use_id.as_str()).collect::<Vec<_>>(), ["t0", "t1"]);
+    assert_eq!(stubbed[0].content, "x".repeat(500), "what was replaced is returned");
     assert_pairs_valid(&messages);
     assert_eq!(messages.len(), before.len());
     assert_eq!(
@@ -523,9 +559,9 @@ fn stubs_keep_every_pair_and_the_newest_results_whole() {
         }
     }
     // Already stubbed: a second edit changes nothing.
-    assert_eq!(context::stub_old_results(&mut messages, 3), 0);
+    assert!(context::stub_stale(&mut messages, &budget).is_empty());
     // Fewer result messages than kept: nothing to do.
-    assert_eq!(context::stub_old_results(&mut before[..5].to_vec(), 3), 0);
+    assert!(context::stub_stale(&mut before[..5].to_vec(), &budget).is_empty());
 }
 
 #[test]
@@ -660,4 +696,229 @@ async fn a_full_context_window_drops_the_turn_edits_and_retries_once() {
     replies.push(reply_with(vec![text("Half")], StopReason::ContextWindowExceeded, 5000));
     let model = Scripted::new(replies);
     assert_eq!(go(&model, &tools(), LIMITS).await.0.stop, Stop::ContextWindowExceeded);
+}
+
+/// The economy edits of a run: (turn, reason, outputs stubbed).
+fn stub_edits(events: &[RunEvent]) -> Vec<(u32, EditReason, usize)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            RunEvent::ContextEdited { turn, change: ContextChange::Stubbed { reason, tool_use_ids }, .. } => {
+                Some((*turn, *reason, tool_use_ids.len()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// How many tool outputs of `messages` are whole (not stubbed).
+fn whole_outputs(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter(
+            |b| matches!(b, Block::ToolResult { content, .. } if !content.contains("output removed to save context")),
+        )
+        .count()
+}
+
+#[test]
+fn the_newest_results_are_kept_whole_while_they_are_small() {
+    let result = |id: &str, bytes: usize| Message {
+        role: Role::User,
+        content: vec![Block::ToolResult { tool_use_id: id.into(), content: "z".repeat(bytes), is_error: false }],
+        raw: None,
+    };
+    let asking = |id: &str| Message { role: Role::Assistant, content: vec![call(id, "big", json!({}))], raw: None };
+    let budget = context::Budget::new(1_000_000);
+    // Small results: the newest three.
+    let mut messages = vec![Message::user_text("fix it")];
+    for i in 0..5 {
+        messages.push(asking(&format!("t{i}")));
+        messages.push(result(&format!("t{i}"), 2_000));
+    }
+    assert_eq!(context::kept_from(&messages, &budget), 6);
+    // A large newest result keeps only itself; older ones are kept while
+    // the kept outputs stay within 8,000 tokens.
+    messages.push(asking("t5"));
+    messages.push(result("t5", 30_000));
+    assert_eq!(context::kept_from(&messages, &budget), 12);
+    messages.push(asking("t6"));
+    messages.push(result("t6", 4_000));
+    assert_eq!(context::kept_from(&messages, &budget), 14, "t5 would pass 8,000 tokens");
+    // The stale outputs, what an edit saves and what it makes the cache write again.
+    let stale = context::stale(&messages, &budget).unwrap();
+    assert_eq!(stale.results, 6);
+    assert!(stale.saved > 30_000 / 4 && stale.saved < 42_000 / 4, "{stale:?}");
+    assert!(stale.rewrite < 200, "only stubs and small messages follow the first: {stale:?}");
+    assert!(!stale.worth_editing(0.0) && stale.worth_editing(1.25 * stale.rewrite as f64));
+}
+
+#[tokio::test]
+async fn large_stale_outputs_are_stubbed_for_economy_long_before_the_budget() {
+    // 40 KB (10K tokens) per result, budget 1M: never near it.
+    let mut replies = big_turns(8, 40_000);
+    replies.push(reply_with(vec![text("done")], StopReason::EndTurn, 0));
+    let model = Scripted::new(replies);
+    let (out, events) = go(&model, &tools(), Limits { max_turns: 20, ..LIMITS }).await;
+    assert_eq!(out.stop, Stop::EndTurn);
+    let edits = stub_edits(&events);
+    assert!(edits.len() >= 3, "{edits:?}");
+    assert!(edits.iter().all(|&(_, reason, _)| reason == EditReason::Economy), "{edits:?}");
+    let seen = model.seen.lock().unwrap().clone();
+    // A stale output is carried until carrying it has cost a cache
+    // rewrite (one request here), never longer.
+    assert!(
+        seen.iter().all(|m| whole_outputs(m) <= 2),
+        "{:?}",
+        seen.iter().map(|m| whole_outputs(m)).collect::<Vec<_>>()
+    );
+    let last = seen.last().unwrap();
+    assert_pairs_valid(last);
+    assert!(result_content(last, "t7").ends_with(&"y".repeat(40_000)), "the newest is whole");
+    assert!(result_content(last, "t0").starts_with("[big m00.py: output removed"));
+    // `contextEditing: budget`: only near the budget, so here never.
+    let mut replies = big_turns(8, 40_000);
+    replies.push(reply_with(vec![text("done")], StopReason::EndTurn, 0));
+    let model = Scripted::new(replies);
+    let limits = Limits { max_turns: 20, context_editing: ContextEditing::Budget, ..LIMITS };
+    let (out, events) = go(&model, &tools(), limits).await;
+    assert_eq!((out.stop, stub_edits(&events).len()), (Stop::EndTurn, 0));
+    assert_eq!(whole_outputs(model.seen.lock().unwrap().last().unwrap()), 8);
+}
+
+#[tokio::test]
+async fn re_reading_a_stubbed_output_is_not_a_stall() {
+    // Alternating reads of two large files: each read of a file whose
+    // output was stubbed brings it back, which is new information.
+    let mut replies: Vec<_> = (0..10)
+        .map(|i| {
+            let input = json!({"path": if i % 2 == 0 { "a.py" } else { "b.py" }, "bytes": 40_000});
+            reply_with(vec![call(&format!("t{i}"), "big", input)], StopReason::ToolUse, 0)
+        })
+        .collect();
+    replies.push(reply_with(vec![text("done")], StopReason::EndTurn, 0));
+    let model = Scripted::new(replies);
+    let (out, events) = go(&model, &tools(), Limits { max_turns: 20, ..LIMITS }).await;
+    assert_eq!(out.stop, Stop::EndTurn, "{:?}", out.stop);
+    assert!(!stub_edits(&events).is_empty());
+    // Without edits, the same reads are a circle.
+    let replies: Vec<_> = (0..10)
+        .map(|i| {
+            let input = json!({"path": if i % 2 == 0 { "a.py" } else { "b.py" }, "bytes": 100});
+            reply_with(vec![call(&format!("t{i}"), "big", input)], StopReason::ToolUse, 0)
+        })
+        .collect();
+    let model = Scripted::new(replies);
+    let (out, _) = go(&model, &tools(), Limits { max_turns: 20, ..LIMITS }).await;
+    assert!(matches!(out.stop, Stop::Stalled(_)), "{:?}", out.stop);
+}
+
+/// `n` turns of long reasoning text (nothing to stub) and a small call
+/// each; the first call edits `calc.py`.
+fn talkative_turns(n: usize, text_bytes: usize) -> Vec<Result<ModelResponse, ModelError>> {
+    (0..n)
+        .map(|i| {
+            let (name, input) = if i == 0 { ("edit", json!({"path": "calc.py"})) } else { ("echo", json!({"i": i})) };
+            let thought = format!("Turn {i}: {}", "thinking ".repeat(text_bytes / 9));
+            reply_with(vec![text(&thought), call(&format!("t{i}"), name, input)], StopReason::ToolUse, 0)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn compaction_summarises_older_turns_and_keeps_the_tools_state() {
+    // 8 KB (2,000 tokens) of text per turn, budget 20,000: past 16,000
+    // after eight turns, with no tool output worth stubbing.
+    let mut replies = talkative_turns(12, 8_000);
+    replies.push(reply_with(vec![text("done")], StopReason::EndTurn, 0));
+    let summary = "Edited calc.py to guard the division; checked the callers; nothing is left.";
+    let model = Scripted::with_no_tools(replies, vec![reply_with(vec![text(summary)], StopReason::EndTurn, 0)]);
+    let limits = Limits { max_turns: 20, context_budget: 20_000, ..LIMITS };
+    let (out, events) = go(&model, &tools(), limits).await;
+    assert_eq!(out.stop, Stop::EndTurn, "{:?}", out.stop);
+    assert_eq!(out.turns, 13, "the compaction request is not a turn");
+    let compactions: Vec<(u32, u32, &str)> = events
+        .iter()
+        .filter_map(|e| match e {
+            RunEvent::ContextEdited { turn, change: ContextChange::Compacted { replaced, summary }, .. } => {
+                Some((*turn, *replaced, summary.as_str()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(compactions.len(), 1, "{compactions:?}");
+    let (turn, replaced, reported) = compactions[0];
+    assert_eq!(reported, summary);
+    let seen = model.seen.lock().unwrap().clone();
+    let shapes = model.shapes.lock().unwrap().clone();
+    let at = shapes.iter().position(|&(_, tools)| !tools).unwrap();
+    assert_eq!(at, turn as usize - 1, "compaction comes before the request of its turn");
+    assert!(shapes[at].0 <= 2048);
+    // The compaction request: the history up to the newest exchange, then the ask.
+    let asked = &seen[at];
+    assert!(
+        matches!(asked.last().unwrap().content.last(), Some(Block::Text { text }) if text.contains("replaced by a summary") && text.contains("Do not call any tools"))
+    );
+    // After it: the task, the summary and the changed files in the first
+    // message, then the newest exchange; every pair valid.
+    let after = &seen[at + 1];
+    assert_eq!(after.len(), seen[at - 1].len() + 2 - replaced as usize, "{} {}", after.len(), replaced);
+    let first = after[0].text();
+    assert!(first.starts_with("fix it"), "{first}");
+    assert!(first.contains(summary) && first.contains("Files changed so far: calc.py"), "{first}");
+    assert_eq!(after[1].role, Role::Assistant);
+    assert_pairs_valid(after);
+    // No request over the budget, the compaction request included.
+    let estimates = seen_estimates(&model);
+    assert!(estimates.iter().all(|&e| e <= 20_000), "{estimates:?}");
+    assert!(estimates[at + 1] < estimates[at - 1] / 2, "{estimates:?}");
+}
+
+#[tokio::test]
+async fn a_failed_compaction_stops_the_run_only_when_the_request_would_not_fit() {
+    let replies = talkative_turns(14, 8_000);
+    let empty = reply_with(vec![], StopReason::EndTurn, 0);
+    let model = Scripted::with_no_tools(replies, vec![empty.clone(), empty]);
+    let limits = Limits { max_turns: 20, context_budget: 20_000, ..LIMITS };
+    let (out, _) = go(&model, &tools(), limits).await;
+    let Stop::ContextBudget { ceiling, .. } = out.stop else { panic!("{:?}", out.stop) };
+    assert_eq!(ceiling, 20_000);
+    let shapes = model.shapes.lock().unwrap().clone();
+    let compactions = shapes.iter().filter(|&&(_, tools)| !tools).count();
+    assert_eq!(compactions, 2, "once past the threshold, once more when it no longer fits: {shapes:?}");
+    let estimates = seen_estimates(&model);
+    assert!(estimates.iter().all(|&e| e <= 20_000), "{estimates:?}");
+}
+
+#[tokio::test]
+async fn max_cost_is_a_hard_bound_at_the_models_price() {
+    let price = crate::pricing::Price { input: 3.0, output: 15.0, cache_read: None, cache_write: None };
+    let turn = |i: u32| {
+        Ok(ModelResponse {
+            message: Message {
+                role: Role::Assistant,
+                content: vec![call(&format!("t{i}"), "echo", json!({}))],
+                raw: None,
+            },
+            stop_reason: StopReason::ToolUse,
+            usage: Usage { input_tokens: 1000, output_tokens: 100, ..Default::default() },
+        })
+    };
+    let model = Scripted::new((0..10).map(turn).collect());
+    // $0.0045 a turn: two fit in a cent, and the third could pass it.
+    let limits = Limits { max_cost: Some(CostLimit { usd: 0.01, price }), ..LIMITS };
+    let (out, _) = go(&model, &tools(), limits).await;
+    assert_eq!(out.stop, Stop::CostBudget);
+    assert_eq!((out.stop.as_str(), out.turns), ("cost_budget", 2));
+    assert!(out.stop.describe(&limits).contains("maxCostUsd 0.01"), "{}", out.stop.describe(&limits));
+    assert!(price.cost(&out.usage.tokens()) <= 0.01, "{:?}", out.usage);
+    assert_eq!(model.shapes.lock().unwrap().len(), 2, "no closing summary: it would not fit");
+    // The last affordable request asks for no more output than the money left buys.
+    let model = Scripted::new((0..10).map(turn).collect());
+    let limits = Limits { max_cost: Some(CostLimit { usd: 0.0125, price }), ..LIMITS };
+    let (out, _) = go(&model, &tools(), limits).await;
+    assert_eq!(out.stop, Stop::CostBudget);
+    let shapes = model.shapes.lock().unwrap().clone();
+    assert!(shapes.last().unwrap().0 < 1000, "{shapes:?}");
 }

@@ -176,6 +176,12 @@ pub async fn check(args: CheckArgs) -> ExitCode {
     println!("maxTurns: {} ({})", limits.max_turns, src("maxTurns"));
     println!("maxTokens: {} ({})", limits.max_tokens, src("maxTokens"));
     println!("maxOutputTokens: {} ({})", limits.max_output_tokens, src("maxOutputTokens"));
+    match limits.max_cost {
+        Some(cap) => println!("maxCostUsd: {} ({})", cap.usd, src("maxCostUsd")),
+        None => println!("maxCostUsd: none (default)"),
+    }
+    println!("contextBudget: {} ({})", limits.context_budget, src("contextBudget"));
+    println!("contextEditing: {:?} ({})", limits.context_editing, src("contextEditing"));
     println!("timeoutSecs: {} ({})", limits.timeout.as_secs(), src("timeoutSecs"));
     println!("maxRetries: {} ({})", provider.max_retries, src("maxRetries"));
     match config.price() {

@@ -110,6 +110,13 @@ pub struct ToolOutput {
 pub trait ToolSet: Send + Sync {
     fn specs(&self) -> Vec<ToolSpec>;
     async fn call(&self, name: &str, input: &Value) -> ToolOutput;
+
+    /// What the tools hold that the model must not lose when the loop
+    /// compacts its context: the files the run changed so far, for the
+    /// model to read. `None` when there is nothing.
+    fn state(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Numbers lines for the model: `   12\ttext`.

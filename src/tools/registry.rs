@@ -128,6 +128,9 @@ fn strip_formats(v: &mut Value) {
 }
 
 /// The tools of a run, bound to its context.
+/// The most bytes of diff [`Toolbox::state`] shows.
+pub const STATE_DIFF_BYTES: usize = 16_000;
+
 pub struct Toolbox {
     tools: Vec<Arc<dyn DynTool>>,
     /// `specs[i]` declares `tools[i]`; computed once per run.
@@ -181,6 +184,28 @@ impl Toolbox {
 impl ToolSet for Toolbox {
     fn specs(&self) -> Vec<ToolSpec> {
         self.specs.clone()
+    }
+
+    /// The files the run changed, as unified diffs of its private copy, or
+    /// their paths alone when the diffs pass [`STATE_DIFF_BYTES`].
+    fn state(&self) -> Option<String> {
+        let changes = self.ctx.overlay.changes();
+        if changes.is_empty() {
+            return None;
+        }
+        let diffs: String = changes
+            .iter()
+            .map(|c| crate::workspace::unified_diff(&c.display, c.original.as_deref(), &c.new_text))
+            .collect();
+        let head = "Files this run has changed so far (in its private copy, which the tools read; the user reviews the changes at the end):";
+        if diffs.len() <= STATE_DIFF_BYTES {
+            return Some(format!("{head}\n{diffs}"));
+        }
+        let paths: Vec<String> = changes.iter().map(|c| format!("- {}", c.display)).collect();
+        Some(format!(
+            "{head}\n{}\n(The diff is too long to show here: read the files to see their current text.)",
+            paths.join("\n")
+        ))
     }
 
     async fn call(&self, name: &str, input: &Value) -> ToolOutput {
