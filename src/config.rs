@@ -35,6 +35,8 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
 pub const DEFAULT_MAX_RETRIES: u32 = 2;
 pub const DEFAULT_CONNECT_TIMEOUT_SECS: u64 = 10;
 pub const DEFAULT_IDLE_TIMEOUT_SECS: u64 = 90;
+/// Whether the provider's token-counting endpoint is asked (`countTokens`).
+pub const DEFAULT_COUNT_TOKENS: bool = false;
 /// The project settings file at the workspace root.
 pub const FILE_NAME: &str = "agentfix.toml";
 
@@ -247,6 +249,9 @@ pub struct Settings {
     /// Longest silence of a streaming response in seconds before it counts as stalled (default 90).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_timeout_secs: Option<u64>,
+    /// Anthropic only: count the prompt of each model request exactly with the API's free `count_tokens` endpoint (one extra request per model request, nothing generated), which makes the context budget exact instead of estimated (default false).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count_tokens: Option<bool>,
     /// Edits of a run that a limit stopped: `offer` them for review (default) or `discard` them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partial_edits: Option<PartialEdits>,
@@ -434,6 +439,9 @@ pub struct ProviderConfig {
     pub max_retries: u32,
     pub connect_timeout: Duration,
     pub idle_timeout: Duration,
+    /// Ask the provider's token-counting endpoint, where it has one
+    /// (`countTokens`; Anthropic only).
+    pub count_tokens: bool,
 }
 
 impl ProviderConfig {
@@ -676,6 +684,7 @@ impl Layers<'_> {
         let connect =
             pick!(l, "connectTimeoutSecs", connect_timeout_secs, None::<u64>, DEFAULT_CONNECT_TIMEOUT_SECS).max(1);
         let idle = pick!(l, "idleTimeoutSecs", idle_timeout_secs, None::<u64>, DEFAULT_IDLE_TIMEOUT_SECS).max(1);
+        let count_tokens = pick!(l, "countTokens", count_tokens, None::<bool>, DEFAULT_COUNT_TOKENS);
         Ok(ProviderConfig {
             kind,
             model,
@@ -684,6 +693,7 @@ impl Layers<'_> {
             max_retries,
             connect_timeout: Duration::from_secs(connect),
             idle_timeout: Duration::from_secs(idle),
+            count_tokens,
         })
     }
 
@@ -1062,6 +1072,18 @@ mod tests {
         let editor = Settings { max_cost_usd: Some(0.0), ..Settings::default() };
         let e = resolve(&Settings::default(), &editor, &[]).unwrap_err().to_string();
         assert!(e.contains("maxCostUsd must be a positive number"), "{e}");
+    }
+
+    #[test]
+    fn count_tokens_is_off_by_default_and_layers() {
+        let c = resolve(&Settings::default(), &Settings::default(), &[]).unwrap();
+        assert_eq!((c.provider.count_tokens, c.source("countTokens")), (false, Source::Default));
+        let file = Settings::from_toml("countTokens = true\n").unwrap();
+        let c = resolve(&file, &Settings::default(), &[]).unwrap();
+        assert_eq!((c.provider.count_tokens, c.source("countTokens")), (true, Source::File));
+        let editor = Settings::from_json(&json!({"countTokens": false})).unwrap();
+        let c = resolve(&file, &editor, &[]).unwrap();
+        assert_eq!((c.provider.count_tokens, c.source("countTokens")), (false, Source::Editor));
     }
 
     #[test]

@@ -819,6 +819,57 @@ fn requests_records_everything_valid_or_not() {
 }
 
 #[test]
+fn count_tokens_is_validated_like_messages_and_kept_apart() {
+    let mock = MockModel::start();
+    // This test sends invalid requests on purpose to check the mock's validation.
+    mock.expect_violations();
+    mock.push(text_reply("unused"));
+    let path = "/v1/messages/count_tokens";
+    let mut body = body_with(json!([{"role": "user", "content": "hi"}]));
+    body.as_object_mut().unwrap().remove("max_tokens");
+
+    // Naive usage: this body's length / 4.
+    let counted = post_with(&mock, path, GOOD_HEADERS, &body);
+    assert_eq!(counted.status, 200, "{}", counted.body);
+    assert_eq!(counted.body, json!({"input_tokens": body.to_string().len() / 4}));
+
+    // What the endpoint refuses, as the real API refuses it.
+    for (field, value) in [("max_tokens", json!(1024)), ("stream", json!(true)), ("temperature", json!(0.5))] {
+        let mut extra = body.clone();
+        extra[field] = value;
+        let refused = post_with(&mock, path, GOOD_HEADERS, &extra);
+        assert_eq!((refused.status, refused.body["error"]["type"].as_str()), (400, Some("invalid_request_error")));
+        assert_eq!(refused.error_message(), format!("{field}: Extra inputs are not permitted"));
+    }
+    // The same key and headers as /v1/messages, and the same rules for the rest of the body.
+    let wrong = post_with(&mock, path, &[("x-api-key", "nope"), ("anthropic-version", "2023-06-01")], &body);
+    assert_eq!((wrong.status, wrong.error_message()), (401, "invalid x-api-key"));
+    let unversioned = post_with(&mock, path, &[("x-api-key", API_KEY)], &body);
+    assert_eq!((unversioned.status, unversioned.error_message()), (400, "anthropic-version: header is required"));
+    let unpaired = json!({"model": "m", "tools": body["tools"], "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_A", "name": "read_file", "input": {}}]}
+    ]});
+    let refused = post_with(&mock, path, GOOD_HEADERS, &unpaired);
+    assert_eq!((refused.status, refused.error_message()), (400, format!("messages.1: {A4_MISSING}").as_str()));
+
+    // Canonical usage: what /v1/messages reports in all for the same prompt.
+    mock.set_usage_model(mock_model::UsageModel::cached());
+    let counted = post_with(&mock, path, GOOD_HEADERS, &body).body["input_tokens"].as_u64().unwrap();
+    let mut sent = body.clone();
+    sent["max_tokens"] = json!(1024);
+    let usage = post(&mock, &sent).body["usage"].clone();
+    let n = |f: &str| usage[f].as_u64().unwrap();
+    assert_eq!(counted, n("input_tokens") + n("cache_creation_input_tokens") + n("cache_read_input_tokens"));
+
+    assert_eq!(mock.count_requests().len(), 8);
+    assert!(mock.count_requests().iter().all(|r| r.path == path));
+    assert_eq!(mock.requests().len(), 1, "only the message request: {:?}", mock.requests());
+    assert_eq!((mock.usage_stats().requests, mock.remaining()), (1, 0), "counts take no reply");
+    assert_eq!(mock.violations().len(), 6);
+}
+
+#[test]
 fn keep_alive_and_chunked_request_bodies_work() {
     let mock = MockModel::start();
     mock.push(text_reply("first"));

@@ -429,6 +429,7 @@ fn check_reports_the_configuration_and_the_connection() {
     assert!(said.contains("provider: anthropic (default)"));
     assert!(said.contains("api key: ANTHROPIC_API_KEY is set"));
     assert!(said.contains("maxTurns: 7 (agentfix.toml)"));
+    assert!(said.contains("countTokens: false (default)"), "{said}");
     assert!(said.contains("connection: ok (HTTP 200 from GET"), "{said}");
     assert!(!said.contains(API_KEY) && !stderr(&out).contains(API_KEY));
 
@@ -447,6 +448,10 @@ fn check_reports_the_configuration_and_the_connection() {
         said.contains("model: from-the-editor (editor settings)") && said.contains("maxTurns: 3 (editor settings)"),
         "{said}"
     );
+    let settings = r#"{"provider": "openai", "countTokens": true}"#;
+    let out = run(&ws, &[("OPENAI_API_KEY", "k")], &["check", "--offline", "--settings", settings]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("countTokens: true (editor settings; ignored: Anthropic only)"), "{said}");
     let out = run(&ws, &[], &["check", "--offline"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("ANTHROPIC_API_KEY is NOT set"));
@@ -555,4 +560,131 @@ fn the_context_budget_keeps_every_request_under_it_for_both_providers() {
         assert!(mock.usage_stats().largest_request <= 5_000, "{api}: {}", mock.usage_stats().largest_request);
         assert!(mock.violations().is_empty(), "{api}: {:?}", mock.violations());
     }
+}
+
+/// The configured provider for the mock, as `providers::from_config` builds it from `settings`
+/// (editor settings) with `key` as the provider's key.
+fn provider_for(mock: &MockModel, settings: Value, key: &str) -> std::sync::Arc<dyn agentfix::providers::ModelClient> {
+    let editor = agentfix::config::Settings::from_json(&settings).unwrap();
+    let openai = editor.provider.is_some_and(|p| p != agentfix::config::ProviderKind::Anthropic);
+    let editor = agentfix::config::Settings {
+        base_url: Some(if openai { format!("{}/v1", mock.base_url()) } else { mock.base_url() }),
+        ..editor
+    };
+    let key = key.to_string();
+    let env = move |var: &str| matches!(var, "ANTHROPIC_API_KEY" | "OPENAI_API_KEY").then(|| key.clone());
+    let config = agentfix::config::Config::resolve(&Default::default(), &editor, &env).unwrap();
+    agentfix::providers::from_config(&config.provider).unwrap()
+}
+
+/// A conversation with a tool call and a long result: system blocks, tools and cache markers
+/// all count.
+fn counted_conversation() -> (Vec<agentfix::model::Message>, Vec<agentfix::model::ToolSpec>) {
+    use agentfix::model::{Block, Message, Role, ToolSpec};
+    let messages = vec![
+        Message::user_text("Fix the division in calc.py."),
+        Message {
+            role: Role::Assistant,
+            content: vec![Block::ToolUse {
+                id: "toolu_count".into(),
+                name: "read_file".into(),
+                input: json!({"path": "calc.py"}).into(),
+            }],
+            raw: None,
+        },
+        Message {
+            role: Role::User,
+            content: vec![Block::ToolResult {
+                tool_use_id: "toolu_count".into(),
+                content: CALC.repeat(300),
+                is_error: false,
+            }],
+            raw: None,
+        },
+    ];
+    let tools = vec![ToolSpec {
+        name: "read_file".into(),
+        description: "Read a file".into(),
+        input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+    }];
+    (messages, tools)
+}
+
+#[tokio::test]
+async fn count_tokens_answers_what_the_request_will_report_as_its_input() {
+    let mock = MockModel::start();
+    mock.set_usage_model(UsageModel::cached());
+    let model = provider_for(&mock, json!({"countTokens": true}), API_KEY);
+    let (messages, tools) = counted_conversation();
+    let request = agentfix::model::ModelRequest {
+        system: "You fix code.",
+        messages: &messages,
+        tools: &tools,
+        max_output_tokens: 1024,
+        allow_tools: true,
+    };
+    let counted = model.count_tokens(request).await.unwrap().expect("a count");
+    assert!(mock.requests().is_empty() && mock.usage_stats().requests == 0, "a count is no model request");
+    mock.push(text_reply("Guarded b == 0."));
+    let response = model.complete(request, &|_| {}).await.unwrap();
+    assert_eq!(response.usage.input_tokens, counted, "{:?}", response.usage);
+    assert!(response.usage.cache_write_tokens > 0, "the cache markers count too: {:?}", response.usage);
+    assert_eq!((mock.remaining(), mock.usage_stats().requests), (0, 1), "the count took no scripted reply");
+
+    let counts = mock.count_requests();
+    assert_eq!(counts.len(), 1);
+    let (count, sent) = (&counts[0], &mock.requests()[0]);
+    assert_eq!(count.path, "/v1/messages/count_tokens");
+    for header in ["x-api-key", "anthropic-version", "content-type"] {
+        assert_eq!(count.header(header), sent.header(header), "{header}");
+    }
+    assert!(count.body.get("max_tokens").is_none() && count.body.get("stream").is_none(), "{}", count.body);
+    // The same prompt, field by field: system blocks, tools and cache markers included.
+    for field in ["model", "system", "tools", "messages"] {
+        assert_eq!(count.body[field], sent.body[field], "{field}");
+    }
+}
+
+#[tokio::test]
+async fn count_tokens_sends_nothing_when_the_setting_is_off_or_the_provider_has_no_endpoint() {
+    let mock = MockModel::start();
+    let (messages, tools) = counted_conversation();
+    let request = agentfix::model::ModelRequest {
+        system: "You fix code.",
+        messages: &messages,
+        tools: &tools,
+        max_output_tokens: 1024,
+        allow_tools: true,
+    };
+    for settings in [
+        json!({}),
+        json!({"countTokens": false}),
+        json!({"provider": "openai", "countTokens": true}),
+        json!({"provider": "openai-compatible", "countTokens": true}),
+    ] {
+        let model = provider_for(&mock, settings.clone(), API_KEY);
+        assert_eq!(model.count_tokens(request).await, Ok(None), "{settings}");
+    }
+    assert!(mock.count_requests().is_empty() && mock.requests().is_empty());
+}
+
+#[tokio::test]
+async fn a_refused_count_is_a_model_error_without_the_key_and_is_not_retried() {
+    use agentfix::model::{Message, ModelErrorKind, ModelRequest};
+    let mock = MockModel::start();
+    // Both requests are refused on purpose.
+    mock.expect_violations();
+    let messages = vec![Message::user_text("hi")];
+    let request =
+        ModelRequest { system: "s", messages: &messages, tools: &[], max_output_tokens: 16, allow_tools: true };
+    let wrong = "sk-ant-wrong-key-0123456789";
+    let e = provider_for(&mock, json!({"countTokens": true}), wrong).count_tokens(request).await.unwrap_err();
+    assert_eq!((e.kind, e.status), (ModelErrorKind::Auth, Some(401)), "{e:?}");
+    assert!(e.message.contains("ANTHROPIC_API_KEY was rejected") && !e.message.contains(wrong), "{}", e.message);
+    let model = provider_for(&mock, json!({"countTokens": true}), API_KEY);
+    let e = model.count_tokens(ModelRequest { messages: &[], ..request }).await.unwrap_err();
+    assert_eq!((e.kind, e.status), (ModelErrorKind::InvalidRequest, Some(400)), "{e:?}");
+    assert!(e.message.contains("messages: List should have at least 1 item"), "{}", e.message);
+    assert_eq!(mock.count_requests().len(), 2, "a 4xx is not retried");
+    assert!(mock.requests().is_empty());
 }

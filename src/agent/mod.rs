@@ -51,6 +51,9 @@ const MIN_OUTPUT_TOKENS: u32 = 256;
 const SUMMARY_OUTPUT_TOKENS: u32 = 1024;
 /// `max_tokens` ceiling when a cut-off tool call is retried with more room.
 const MAX_OUTPUT_CEILING: u32 = 64_000;
+/// Past this share of the ceiling, the provider counts the request's tokens
+/// (when `countTokens` asks for it).
+const COUNT_FROM: f64 = 0.4;
 /// `max_tokens` of the compaction request.
 const COMPACT_OUTPUT_TOKENS: u32 = 2048;
 /// Compaction replaces at least this many estimated tokens (less is not
@@ -540,6 +543,7 @@ impl Run<'_> {
     /// summarised ([`Run::compact`]); a request that still does not fit is
     /// not sent.
     async fn fit(&mut self, turn: u32, force: bool) -> ControlFlow<Stop> {
+        self.count().await?;
         let mut estimate = self.edit(turn, force);
         if estimate > self.budget.edit_threshold() && (!self.compact_failed || estimate > self.budget.ceiling()) {
             estimate = self.compact(turn).await?;
@@ -547,6 +551,30 @@ impl Run<'_> {
         let ceiling = self.budget.ceiling();
         if estimate > ceiling {
             return ControlFlow::Break(Stop::ContextBudget { estimate, ceiling });
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// Past [`COUNT_FROM`] of the ceiling, the provider's exact count of the
+    /// next request (`countTokens`) recalibrates the estimate; without one
+    /// (the setting off, another provider, a failed count) the estimate
+    /// stays as it is.
+    async fn count(&mut self) -> ControlFlow<Stop> {
+        let bytes = self.request_bytes();
+        if (self.budget.estimate(bytes) as f64) < self.budget.ceiling() as f64 * COUNT_FROM {
+            return ControlFlow::Continue(());
+        }
+        let request = ModelRequest {
+            system: self.system,
+            messages: &self.messages,
+            tools: &self.specs,
+            max_output_tokens: self.max_output,
+            allow_tools: true,
+        };
+        match self.race(self.model.count_tokens(request)).await? {
+            Ok(Some(tokens)) => self.budget.calibrate(bytes, tokens),
+            Ok(None) => {}
+            Err(e) => tracing::debug!(error = %e.message, "token count failed; the estimate stands"),
         }
         ControlFlow::Continue(())
     }

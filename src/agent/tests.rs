@@ -19,6 +19,9 @@ struct Scripted {
     seen: Mutex<Vec<Vec<Message>>>,
     /// (max_output_tokens, allow_tools) of each request.
     shapes: Mutex<Vec<(u32, bool)>>,
+    /// `count_tokens` answers bytes / 4 × this; `None`: no counting.
+    count_factor: Option<f64>,
+    counted: Mutex<u32>,
 }
 
 impl Scripted {
@@ -28,6 +31,8 @@ impl Scripted {
             no_tools: Mutex::new(VecDeque::new()),
             seen: Mutex::new(Vec::new()),
             shapes: Mutex::new(Vec::new()),
+            count_factor: None,
+            counted: Mutex::new(0),
         }
     }
 
@@ -62,6 +67,13 @@ impl ModelClient for Scripted {
 
     async fn check(&self) -> Result<String, ModelError> {
         Ok("scripted".into())
+    }
+
+    async fn count_tokens(&self, request: ModelRequest<'_>) -> Result<Option<u64>, ModelError> {
+        let Some(factor) = self.count_factor else { return Ok(None) };
+        *self.counted.lock().unwrap() += 1;
+        let bytes = context::request_bytes(request.system, request.messages, request.tools);
+        Ok(Some((bytes as f64 / 4.0 * factor) as u64))
     }
 }
 
@@ -921,4 +933,26 @@ async fn max_cost_is_a_hard_bound_at_the_models_price() {
     assert_eq!(out.stop, Stop::CostBudget);
     let shapes = model.shapes.lock().unwrap().clone();
     assert!(shapes.last().unwrap().0 < 1000, "{shapes:?}");
+}
+
+#[tokio::test]
+async fn the_providers_count_makes_the_budget_exact() {
+    // Six results of 1,000 tokens by bytes / 4, budget 10,000: under the
+    // edit threshold by the estimate, over it by the provider's count
+    // (half as much again).
+    let run = |factor: Option<f64>| async move {
+        let mut replies = big_turns(6, 4000);
+        replies.push(reply_with(vec![text("done")], StopReason::EndTurn, 0));
+        let model = Scripted { count_factor: factor, ..Scripted::new(replies) };
+        let limits = Limits { context_budget: 10_000, context_editing: ContextEditing::Budget, ..LIMITS };
+        let (out, events) = go(&model, &tools(), limits).await;
+        assert_eq!(out.stop, Stop::EndTurn);
+        (stub_edits(&events), *model.counted.lock().unwrap())
+    };
+    let (edits, counted) = run(None).await;
+    assert_eq!((edits.len(), counted), (0, 0));
+    let (edits, counted) = run(Some(1.5)).await;
+    assert!(matches!(edits[..], [(7, EditReason::Budget, _)]), "{edits:?}");
+    // Only past 40 % of the ceiling is the count asked for.
+    assert!((2..7).contains(&counted), "{counted}");
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::RunEvent;
-use crate::config::{Config, Settings};
+use crate::config::{Config, ProviderKind, Settings};
 use crate::downstream::SymbolSource;
 use crate::fix::{self, ProgressLines, Setup, Target, Verdict};
 use crate::providers;
@@ -184,6 +184,12 @@ pub async fn check(args: CheckArgs) -> ExitCode {
     println!("contextEditing: {:?} ({})", limits.context_editing, src("contextEditing"));
     println!("timeoutSecs: {} ({})", limits.timeout.as_secs(), src("timeoutSecs"));
     println!("maxRetries: {} ({})", provider.max_retries, src("maxRetries"));
+    let ignored = if provider.count_tokens && provider.kind != ProviderKind::Anthropic {
+        "; ignored: Anthropic only"
+    } else {
+        ""
+    };
+    println!("countTokens: {} ({}{ignored})", provider.count_tokens, src("countTokens"));
     match config.price() {
         Some(p) => println!(
             "prices of {}: ${} input, ${} output, ${} cache read, ${} cache write per million tokens ({})",

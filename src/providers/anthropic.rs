@@ -10,10 +10,18 @@
 //! assembled message is the JSON the non-streaming API would have returned,
 //! decoded by [`decode_response`]. Assistant content is kept verbatim
 //! (`Message::raw`) and echoed back.
+//!
+//! With `countTokens` on, [`ModelClient::count_tokens`] asks
+//! `POST {base}/v1/messages/count_tokens` (free, nothing generated) with the
+//! Messages body of the same request minus the fields that endpoint refuses
+//! ([`encode_count_request`]), so the count covers the same system blocks,
+//! tools and `cache_control` markers as the request it measures.
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 use async_trait::async_trait;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::ModelClient;
@@ -27,37 +35,66 @@ use crate::model::{
 pub const API_VERSION: &str = "2023-06-01";
 const NAME: &str = "Anthropic";
 
+/// The longest wait for a token count (its answer included): it is one
+/// small JSON object, and the request it measures is waiting for it.
+const COUNT_TIMEOUT: Duration = Duration::from_secs(15);
+/// Largest token-count answer read (`{"input_tokens": N}` is a few bytes).
+const MAX_COUNT_BODY: usize = 64 * 1024;
+
 pub struct Anthropic {
     http: reqwest::Client,
     url: String,
+    count_url: String,
     endpoint: Endpoint,
+    /// Whether [`ModelClient::count_tokens`] asks the API (`countTokens`).
+    count_tokens: bool,
+}
+
+/// The answer of `POST /v1/messages/count_tokens` (the SDK's
+/// `types/message_tokens_count.py`).
+#[derive(Debug, Deserialize)]
+struct TokenCount {
+    input_tokens: u64,
 }
 
 impl Anthropic {
     pub fn new(endpoint: Endpoint) -> Self {
+        let base = endpoint.base_url.trim_end_matches('/');
         Self {
             http: http::client(&endpoint),
-            url: format!("{}/v1/messages", endpoint.base_url.trim_end_matches('/')),
+            url: format!("{base}/v1/messages"),
+            count_url: format!("{base}/v1/messages/count_tokens"),
             endpoint,
+            count_tokens: false,
         }
     }
 
-    async fn attempt(
-        &self,
-        body: &Value,
-        updates: &(dyn Fn(StreamUpdate) + Send + Sync),
-    ) -> Result<ModelResponse, ModelError> {
-        let mut request = self.http.post(&self.url).header("anthropic-version", API_VERSION).json(body);
+    /// With `on`, [`ModelClient::count_tokens`] asks the API's counting
+    /// endpoint; without, it answers `None` and sends nothing.
+    pub fn with_token_counting(mut self, on: bool) -> Self {
+        self.count_tokens = on;
+        self
+    }
+
+    /// A POST of `body` to `url` with the headers every Messages request
+    /// carries: `anthropic-version` and the key.
+    fn post(&self, url: &str, body: &Value) -> reqwest::RequestBuilder {
+        let mut request = self.http.post(url).header("anthropic-version", API_VERSION).json(body);
         if let Some(key) = &self.endpoint.api_key {
             request = request.header("x-api-key", key.expose());
         }
-        let idle = self.endpoint.idle_timeout;
-        let response = match tokio::time::timeout(idle, request.send()).await {
+        request
+    }
+
+    /// Sends `request`, waiting at most `within` for the response headers;
+    /// a status other than 2xx is the API's error, with its retry hints.
+    async fn send(&self, request: reqwest::RequestBuilder, within: Duration) -> Result<reqwest::Response, ModelError> {
+        let response = match tokio::time::timeout(within, request.send()).await {
             Err(_) => {
                 return Err(ModelError::new(
                     ModelErrorKind::Network,
                     None,
-                    format!("the {NAME} API did not answer within {} s", idle.as_secs_f32()),
+                    format!("the {NAME} API did not answer within {} s", within.as_secs_f32()),
                 ));
             }
             Ok(r) => r.map_err(|e| http::network_error(NAME, &e))?,
@@ -65,13 +102,23 @@ impl Anthropic {
         let status = response.status().as_u16();
         if !(200..300).contains(&status) {
             let (should, after) = http::retry_hints(response.headers());
-            let (text, cut) = http::error_body(response, idle).await;
+            let (text, cut) = http::error_body(response, within).await;
             let mut e = http_error(status, &text, &self.endpoint.key_source);
             e.message.push_str(cut.as_deref().unwrap_or_default());
             e.retryable = should.unwrap_or(http::status_retryable(status));
             e.retry_after = after;
             return Err(e);
         }
+        Ok(response)
+    }
+
+    async fn attempt(
+        &self,
+        body: &Value,
+        updates: &(dyn Fn(StreamUpdate) + Send + Sync),
+    ) -> Result<ModelResponse, ModelError> {
+        let idle = self.endpoint.idle_timeout;
+        let response = self.send(self.post(&self.url, body), idle).await?;
         let mut events = http::sse(response, idle, NAME);
         let mut acc = Accumulator::default();
         while let Some(ev) = events.next().await? {
@@ -80,6 +127,36 @@ impl Anthropic {
             }
         }
         Err(ModelError::new(ModelErrorKind::Network, None, format!("the {NAME} stream ended before message_stop")))
+    }
+
+    /// One `count_tokens` request: its answer within [`COUNT_TIMEOUT`] (or
+    /// the idle timeout, when shorter).
+    async fn count_attempt(&self, body: &Value) -> Result<u64, ModelError> {
+        let within = COUNT_TIMEOUT.min(self.endpoint.idle_timeout);
+        let response = self.send(self.post(&self.count_url, body), within).await?;
+        let status = response.status().as_u16();
+        let answer = http::read_capped(response, MAX_COUNT_BODY, within).await;
+        if let Some(why) = answer.failed {
+            return Err(ModelError::new(
+                ModelErrorKind::Network,
+                None,
+                format!("the {NAME} API's token count could not be read: {why}"),
+            ));
+        }
+        let decoded = if answer.cut {
+            Err(format!("an answer over {}", http::size(MAX_COUNT_BODY as u64)))
+        } else {
+            serde_json::from_slice::<TokenCount>(&answer.bytes).map_err(|e| e.to_string())
+        };
+        decoded.map(|c| c.input_tokens).map_err(|why| {
+            let mut e = ModelError::new(
+                ModelErrorKind::Decode,
+                Some(status),
+                format!("unexpected token count from the {NAME} API: {why}"),
+            );
+            e.retryable = false;
+            e
+        })
     }
 }
 
@@ -93,6 +170,16 @@ impl ModelClient for Anthropic {
         let mut body = encode_request(&self.endpoint.model, &request);
         body["stream"] = Value::Bool(true);
         with_retries(self.endpoint.max_retries, updates, |_| self.attempt(&body, updates)).await
+    }
+
+    async fn count_tokens(&self, request: ModelRequest<'_>) -> Result<Option<u64>, ModelError> {
+        if !self.count_tokens {
+            return Ok(None);
+        }
+        let body = encode_count_request(&self.endpoint.model, &request);
+        let n = with_retries(self.endpoint.max_retries, &|_| {}, |_| self.count_attempt(&body)).await?;
+        tracing::debug!(input_tokens = n, messages = request.messages.len(), "counted the prompt");
+        Ok(Some(n))
     }
 
     async fn check(&self) -> Result<String, ModelError> {
@@ -385,6 +472,25 @@ pub fn encode_request(model: &str, req: &ModelRequest<'_>) -> Value {
     body
 }
 
+/// The top-level fields `POST /v1/messages/count_tokens` accepts (the SDK's
+/// `types/message_count_tokens_params.py`); it refuses the others a
+/// Messages body may have (`max_tokens`, `stream`, `temperature`,
+/// `stop_sequences`, `metadata`, …) as "Extra inputs are not permitted".
+pub const COUNT_FIELDS: &[&str] =
+    &["model", "messages", "system", "tools", "tool_choice", "thinking", "cache_control", "output_config"];
+
+/// The body of a token count for `req`: the Messages body [`encode_request`]
+/// builds, so the count covers exactly what that request sends (system
+/// blocks, tools, `tool_choice`, cache markers), without the fields the
+/// counting endpoint refuses.
+pub fn encode_count_request(model: &str, req: &ModelRequest<'_>) -> Value {
+    let mut body = encode_request(model, req);
+    if let Some(fields) = body.as_object_mut() {
+        fields.retain(|k, _| COUNT_FIELDS.contains(&k.as_str()));
+    }
+    body
+}
+
 /// The rolling prompt-cache breakpoints: the last block of the newest user
 /// message (written by this request) and of the one before it (written by the
 /// previous request, so this one reads it). With the system prompt's, three
@@ -574,6 +680,46 @@ mod tests {
         let req =
             ModelRequest { system: "sys", messages: &empty, tools: &[], max_output_tokens: 10, allow_tools: true };
         assert!(encode_request("m", &req)["messages"][0]["content"][0].get("cache_control").is_none());
+    }
+
+    #[test]
+    fn a_count_body_is_the_messages_body_without_what_the_endpoint_refuses() {
+        let msgs = vec![Message::user_text("fix it")];
+        let tools = vec![ToolSpec {
+            name: "read_file".into(),
+            description: "d".into(),
+            input_schema: json!({"type": "object"}),
+        }];
+        let req =
+            ModelRequest { system: "sys", messages: &msgs, tools: &tools, max_output_tokens: 64, allow_tools: false };
+        let mut full = encode_request("m", &req);
+        let count = encode_count_request("m", &req);
+        assert!(count.get("max_tokens").is_none() && count.get("stream").is_none(), "{count}");
+        // Everything else is the same, cache markers and tool_choice included.
+        full.as_object_mut().unwrap().remove("max_tokens");
+        assert_eq!(count, full);
+        assert_eq!(count["tool_choice"], json!({"type": "none"}));
+        assert_eq!(count["system"][0]["cache_control"], json!({"type": "ephemeral"}));
+        assert!(count.as_object().unwrap().keys().all(|k| COUNT_FIELDS.contains(&k.as_str())));
+    }
+
+    #[tokio::test]
+    async fn without_the_setting_nothing_is_counted_or_sent() {
+        // Port 9 (discard) on loopback: a request would fail, not hang.
+        let endpoint = Endpoint {
+            base_url: "http://127.0.0.1:9".into(),
+            api_key: None,
+            key_source: String::new(),
+            model: "m".into(),
+            max_retries: 0,
+            connect_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(1),
+        };
+        let msgs = vec![Message::user_text("hi")];
+        let req = ModelRequest { system: "s", messages: &msgs, tools: &[], max_output_tokens: 8, allow_tools: true };
+        assert_eq!(Anthropic::new(endpoint.clone()).count_tokens(req).await, Ok(None));
+        let on = Anthropic::new(endpoint).with_token_counting(true).count_tokens(req).await;
+        assert_eq!(on.unwrap_err().kind, ModelErrorKind::Network, "with it, the request is sent");
     }
 
     #[test]

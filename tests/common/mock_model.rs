@@ -11,6 +11,13 @@
 //! (one FIFO queue for both); the `model` and input-token fields left null in a scripted reply
 //! are filled in at send time.
 //!
+//! `POST /v1/messages/count_tokens` is validated like `/v1/messages` (same auth and headers; the
+//! body without `max_tokens`, `stream` or the sampling fields, which are refused as the real API
+//! refuses them) and answered `{"input_tokens": N}`, N being what `/v1/messages` reports as the
+//! prompt's input tokens under the usage model in force ([`MockModel::set_usage_model`]). It
+//! consumes no scripted reply and is kept apart ([`MockModel::count_requests`]): it is not in
+//! [`MockModel::requests`] or [`MockModel::usage_stats`].
+//!
 //! A request with `"stream": true` gets its reply as server-sent events: a [`Reply::Message`]
 //! is converted automatically ([`sse_events`] for Anthropic, [`openai_sse_chunks`] for OpenAI),
 //! a [`Reply::Sse`] is sent chunk by chunk as scripted, and an error status is sent as a plain
@@ -53,7 +60,7 @@ pub use stream::{split_bytes, stalled, truncated};
 #[allow(unused_imports)]
 pub use usage::{DEFAULT_MIN_CACHE_TOKENS, MAX_BREAKPOINTS, UsageModel, UsageStats};
 
-use anthropic::error_envelope;
+use anthropic::{Endpoint, error_envelope};
 use http::{Request, Response};
 use stream::{split_chars, split_utf8};
 use usage::{PromptCache, PromptUsage};
@@ -249,6 +256,7 @@ pub fn server_error_no_retry() -> Reply {
 struct State {
     replies: VecDeque<Reply>,
     requests: Vec<Recorded>,
+    count_requests: Vec<Recorded>,
     times: Vec<Instant>,
     violations: Vec<String>,
     usage_model: UsageModel,
@@ -331,6 +339,12 @@ impl MockModel {
     /// Every request body as JSON text, joined: to check what never reached the model.
     pub fn requests_text(&self) -> String {
         self.requests().iter().map(|r| r.body.to_string()).collect::<Vec<_>>().join("\n")
+    }
+
+    /// Every `POST /v1/messages/count_tokens` received so far (valid or not), in arrival order;
+    /// they are in neither [`MockModel::requests`] nor [`MockModel::usage_stats`].
+    pub fn count_requests(&self) -> Vec<Recorded> {
+        self.shared.lock().count_requests.clone()
     }
 
     pub fn request_times(&self) -> Vec<Instant> {
@@ -511,6 +525,9 @@ fn mock_error(api: Api, status: u16, error_type: &str, message: &str) -> Respons
 
 fn handle(shared: &Shared, request: &Request) -> Action {
     let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+    if request.method == "POST" && request.path == "/v1/messages/count_tokens" {
+        return Action::Respond(count_tokens(shared, request, body));
+    }
     {
         let mut state = shared.lock();
         state.requests.push(Recorded {
@@ -555,7 +572,7 @@ fn handle(shared: &Shared, request: &Request) -> Action {
         }
     };
     let rejected = match api {
-        Api::Anthropic => anthropic::validate(request, &body)
+        Api::Anthropic => anthropic::validate(request, &body, Endpoint::Messages)
             .map_err(|(status, error_type, message)| {
                 let response = anthropic_error(status, error_type, &message);
                 (message, response)
@@ -623,6 +640,31 @@ fn handle(shared: &Shared, request: &Request) -> Action {
         include_usage: body["stream_options"]["include_usage"] == Value::Bool(true),
     };
     render(shared, reply, &context)
+}
+
+/// `POST /v1/messages/count_tokens`: recorded apart, validated like `/v1/messages`, answered
+/// with the prompt tokens `/v1/messages` would report for the same prompt: the canonical count
+/// with [`UsageModel::Cached`]; with [`UsageModel::Naive`] this body's length / 4 (a few tokens
+/// short of the Messages body's, which also carries `max_tokens` and `stream`). No reply is
+/// consumed, no usage counted, and the context limit does not apply (the real endpoint counts
+/// a prompt of any length).
+fn count_tokens(shared: &Shared, request: &Request, body: Value) -> Response {
+    let mut state = shared.lock();
+    state.count_requests.push(Recorded {
+        method: request.method.clone(),
+        path: request.path.clone(),
+        headers: request.headers.clone(),
+        body: body.clone(),
+    });
+    if let Err((status, error_type, message)) = anthropic::validate(request, &body, Endpoint::CountTokens) {
+        state.violations.push(message.clone());
+        return anthropic_error(status, error_type, &message);
+    }
+    let input_tokens = match state.usage_model {
+        UsageModel::Naive => (request.body.len() / 4).max(1) as u64,
+        UsageModel::Cached { .. } => usage::anthropic_prompt_tokens(&body),
+    };
+    Response { status: 200, headers: Vec::new(), body: json!({"input_tokens": input_tokens}), openai: false }
 }
 
 /// The real answer to a prompt over the context window, in the envelope of `api`.

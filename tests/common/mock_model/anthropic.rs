@@ -1,6 +1,8 @@
 //! The Anthropic Messages side of the mock: request validation (auth, `anthropic-version`, body
 //! shape, tool definitions and the `tool_use` / `tool_result` pairing rules of the wire-protocol
-//! sheet, section A4) and the conversion of a message into its SSE event sequence (section A5).
+//! sheet, section A4) for `POST /v1/messages` and `POST /v1/messages/count_tokens` (section A7:
+//! the same body without `max_tokens`, `stream` or the sampling fields), and the conversion of a
+//! message into its SSE event sequence (section A5).
 
 use std::collections::HashSet;
 
@@ -33,6 +35,21 @@ const KNOWN_FIELDS: &[&str] = &[
     "mcp_servers",
 ];
 
+/// Top-level fields `POST /v1/messages/count_tokens` knows (the SDK's
+/// `types/message_count_tokens_params.py`); `max_tokens`, `stream`, `temperature`,
+/// `stop_sequences`, `metadata` and the rest are "Extra inputs are not permitted" there.
+const COUNT_FIELDS: &[&str] =
+    &["model", "messages", "system", "tools", "tool_choice", "thinking", "cache_control", "output_config"];
+
+/// Which Anthropic endpoint a request is for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Endpoint {
+    /// `POST /v1/messages`.
+    Messages,
+    /// `POST /v1/messages/count_tokens`.
+    CountTokens,
+}
+
 /// `(status, error.type, error.message)` of a rejected request.
 pub(super) type Invalid = (u16, &'static str, String);
 
@@ -40,8 +57,9 @@ fn invalid(message: impl Into<String>) -> Invalid {
     (400, "invalid_request_error", message.into())
 }
 
-/// Validates a `POST /v1/messages` the way the real API does (routing is done by the caller).
-pub(super) fn validate(request: &Request, body: &Value) -> Result<(), Invalid> {
+/// Validates a request to `endpoint` the way the real API does (routing is done by the caller):
+/// both check the key and the headers alike; their bodies differ only in the top-level fields.
+pub(super) fn validate(request: &Request, body: &Value, endpoint: Endpoint) -> Result<(), Invalid> {
     if request.header("x-api-key") != Some(API_KEY) {
         return Err((401, "authentication_error", "invalid x-api-key".into()));
     }
@@ -58,7 +76,7 @@ pub(super) fn validate(request: &Request, body: &Value) -> Result<(), Invalid> {
     if let Err(err) = serde_json::from_slice::<Value>(&request.body) {
         return Err(invalid(format!("There was an error parsing the body of your request: {err}")));
     }
-    validate_body(body).map_err(invalid)
+    validate_body(body, endpoint).map_err(invalid)
 }
 
 /// The real error envelope, with a fresh `request_id`.
@@ -96,7 +114,7 @@ pub(super) fn apply_usage(mut body: Value, usage: &super::usage::PromptUsage) ->
     body
 }
 
-fn validate_body(body: &Value) -> Result<(), String> {
+fn validate_body(body: &Value, endpoint: Endpoint) -> Result<(), String> {
     let Some(object) = body.as_object() else {
         return Err("body: Input should be a valid dictionary".into());
     };
@@ -108,13 +126,15 @@ fn validate_body(body: &Value) -> Result<(), String> {
         }
         Some(_) => return Err("model: Input should be a valid string".into()),
     }
-    match object.get("max_tokens") {
-        None | Some(Value::Null) => return Err("max_tokens: Field required".into()),
-        Some(v) if v.as_u64().is_some_and(|n| n >= 1) => {}
-        Some(v) if v.is_i64() || v.is_u64() => {
+    match (endpoint, object.get("max_tokens")) {
+        // Refused below as an extra input.
+        (Endpoint::CountTokens, _) => {}
+        (Endpoint::Messages, None | Some(Value::Null)) => return Err("max_tokens: Field required".into()),
+        (Endpoint::Messages, Some(v)) if v.as_u64().is_some_and(|n| n >= 1) => {}
+        (Endpoint::Messages, Some(v)) if v.is_i64() || v.is_u64() => {
             return Err("max_tokens: Input should be greater than or equal to 1".into());
         }
-        Some(_) => return Err("max_tokens: Input should be a valid integer".into()),
+        (Endpoint::Messages, Some(_)) => return Err("max_tokens: Input should be a valid integer".into()),
     }
     let messages = match object.get("messages") {
         None | Some(Value::Null) => return Err("messages: Field required".into()),
@@ -124,7 +144,11 @@ fn validate_body(body: &Value) -> Result<(), String> {
         }
         Some(_) => return Err("messages: Input should be a valid list".into()),
     };
-    if let Some(unknown) = object.keys().find(|k| !KNOWN_FIELDS.contains(&k.as_str())) {
+    let known = match endpoint {
+        Endpoint::Messages => KNOWN_FIELDS,
+        Endpoint::CountTokens => COUNT_FIELDS,
+    };
+    if let Some(unknown) = object.keys().find(|k| !known.contains(&k.as_str())) {
         return Err(format!("{unknown}: Extra inputs are not permitted"));
     }
     if let Some(stream) = object.get("stream")

@@ -190,6 +190,13 @@ fn anthropic_total(units: &[Unit]) -> u64 {
     tokens(units.iter().map(|u| u.bytes.len()).sum()).max(1)
 }
 
+/// The prompt tokens of an Anthropic request as the cached usage model counts them, cached or
+/// not: what `usage` reports in all (input + cache writes + cache reads), and what
+/// `count_tokens` answers for the same prompt.
+pub(super) fn anthropic_prompt_tokens(body: &Value) -> u64 {
+    anthropic_total(&anthropic_units(body))
+}
+
 /// The usage of an Anthropic request against `cache`: the longest prefix ending at most
 /// [`LOOKBACK_UNITS`] before a breakpoint that an earlier request wrote is read; the part up
 /// to the last breakpoint past it is written; the rest is plain input.
