@@ -688,3 +688,69 @@ async fn a_refused_count_is_a_model_error_without_the_key_and_is_not_retried() {
     assert_eq!(mock.count_requests().len(), 2, "a 4xx is not retried");
     assert!(mock.requests().is_empty());
 }
+
+/// The edit first, then `turns` turns of long reasoning with a small `grep` each, then the
+/// summary, in the replies of `api`.
+fn talkative_session(api: &str, turns: usize) -> Vec<Reply> {
+    let (id, name, input) = edit_call("call_edit");
+    let mut replies = vec![match api {
+        "anthropic" => tool_reply(&[("toolu_edit", name, input)]),
+        _ => openai_tools(&[(&id, name, input)]),
+    }];
+    for i in 0..turns {
+        let thought = format!("Step {i}: {}", "I am weighing what else could divide by zero here. ".repeat(120));
+        let input = json!({"pattern": format!("helper_{i}")});
+        replies.push(match api {
+            "anthropic" => message(
+                json!([{"type": "text", "text": thought}, {"type": "tool_use", "id": format!("toolu_grep{i}"), "name": "grep", "input": input}]),
+                "tool_use",
+            ),
+            _ => openai_message(
+                json!({"content": thought, "tool_calls": [{"id": format!("call_grep{i}"), "type": "function", "function": {"name": "grep", "arguments": input.to_string()}}]}),
+                "tool_calls",
+            ),
+        });
+    }
+    replies.push(match api {
+        "anthropic" => text_reply("Guarded b == 0."),
+        _ => openai_text("Guarded b == 0."),
+    });
+    replies
+}
+
+#[test]
+fn compaction_summarises_older_turns_and_keeps_the_overlays_changes_for_both_providers() {
+    for api in ["anthropic", "openai"] {
+        // About 1,500 tokens of reasoning a turn and nothing to stub: past 80 % of a
+        // 12,000 budget the older turns are summarised; the early edit survives.
+        let ws = workspace("maxTurns = 30\n");
+        let mock = MockModel::start();
+        let summary = "Guarded the division in calc.py; searched the helpers for other divisions; none left.";
+        mock.set_summary_reply(summary);
+        mock.push_all(talkative_session(api, 14));
+        let mut env = match api {
+            "anthropic" => anthropic_env(&mock),
+            _ => openai_env(&mock, "openai"),
+        };
+        env.push(("AGENTFIX_CONTEXT_BUDGET", "12000".into()));
+        let out = fix_with(&ws, &env);
+        assert_fixed(&ws, &out);
+        assert!(mock.violations().is_empty(), "{api}: {:?}", mock.violations());
+        assert_eq!(mock.remaining(), 0, "{api}: every scripted reply was used");
+        let requests = mock.requests();
+        let none = |r: &&Recorded| match api {
+            "anthropic" => r.body["tool_choice"]["type"] == "none",
+            _ => r.body["tool_choice"] == "none",
+        };
+        let at = requests.iter().position(|r| none(&r)).unwrap_or_else(|| panic!("{api}: no compaction request"));
+        let after = requests[at + 1].body.to_string();
+        assert!(after.contains(summary), "{api}: {after:.400}");
+        // The diff of the run's change is in the first message after compaction.
+        assert!(after.contains("Files this run has changed so far"), "{api}");
+        assert!(after.contains("+    if b == 0:"), "{api}");
+        assert!(!after.contains("Step 0: "), "{api}: the older turns are gone");
+        let stats = mock.usage_stats();
+        assert!(stats.largest_request <= 12_000, "{api}: largest request {}", stats.largest_request);
+        assert!(stderr(&out).contains("summarised"), "{api}: {}", stderr(&out));
+    }
+}

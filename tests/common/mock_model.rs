@@ -260,6 +260,10 @@ struct State {
     times: Vec<Instant>,
     violations: Vec<String>,
     usage_model: UsageModel,
+    /// The text that answers every request without tools ([`MockModel::set_summary_reply`]).
+    summary_reply: Option<String>,
+    /// What the previous answered request left in the prompt cache, in tokens.
+    cached_prefix: u64,
     context_limit: Option<u64>,
     cache: PromptCache,
     stats: UsageStats,
@@ -384,6 +388,13 @@ impl MockModel {
     /// client is expected to recover. Counted in [`UsageStats::too_long`].
     pub fn set_context_limit(&self, limit: u64) {
         self.shared.lock().context_limit = Some(limit);
+    }
+
+    /// Every request without tools (Anthropic `tool_choice: none`, OpenAI `"none"`, or no
+    /// tools at all) is answered with `text` and consumes no scripted reply: what a
+    /// compaction or a closing summary asks for, whatever the script holds.
+    pub fn set_summary_reply(&self, text: &str) {
+        self.shared.lock().summary_reply = Some(text.to_string());
     }
 
     /// The usage counters so far ([`UsageStats`]).
@@ -611,9 +622,18 @@ fn handle(shared: &Shared, request: &Request) -> Action {
             state.stats.too_long += 1;
             return Action::Respond(prompt_too_long(api, prompt, limit));
         }
-        let Some(reply) = state.replies.pop_front() else {
+        let summary = state.summary_reply.clone().filter(|_| !allows_tools(api, &body));
+        let Some(reply) = summary
+            .map(|text| match api {
+                Api::Anthropic => text_reply(&text),
+                Api::OpenAi => openai::openai_text(&text),
+            })
+            .or_else(|| state.replies.pop_front())
+        else {
             return Action::Respond(mock_error(api, 500, "api_error", "mock: no scripted reply left"));
         };
+        let cached_before =
+            std::mem::replace(&mut state.cached_prefix, usage.as_ref().map_or(0, |u| u.cache_read + u.cache_write));
         let stats = &mut state.stats;
         stats.requests += 1;
         stats.naive_input += prompt;
@@ -623,7 +643,7 @@ fn handle(shared: &Shared, request: &Request) -> Action {
                 stats.input += u.input;
                 stats.cache_read += u.cache_read;
                 stats.cache_write += u.cache_write;
-                stats.rebuilds += u64::from(u.cache_write > 0);
+                stats.rebuilds += u64::from(u.cache_read < cached_before && u.cache_write > 0);
             }
         }
         if let Some(u) = &usage {
@@ -665,6 +685,16 @@ fn count_tokens(shared: &Shared, request: &Request, body: Value) -> Response {
         UsageModel::Cached { .. } => usage::anthropic_prompt_tokens(&body),
     };
     Response { status: 200, headers: Vec::new(), body: json!({"input_tokens": input_tokens}), openai: false }
+}
+
+/// Whether a request lets the model call tools.
+fn allows_tools(api: Api, body: &Value) -> bool {
+    let has_tools = body["tools"].as_array().is_some_and(|t| !t.is_empty());
+    let none = match api {
+        Api::Anthropic => body["tool_choice"]["type"] == "none",
+        Api::OpenAi => body["tool_choice"] == "none",
+    };
+    has_tools && !none
 }
 
 /// The real answer to a prompt over the context window, in the envelope of `api`.

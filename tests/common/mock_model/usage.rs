@@ -62,7 +62,9 @@ pub struct UsageStats {
     pub input: u64,
     pub cache_read: u64,
     pub cache_write: u64,
-    /// Requests that wrote to the cache (Anthropic; OpenAI bills no writes).
+    /// Requests that read less from the cache than the previous request left in it, and
+    /// wrote: the cached prefix was invalidated (by a context edit) and rewritten. The first
+    /// write is not a rebuild.
     pub rebuilds: u64,
     /// The largest prompt of any valid request, in tokens, refused ones included.
     pub largest_request: u64,
