@@ -226,7 +226,7 @@ pub struct Settings {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_output_tokens: Option<u32>,
-    /// Prompt tokens of one model request at most, estimated before it is sent (default 100000). Past about 80 % of it, the outputs of older tool calls are replaced by a one-line stub (see `contextEditing`), then older turns are summarised by the model; a request that would still not fit is not sent and the run stops with `context_budget`.
+    /// Prompt tokens of one model request at most, estimated before it is sent (default 100000; never above the known window of the model). Past about 80 % of it, the outputs of older tool calls are replaced by a one-line stub (see `contextEditing`), then older turns are summarised by the model; a request that would still not fit is not sent and the run stops with `context_budget`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub context_budget: Option<u64>,
@@ -564,7 +564,13 @@ impl Config {
         let (limits, partial_edits) = l.limits()?;
         let transcripts = l.transcripts();
         let pricing = l.pricing();
-        let limits = Limits { max_cost: l.max_cost(&provider.model, &pricing)?, ..limits };
+        let limits = Limits {
+            max_cost: l.max_cost(&provider.model, &pricing)?,
+            // Never above the model's window, when it is known.
+            context_budget: crate::pricing::context_window(&provider.model)
+                .map_or(limits.context_budget, |window| limits.context_budget.min(window)),
+            ..limits
+        };
         let tools = l.tools();
         let downstream = l.downstream()?;
         let mut commands = l.commands()?;
@@ -1098,6 +1104,12 @@ mod tests {
         let editor = Settings { context_budget: Some(70_000), ..Settings::default() };
         let c = resolve(&file, &editor, &[("AGENTFIX_CONTEXT_BUDGET", "60000")]).unwrap();
         assert_eq!((c.limits.context_budget, c.source("contextBudget")), (70_000, Source::Editor));
+        // Never above the model's known window; an unknown model keeps what it was given.
+        let c = resolve(&file, &Settings::default(), &[("AGENTFIX_CONTEXT_BUDGET", "500000")]).unwrap();
+        assert_eq!(c.limits.context_budget, 200_000);
+        let editor = Settings { model: Some("qwen2.5-coder".into()), ..Settings::default() };
+        let c = resolve(&file, &editor, &[("AGENTFIX_CONTEXT_BUDGET", "500000")]).unwrap();
+        assert_eq!(c.limits.context_budget, 500_000);
         let e = resolve(&Settings::default(), &Settings::default(), &[("AGENTFIX_CONTEXT_BUDGET", "big")]).unwrap_err();
         assert_eq!(e.to_string(), "AGENTFIX_CONTEXT_BUDGET=`big` is not a number");
     }

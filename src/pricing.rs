@@ -1,7 +1,7 @@
 //! What a fix costs: a price table per model (list prices of the current
 //! Anthropic and OpenAI models, overridable in the settings), applied to the
 //! four kinds of tokens a model API bills, and the billed-equivalent weight
-//! the run budget counts in.
+//! the run budget counts in; and the context windows of those models.
 //!
 //! Prices are US dollars per million tokens. A model is matched by the
 //! longest entry that is a prefix of its id (`claude-sonnet-4-5` matches
@@ -127,6 +127,29 @@ pub fn price_of(model: &str, overrides: &BTreeMap<String, Price>) -> Option<Pric
         .or_else(|| longest(model, DEFAULT_PRICES.iter().map(|(k, v)| (*k, v))))
 }
 
+/// The context windows of current models in tokens (model id prefix →
+/// window), as published: `contextBudget` is never above the window of its
+/// model. Unknown models (local servers) are measured by their first
+/// "prompt is too long" refusal instead.
+pub const CONTEXT_WINDOWS: &[(&str, u64)] = &[
+    ("claude-", 200_000),
+    ("gpt-5", 400_000),
+    ("gpt-4.1", 1_047_576),
+    ("gpt-4o", 128_000),
+    ("o4-mini", 200_000),
+    ("o3", 200_000),
+];
+
+/// The context window of `model` (the longest matching prefix of
+/// [`CONTEXT_WINDOWS`]), if known.
+pub fn context_window(model: &str) -> Option<u64> {
+    CONTEXT_WINDOWS
+        .iter()
+        .filter(|(prefix, _)| model.starts_with(prefix))
+        .max_by_key(|(prefix, _)| prefix.len())
+        .map(|(_, window)| *window)
+}
+
 /// `$0.07`; amounts under a cent as `<$0.01`, large ones with two decimals.
 pub fn format_usd(amount: f64) -> String {
     if amount > 0.0 && amount < 0.005 { "<$0.01".to_string() } else { format!("${amount:.2}") }
@@ -174,6 +197,14 @@ mod tests {
         assert!((q.cost(&c) - 2.7).abs() < 1e-9);
         assert_eq!(t.prompt(), 3_400_000);
         assert_eq!(t.billed(), 1_000_000 + 100_000 + 200_000 + 500_000);
+    }
+
+    #[test]
+    fn known_models_have_their_window() {
+        assert_eq!(context_window("claude-sonnet-4-5-20250929"), Some(200_000));
+        assert_eq!(context_window("gpt-4o-mini"), Some(128_000));
+        assert_eq!(context_window("gpt-4.1-nano"), Some(1_047_576));
+        assert_eq!(context_window("qwen2.5-coder:7b"), None);
     }
 
     #[test]

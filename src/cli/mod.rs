@@ -180,7 +180,15 @@ pub async fn check(args: CheckArgs) -> ExitCode {
         Some(cap) => println!("maxCostUsd: {} ({})", cap.usd, src("maxCostUsd")),
         None => println!("maxCostUsd: none (default)"),
     }
-    println!("contextBudget: {} ({})", limits.context_budget, src("contextBudget"));
+    match crate::pricing::context_window(&provider.model) {
+        Some(w) => println!(
+            "contextBudget: {} ({}; never above the window of {}, {w})",
+            limits.context_budget,
+            src("contextBudget"),
+            provider.model
+        ),
+        None => println!("contextBudget: {} ({})", limits.context_budget, src("contextBudget")),
+    }
     println!("contextEditing: {:?} ({})", limits.context_editing, src("contextEditing"));
     println!("timeoutSecs: {} ({})", limits.timeout.as_secs(), src("timeoutSecs"));
     println!("maxRetries: {} ({})", provider.max_retries, src("maxRetries"));
