@@ -112,8 +112,17 @@ fn run_session(runtime: &tokio::runtime::Runtime, session: &Session) -> Row {
         problems: Vec::new(),
         instruction: None,
     };
-    let result =
-        runtime.block_on(fix::run(&config, &*model, overlay, None, None, &target, &CancellationToken::new(), &|_| {}));
+    let result = runtime.block_on(fix::run(
+        &config,
+        &*model,
+        overlay,
+        None,
+        None,
+        &target,
+        None,
+        &CancellationToken::new(),
+        &|_| {},
+    ));
     let right_edit = matches!(&result.verdict, Verdict::Proposal(p)
         if p.changes.len() == 1 && p.changes[0].path == target_path && mock_model::economy_fixed(&p.changes[0].new_text));
     let violations = mock.violations();

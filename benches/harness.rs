@@ -86,7 +86,7 @@ fn bench(c: &mut Criterion) {
                     let model = Instant { turns, n: AtomicU32::new(0) };
                     let out = agent::run(
                         "system",
-                        "fix it".into(),
+                        vec![agentfix::model::Message::user_text("fix it")],
                         &model,
                         &tools,
                         &limits,

@@ -11,7 +11,8 @@ use crate::agent::{self, ContextChange, Limits, Outcome, RunEvent, Stop};
 use crate::config::{Config, ConfigError, PartialEdits, Settings};
 use crate::diagnostic::Diagnostic;
 use crate::downstream::{Downstream, Symbol, SymbolSource};
-use crate::model::{StreamUpdate, Usage};
+use crate::follow_up::{self, PastRun};
+use crate::model::{Message, StreamUpdate, Usage};
 use crate::position::LineRange;
 use crate::pricing::{Price, TokenCounts, format_tokens, format_usd};
 use crate::providers::ModelClient;
@@ -462,8 +463,8 @@ impl Setup {
 }
 
 /// Runs one fix to the end over `overlay` (fresh, owned by the caller so it
-/// can watch what the run edits). Nothing is written anywhere but the
-/// transcript.
+/// can watch what the run edits); with `past`, as a follow-up that continues
+/// that run's conversation. Nothing is written anywhere but the transcript.
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     config: &Config,
@@ -472,6 +473,7 @@ pub async fn run(
     symbols: Option<Arc<dyn SymbolSource>>,
     approver: Option<Arc<dyn Approver>>,
     target: &Target,
+    past: Option<&PastRun>,
     cancel: &CancellationToken,
     events: &(dyn Fn(RunEvent) + Send + Sync),
 ) -> FixResult {
@@ -480,7 +482,12 @@ pub async fn run(
     // Symbol tools only when a language server exists for the target.
     let symbols = symbols.filter(|s| s.available(&target.path));
     let outline = outline(symbols.as_deref(), &overlay, target, cancel).await;
-    let prompt = task_prompt(target, &overlay, outline.as_deref());
+    let messages = match past {
+        Some(past) => {
+            follow_up::continued(&past.messages, follow_up::report(past, &overlay, target.instruction.as_deref()))
+        }
+        None => vec![Message::user_text(task_prompt(target, &overlay, outline.as_deref()))],
+    };
     let ctx = ToolContext {
         overlay: overlay.clone(),
         symbols: symbols.clone(),
@@ -500,7 +507,7 @@ pub async fn run(
         events(e);
     };
     let tools = KeyScrubbed { inner: &toolbox, redactor: config.key_redactor() };
-    let outcome = agent::run(SYSTEM_PROMPT, prompt, model, &tools, &limits, cancel, &observe).await;
+    let outcome = agent::run(SYSTEM_PROMPT, messages, model, &tools, &limits, cancel, &observe).await;
     let changes = overlay.changes();
     if let Some(s) = &symbols {
         release(s.as_ref(), &overlay).await;

@@ -226,7 +226,8 @@ async fn run_recorded(
     let downstream = Arc::new(Downstream::from_config(&config.downstream, vec![root.to_path_buf()]));
     let symbols: Option<Arc<dyn crate::downstream::SymbolSource>> = had_symbols.then(|| downstream.clone() as _);
     let overlay = Arc::new(Overlay::new(workspace, Arc::new(files)));
-    let result = fix::run(config, &model, overlay, symbols, None, target, &CancellationToken::new(), &events).await;
+    let result =
+        fix::run(config, &model, overlay, symbols, None, target, None, &CancellationToken::new(), &events).await;
     downstream.stop_all().await;
     (result, calls.into_inner().unwrap_or_else(|e| e.into_inner()))
 }

@@ -138,7 +138,10 @@ fn initialize_advertises_actions_commands_and_negotiated_encoding() {
     // The saved text is how a document that fell out of sync comes back.
     assert_eq!(caps["textDocumentSync"]["save"], json!({"includeText": true}));
     assert_eq!(caps["executeCommandProvider"]["commands"], json!(["agentfix.fix"]));
-    assert_eq!(caps["codeActionProvider"]["codeActionKinds"], json!(["quickfix", "refactor.rewrite"]));
+    assert_eq!(
+        caps["codeActionProvider"]["codeActionKinds"],
+        json!(["quickfix", "refactor.rewrite", "source.fixAll.agentfix"])
+    );
     assert_eq!(r["serverInfo"]["name"], "agentfix");
     e.shutdown();
     let mut caps = Editor::full_capabilities();
@@ -164,7 +167,11 @@ fn code_actions_cover_overlapping_diagnostics_and_selections() {
         json!({"textDocument": {"uri": uri}, "range": cursor, "context": {"diagnostics": [d1, d2, far]}}),
     );
     let actions = resp["result"].as_array().unwrap();
-    assert_eq!(actions.len(), 1, "{actions:?}");
+    // The quick fix under the cursor, and (the client names no trigger kind,
+    // so the user asked) a fix-all over every diagnostic of the request.
+    assert_eq!(actions.len(), 2, "{actions:?}");
+    assert_eq!(actions[1]["title"], "Agent fix: all 3 problems in this file");
+    assert_eq!(actions[1]["kind"], "source.fixAll.agentfix");
     assert_eq!(actions[0]["title"], "Agent fix: Division by zero");
     assert_eq!(actions[0]["kind"], "quickfix");
     assert_eq!(actions[0]["diagnostics"], json!([d1]));
@@ -186,7 +193,8 @@ fn code_actions_cover_overlapping_diagnostics_and_selections() {
         vec![
             "Agent fix: Division by zero".to_string(),
             format!("Agent fix: {}…", "a".repeat(80)),
-            "Agent fix: selection".into()
+            "Agent fix: selection".into(),
+            "Agent fix: all 2 problems in this file".into()
         ]
     );
     assert_eq!(resp["result"][2]["kind"], "refactor.rewrite");
@@ -231,7 +239,7 @@ fn a_fix_reads_the_unsaved_buffer_and_ends_in_a_versioned_edit() {
     assert!(result["result"]["costUsd"].as_f64().is_some_and(|c| c > 0.0), "{result}");
     assert_eq!(
         result["result"],
-        json!({"applied": true, "stopReason": "end_turn", "turns": 3,
+        json!({"runId": result["result"]["runId"], "applied": true, "stopReason": "end_turn", "turns": 3,
                "inputTokens": result["result"]["inputTokens"], "outputTokens": 50,
                "cacheReadTokens": 0, "cacheWriteTokens": 0, "costUsd": result["result"]["costUsd"],
                "message": message,
@@ -934,4 +942,140 @@ fn a_reopen_brings_an_out_of_sync_document_back_and_a_run_never_edits_one() {
         .map(|d| d["textDocument"]["uri"].as_str().unwrap())
         .collect();
     assert_eq!(changed, [file_uri(&a)]);
+}
+
+fn guard_edit() -> Value {
+    json!({"path": "calc.py", "old_text": "    return a / b\n", "new_text": "    if b == 0:\n        return 0\n    return a / b\n"})
+}
+
+#[test]
+fn a_run_can_pick_its_model_and_a_follow_up_continues_its_conversation() {
+    let text = "def div(a, b):\n    return a / b\n";
+    let mut f = fixture(&[("calc.py", text)]);
+    let path = f.path("calc.py");
+    let uri = file_uri(&path);
+    f.editor.open(&path, "python", 1, text);
+    f.mock.push(tool_reply(&[("toolu_e1", "edit_file", guard_edit())]));
+    f.mock.push(text_reply("Guarded the division by zero."));
+    let mut arg = f.fix_argument("calc.py", diag(1, 11, 16, "Possible division by zero"));
+    arg["model"] = json!("claude-haiku-4-5");
+    let first = f.execute(arg);
+    assert_eq!(first["result"]["applied"], true, "{first}");
+    let run_id = first["result"]["runId"].as_str().unwrap().to_string();
+    assert!(run_id.starts_with("run-"), "{run_id}");
+    let requests = f.mock.requests();
+    assert!(requests.iter().all(|r| r.body["model"] == "claude-haiku-4-5"), "the run's own model");
+    // The user changes the guard's value after applying it.
+    let applied = f.editor.buffer_text(&path).unwrap();
+    assert!(applied.contains("return 0\n"), "{applied}");
+    f.editor.change_full(&path, 3, &applied.replace("return 0\n", "return None\n"));
+
+    // A follow-up is offered on the lines the run changed, not elsewhere.
+    let actions = |f: &mut Fixture, line: u32| {
+        let range = json!({"start": {"line": line, "character": 0}, "end": {"line": line, "character": 0}});
+        let resp = f.editor.request(
+            "textDocument/codeAction",
+            json!({"textDocument": {"uri": uri}, "range": range, "context": {"diagnostics": []}}),
+        );
+        resp["result"].as_array().unwrap().clone()
+    };
+    let offered = actions(&mut f, 2);
+    let follow =
+        offered.iter().find(|a| a["title"] == "Agent fix: follow up…").unwrap_or_else(|| panic!("{offered:?}"));
+    let mut arg = follow["command"]["arguments"][0].clone();
+    assert_eq!(arg["followUp"], run_id.as_str());
+    assert!(!actions(&mut f, 0).iter().any(|a| a["title"] == "Agent fix: follow up…"));
+
+    // The follow-up sends the earlier conversation (same prefix), then what
+    // became of the proposal and the new instruction.
+    arg["instruction"] = json!("also handle negative numbers");
+    f.mock.push(text_reply("Nothing more to change."));
+    let second = f.execute(arg);
+    assert_eq!(second["result"]["stopReason"], "end_turn", "{second}");
+    assert_ne!(second["result"]["runId"], run_id.as_str());
+    f.assert_no_violations();
+    let requests = f.mock.requests();
+    let (earlier, follow_up) = (&requests[1].body["messages"], &requests[2].body["messages"]);
+    let earlier = earlier.as_array().unwrap();
+    let now = follow_up.as_array().unwrap();
+    assert_eq!(now.len(), earlier.len() + 2, "the earlier messages, its answer, the follow-up");
+    for (i, m) in earlier.iter().enumerate() {
+        assert_eq!(
+            m["content"].as_array().map(|c| c.iter().map(|b| b["text"].clone()).collect::<Vec<_>>()),
+            now[i]["content"].as_array().map(|c| c.iter().map(|b| b["text"].clone()).collect::<Vec<_>>()),
+            "message {i}"
+        );
+    }
+    let report = now.last().unwrap()["content"][0]["text"].as_str().unwrap().to_string();
+    assert!(report.contains("`calc.py`: your proposal was applied in part or changed since"), "{report}");
+    assert!(report.contains("-        return 0\n+        return None\n"), "{report}");
+    assert!(report.ends_with("The user's request: also handle negative numbers"), "{report}");
+
+    // A run that is not kept is refused with a clear message.
+    let mut gone = f.fix_argument("calc.py", diag(1, 11, 16, "Possible division by zero"));
+    gone["followUp"] = json!("run-999");
+    let refused = f.execute(gone);
+    let message = refused["error"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains("cannot follow up on run-999") && message.contains("last 16 runs"), "{refused}");
+}
+
+#[test]
+fn fix_all_is_offered_only_when_asked_and_annotates_hunks_per_problem() {
+    let text = "def div(a, b):\n    return a / b\n\n\ndef inv(x):\n    return 1 / x\n";
+    let mut f = fixture(&[("calc.py", text)]);
+    let path = f.path("calc.py");
+    let uri = file_uri(&path);
+    f.editor.open(&path, "python", 1, text);
+    let (d1, d2) = (diag(1, 11, 16, "Possible division by zero"), diag(5, 11, 16, "Possible division by zero in inv"));
+    let ask = |f: &mut Fixture, context: Value| {
+        let cursor = json!({"start": {"line": 1, "character": 11}, "end": {"line": 1, "character": 11}});
+        let resp = f.editor.request(
+            "textDocument/codeAction",
+            json!({"textDocument": {"uri": uri}, "range": cursor, "context": context}),
+        );
+        resp["result"].as_array().unwrap().clone()
+    };
+    let fix_all = |actions: &[Value]| actions.iter().find(|a| a["kind"] == "source.fixAll.agentfix").cloned();
+    // Asked by the user (the context menu, a plugin's command): offered.
+    let actions = ask(&mut f, json!({"diagnostics": [d1, d2], "triggerKind": 1}));
+    let all = fix_all(&actions).unwrap_or_else(|| panic!("{actions:?}"));
+    assert_eq!(all["title"], "Agent fix: all 2 problems in this file");
+    assert_eq!(all["diagnostics"], json!([d1, d2]));
+    // On save (VS Code's codeActionsOnSave) or the light bulb: never a model run.
+    assert!(
+        fix_all(&ask(&mut f, json!({"diagnostics": [d1, d2], "triggerKind": 2, "only": ["source.fixAll"]}))).is_none()
+    );
+    assert!(fix_all(&ask(&mut f, json!({"diagnostics": [d1, d2], "only": ["source.fixAll"]}))).is_none());
+    assert!(fix_all(&ask(&mut f, json!({"diagnostics": [d1, d2], "triggerKind": 2}))).is_none());
+    // Asked for explicitly by kind.
+    let only = ask(&mut f, json!({"diagnostics": [d1, d2], "triggerKind": 1, "only": ["source.fixAll"]}));
+    assert_eq!(only.len(), 1, "{only:?}");
+    // One problem is not a fix-all.
+    assert!(fix_all(&ask(&mut f, json!({"diagnostics": [d1], "triggerKind": 1}))).is_none());
+    assert!(f.mock.requests().is_empty(), "code actions never call the model");
+
+    // The run gets both problems; each hunk's annotation names its problem.
+    f.mock.push(tool_reply(&[
+        ("toolu_e1", "edit_file", guard_edit()),
+        (
+            "toolu_e2",
+            "edit_file",
+            json!({"path": "calc.py", "old_text": "    return 1 / x\n", "new_text": "    return 1 / x if x else 0\n"}),
+        ),
+    ]));
+    f.mock.push(text_reply("Guarded both divisions."));
+    let result = f.execute(all["command"]["arguments"][0].clone());
+    assert_eq!(result["result"]["applied"], true, "{result}");
+    let prompt = f.mock.requests()[0].body["messages"][0]["content"][0]["text"].as_str().unwrap().to_string();
+    assert!(prompt.contains("Possible division by zero in inv") && prompt.contains("line 2, column 12"), "{prompt}");
+    let edit = &f.editor.applied_edits()[0]["edit"];
+    let labels: Vec<String> = edit["changeAnnotations"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|a| a["label"].as_str().unwrap().to_string())
+        .collect();
+    assert!(labels.contains(&"calc.py:2: Possible division by zero".to_string()), "{labels:?}");
+    assert!(labels.contains(&"calc.py:6: Possible division by zero in inv".to_string()), "{labels:?}");
+    f.assert_no_violations();
 }

@@ -66,6 +66,13 @@ const RULES: &[Rule] = &[
         why: "`config` may use `secrets` (the key's `Redactor`) and `pricing` (the `prices` setting)",
     },
     Rule {
+        files: "src/follow_up.rs",
+        except_files: &[],
+        forbidden: &["crate"],
+        allowed: &["crate::follow_up", "crate::model", "crate::position", "crate::workspace"],
+        why: "`follow_up` may use `model`, `position` and `workspace` (the overlay it reads the files through)",
+    },
+    Rule {
         files: "src/pricing.rs",
         except_files: &[],
         forbidden: &["crate"],

@@ -377,10 +377,13 @@ struct Run<'a> {
     window_retried: bool,
 }
 
-/// Runs the loop from a first user message to a stop.
+/// Runs the loop from a conversation that ends with a user message (the
+/// task, or a follow-up of an earlier run: its messages, then the new
+/// request) to a stop. The first message is the task, which context edits
+/// keep.
 pub async fn run(
     system: &str,
-    prompt: String,
+    messages: Vec<Message>,
     model: &dyn ModelClient,
     tools: &dyn ToolSet,
     limits: &Limits,
@@ -397,7 +400,8 @@ pub async fn run(
         deadline: tokio::time::Instant::now() + limits.timeout,
         fixed_bytes: 0,
         specs: tools.specs(),
-        messages: vec![Message::user_text(prompt)],
+        task_blocks: messages.first().map_or(0, |m| m.content.len()),
+        messages,
         sent: 0,
         usage: Usage::default(),
         billed_share: 1.0,
@@ -410,7 +414,6 @@ pub async fn run(
         budget: context::Budget::new(limits.context_budget),
         context_edits: 0,
         carried: 0.0,
-        task_blocks: 1,
         force_edit: false,
         compact_failed: false,
         window_retried: false,

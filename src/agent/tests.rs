@@ -151,7 +151,7 @@ const LIMITS: Limits = Limits {
 
 async fn go(model: &Scripted, tools: &FakeTools, limits: Limits) -> (Outcome, Vec<RunEvent>) {
     let events = Mutex::new(Vec::new());
-    let out = run("sys", "fix it".into(), model, tools, &limits, &CancellationToken::new(), &|e| {
+    let out = run("sys", vec![Message::user_text("fix it")], model, tools, &limits, &CancellationToken::new(), &|e| {
         events.lock().unwrap().push(e)
     })
     .await;
@@ -333,9 +333,12 @@ async fn cancel_interrupts_a_pending_request() {
         c2.cancel();
     });
     let t = tools();
-    let out = tokio::time::timeout(Duration::from_secs(5), run("s", "p".into(), &model, &t, &LIMITS, &cancel, &|_| {}))
-        .await
-        .expect("cancel must end the run");
+    let out = tokio::time::timeout(
+        Duration::from_secs(5),
+        run("s", vec![Message::user_text("p")], &model, &t, &LIMITS, &cancel, &|_| {}),
+    )
+    .await
+    .expect("cancel must end the run");
     assert_eq!(out.stop, Stop::Cancelled);
 }
 

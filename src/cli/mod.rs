@@ -270,7 +270,8 @@ pub async fn fix(args: FixArgs) -> ExitCode {
     let overlay = Arc::new(Overlay::new(Arc::new(workspace), Arc::new(NoBuffers)));
     let approver: Arc<dyn Approver> = Arc::new(AllowList(args.allow_command.clone()));
     let result =
-        fix::run(&setup.config, &*setup.model, overlay, Some(symbols), Some(approver), &target, &cancel, &events).await;
+        fix::run(&setup.config, &*setup.model, overlay, Some(symbols), Some(approver), &target, None, &cancel, &events)
+            .await;
     downstream.stop_all().await;
     deliver(&result, args.apply)
 }

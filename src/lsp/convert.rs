@@ -141,6 +141,10 @@ pub struct FileEdit {
     /// A new file: `CreateFile`, then the hunk inserts its text.
     pub create: bool,
     pub reasons: Vec<EditReason>,
+    /// The problems the run was asked to fix in this file (0-based line,
+    /// message): a hunk on or next to one is annotated with it, and the
+    /// hunks of one problem share one annotation (accepted together).
+    pub problems: Vec<(u32, String)>,
 }
 
 impl FileEdit {
@@ -155,7 +159,31 @@ impl FileEdit {
             text,
             create: c.original.is_none(),
             reasons: c.reasons.clone(),
+            problems: Vec::new(),
         }
+    }
+
+    /// The 1-based first and last line of `h` in `text`.
+    fn hunk_lines(&self, h: &Edit) -> (usize, usize) {
+        // Bytes, not a str slice: a hunk edge may sit inside a multi-byte
+        // character (the end of a last line without a newline, minus one).
+        let line_of =
+            |byte: usize| self.text.as_bytes()[..byte.min(self.text.len())].iter().filter(|b| **b == b'\n').count() + 1;
+        (line_of(h.start), line_of(h.end.saturating_sub(1).max(h.start)))
+    }
+
+    /// The index in `problems` of the problem `h` addresses: the nearest
+    /// one on its lines or within one line of them.
+    fn problem_of(&self, h: &Edit) -> Option<usize> {
+        let (first, last) = self.hunk_lines(h);
+        let (first, last) = (first as i64 - 1, last as i64 - 1);
+        self.problems
+            .iter()
+            .enumerate()
+            .map(|(i, (line, _))| (i, (i64::from(*line) - first.max(i64::from(*line)).min(last)).abs()))
+            .filter(|(_, distance)| *distance <= 1)
+            .min_by_key(|(_, distance)| *distance)
+            .map(|(i, _)| i)
     }
 }
 
@@ -186,15 +214,10 @@ fn hunk_label(file: &FileEdit, h: &Edit) -> String {
     if file.create {
         return format!("{}: new file", file.display);
     }
-    // Bytes, not a str slice: a hunk edge may sit inside a multi-byte
-    // character (the end of a last line without a newline, minus one).
-    let line_of =
-        |byte: usize| file.text.as_bytes()[..byte.min(file.text.len())].iter().filter(|b| **b == b'\n').count() + 1;
-    let first = line_of(h.start);
+    let (first, last) = file.hunk_lines(h);
     if h.start == h.end {
         return format!("{}: insert before line {first}", file.display);
     }
-    let last = line_of(h.end.saturating_sub(1).max(h.start));
     if first == last {
         format!("{}: line {first}", file.display)
     } else {
@@ -236,15 +259,20 @@ pub fn workspace_edit(
             let text_edit =
                 TextEdit { range: Range { start: pos(h.start), end: pos(h.end) }, new_text: h.text.clone() };
             if support.annotations {
-                let id = format!("agentfix-{fi}-{hi}");
-                annotations.insert(
-                    id.clone(),
-                    ChangeAnnotation {
-                        label: hunk_label(file, h),
-                        needs_confirmation: Some(true),
-                        description: reason_for(h, &file.reasons).or_else(|| Some("proposed by the agent".into())),
-                    },
-                );
+                let description = reason_for(h, &file.reasons).or_else(|| Some("proposed by the agent".into()));
+                let (id, label) = match file.problem_of(h) {
+                    Some(pi) => {
+                        let (line, message) = &file.problems[pi];
+                        let message = message.lines().next().unwrap_or("").chars().take(80).collect::<String>();
+                        (format!("agentfix-{fi}-problem-{pi}"), format!("{}:{}: {message}", file.display, line + 1))
+                    }
+                    None => (format!("agentfix-{fi}-{hi}"), hunk_label(file, h)),
+                };
+                annotations.entry(id.clone()).or_insert(ChangeAnnotation {
+                    label,
+                    needs_confirmation: Some(true),
+                    description,
+                });
                 edits.push(OneOf::Right(AnnotatedTextEdit { text_edit, annotation_id: id }));
             } else {
                 plain_edits.push(text_edit.clone());

@@ -32,6 +32,13 @@ pub struct FixArguments {
     /// Free text from the user.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instruction: Option<String>,
+    /// The model of this run, over the settings' `model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The `runId` of an earlier run this one continues: its conversation,
+    /// what became of its proposal, then `instruction`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow_up: Option<String>,
 }
 
 impl FixArguments {
@@ -61,6 +68,8 @@ impl FixArguments {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FixResult {
+    /// This run, for a follow-up (`followUp`).
+    pub run_id: String,
     /// Whether the editor applied the proposal (or took it as the resolved
     /// action's edit).
     pub applied: bool,
@@ -126,6 +135,8 @@ mod tests {
             range: Range::default(),
             diagnostics: Vec::new(),
             instruction: Some("be brief".into()),
+            model: Some("claude-haiku-4-5".into()),
+            follow_up: Some("run-3".into()),
         };
         let mut documented = readme_fields(SECTION, "Argument");
         let mut fields = keys(&argument.to_value());
@@ -140,6 +151,7 @@ mod tests {
         }
 
         let result = FixResult {
+            run_id: "run-1".into(),
             applied: true,
             stop_reason: "end_turn".into(),
             turns: 2,

@@ -22,12 +22,13 @@ use super::approval::ClientApprover;
 use super::ext::{FixArguments, FixResult};
 use super::ordered::panic_message;
 use super::progress::RunProgress;
-use super::session::{ClientSupport, RunGuard, Session};
+use super::session::{ClientSupport, KEPT_RUNS, KeptRun, RunGuard, Session};
 use super::{convert, proposal};
 use crate::agent::{RunEvent, Stop};
 use crate::documents::PositionEncoding;
 use crate::downstream::SymbolSource;
 use crate::fix::{self, NoEdit, ProgressLine, ProgressLines, Proposal, Setup, Target, Verdict};
+use crate::follow_up::{PastRun, ProposedFile};
 use crate::tools::Approver;
 use crate::workspace::Overlay;
 
@@ -78,6 +79,8 @@ enum Delivery {
 struct Started {
     setup: Setup,
     target: Target,
+    /// The earlier run this one follows up on.
+    past: Option<Arc<PastRun>>,
     overlay: Arc<Overlay>,
     /// The session's folders, for the downstream servers.
     roots: Vec<PathBuf>,
@@ -142,6 +145,9 @@ async fn run_fix(
                     ..Delivered::said(no_proposal(verdict, started.support, delivery))
                 },
             };
+            if !delivered.cancelled && result.verdict != Verdict::Cancelled {
+                keep(&session, &started, &result);
+            }
             conclude(&client, &progress, &started, &result, delivered).await
         }
     };
@@ -181,13 +187,30 @@ async fn start(
         );
         return Err(refuse(client, MessageType::WARNING, msg, Error::invalid_params).await);
     };
+    let past = match &args.follow_up {
+        None => None,
+        Some(id) => match session.kept.get(id) {
+            Some(run) => Some(run.past),
+            None => {
+                let msg = format!(
+                    "Agent fix cannot follow up on {id}: agentfix keeps the last {KEPT_RUNS} runs of this session, and that one is not among them (or the server restarted). Start a new Agent fix."
+                );
+                return Err(refuse(client, MessageType::WARNING, msg, Error::invalid_params).await);
+            }
+        },
+    };
     // A configuration pull in progress finishes first (it is bounded).
     drop(session.config_gate.read().await);
     let state = session.state();
     // The session's folders, whatever the target: a file outside them is
     // added alone (never its folder), and no agentfix.toml is read for it.
     let roots = state.roots.clone();
-    let setup = match Setup::load(roots.first().map(PathBuf::as_path), &state.editor_settings()) {
+    // The run's own model, over every other layer.
+    let mut settings = state.editor_settings();
+    if let Some(model) = args.model.as_ref().filter(|m| !m.trim().is_empty()) {
+        settings.model = Some(model.trim().to_string());
+    }
+    let setup = match Setup::load(roots.first().map(PathBuf::as_path), &settings) {
         Ok(s) => s,
         Err(e) => {
             client.show_message(MessageType::ERROR, format!("Agent fix: {e}")).await;
@@ -247,6 +270,7 @@ async fn start(
     Ok(Started {
         setup,
         target,
+        past,
         overlay,
         roots,
         fallback_title: args.diagnostics.first().map(|d| d.message.clone()),
@@ -298,9 +322,19 @@ async fn run_with_progress(
     });
     let overlay = started.overlay.clone();
     let model = &*started.setup.model;
-    let result =
-        fix::run(config, model, overlay, Some(downstream), Some(approver), &started.target, &started.cancel, &events)
-            .await;
+    let past = started.past.as_deref();
+    let result = fix::run(
+        config,
+        model,
+        overlay,
+        Some(downstream),
+        Some(approver),
+        &started.target,
+        past,
+        &started.cancel,
+        &events,
+    )
+    .await;
     drop(events);
     let _ = forward.await;
     result
@@ -344,7 +378,13 @@ async fn deliver(
         .iter()
         .cloned()
         .partition(|c| session.docs.get_by_path(&c.path).is_some_and(|d| d.out_of_sync));
-    let prepared = proposal::prepare(&changes, &session.docs);
+    let mut prepared = proposal::prepare(&changes, &session.docs);
+    // Hunks are annotated with the problem they address (a fix-all's review
+    // accepts them per problem).
+    let problems: Vec<(u32, String)> = started.target.problems.iter().map(|d| (d.at.line, d.message.clone())).collect();
+    for file in prepared.files.iter_mut().filter(|f| f.path == started.target.path) {
+        file.problems = problems.clone();
+    }
     let mut conflicts = prepared.conflicts.clone();
     conflicts.extend(stale.iter().map(|c| {
         format!(
@@ -453,6 +493,7 @@ async fn conclude(
     }
     let stop_reason = if cancelled { Stop::Cancelled.as_str() } else { outcome.stop.as_str() };
     let answer = FixResult {
+        run_id: run_id(&started.registration),
         applied,
         stop_reason: stop_reason.to_string(),
         turns: outcome.turns,
@@ -466,6 +507,24 @@ async fn conclude(
         conflicts: delivered.conflicts,
     };
     (answer, delivered.edit)
+}
+
+/// The `runId` of a run.
+fn run_id(registration: &RunGuard) -> String {
+    format!("run-{}", registration.id)
+}
+
+/// Keeps a finished run for follow-ups: its conversation and what it
+/// proposed.
+fn keep(session: &Session, started: &Started, result: &fix::FixResult) {
+    let proposed = match &result.verdict {
+        Verdict::Proposal(p) => p.changes.iter().map(ProposedFile::from).collect(),
+        _ => Vec::new(),
+    };
+    session.kept.keep(KeptRun {
+        id: run_id(&started.registration),
+        past: Arc::new(PastRun { messages: result.outcome.messages.clone(), proposed }),
+    });
 }
 
 /// How long to wait for the `didChange` that should follow an applied edit.

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use serde_json::Value;
 use tower_lsp_server::jsonrpc::{Error, Result};
 use tower_lsp_server::ls_types::{
-    CodeAction, CodeActionKind, CodeActionOptions, CodeActionOrCommand, CodeActionParams, CodeActionProviderCapability,
-    CodeActionResponse, Command, ConfigurationItem, Diagnostic, DidChangeConfigurationParams, ExecuteCommandOptions,
-    ExecuteCommandParams, InitializeParams, InitializeResult, InitializedParams, MessageType, NumberOrString,
-    SaveOptions, ServerCapabilities, ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind,
-    TextDocumentSyncOptions, TextDocumentSyncSaveOptions, WorkDoneProgressCancelParams,
+    CodeAction, CodeActionContext, CodeActionKind, CodeActionOptions, CodeActionOrCommand, CodeActionParams,
+    CodeActionProviderCapability, CodeActionResponse, CodeActionTriggerKind, Command, ConfigurationItem, Diagnostic,
+    DidChangeConfigurationParams, ExecuteCommandOptions, ExecuteCommandParams, InitializeParams, InitializeResult,
+    InitializedParams, MessageType, NumberOrString, Range, SaveOptions, ServerCapabilities, ServerInfo,
+    TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions, TextDocumentSyncSaveOptions,
+    WorkDoneProgressCancelParams,
 };
 use tower_lsp_server::{Client, LanguageServer};
 
@@ -120,6 +121,105 @@ fn kind_allowed(only: Option<&Vec<CodeActionKind>>, kind: &CodeActionKind) -> bo
     })
 }
 
+/// The code action kind of "fix all problems in this file".
+pub const FIX_ALL_KIND: &str = "source.fixAll.agentfix";
+
+/// One code action to offer.
+struct Offer {
+    title: String,
+    kind: CodeActionKind,
+    diagnostics: Vec<Diagnostic>,
+    /// Whether the action names `diagnostics` as the ones it fixes.
+    attach: bool,
+    range: Range,
+    follow_up: Option<String>,
+}
+
+impl Offer {
+    fn new(title: String, kind: CodeActionKind, diagnostics: Vec<Diagnostic>, attach: bool, range: Range) -> Self {
+        Self { title, kind, diagnostics, attach, range, follow_up: None }
+    }
+}
+
+/// Whether the request was made by the user rather than by the editor on
+/// its own (VS Code's code actions on save, the light bulb): a fix-all runs
+/// a model, so it is offered only then. A client that does not say counts
+/// as the user, unless it asks only for `source.fixAll` kinds (what the
+/// editors ask on save).
+fn explicitly_requested(context: &CodeActionContext) -> bool {
+    match context.trigger_kind {
+        Some(kind) => kind == CodeActionTriggerKind::INVOKED,
+        None => !context
+            .only
+            .as_ref()
+            .is_some_and(|only| !only.is_empty() && only.iter().all(|k| k.as_str().starts_with("source.fixAll"))),
+    }
+}
+
+/// The actions for a request: a quick fix per diagnostic under the cursor,
+/// "line N" or "selection", a fix-all when the context carries several
+/// diagnostics and the user asked, and a follow-up on lines a recent run
+/// changed (`kept` finds it).
+fn offers(
+    params: &CodeActionParams,
+    only: Option<&Vec<CodeActionKind>>,
+    kept: impl Fn(&std::path::Path, crate::position::LineRange) -> Option<super::session::KeptRun>,
+) -> Vec<Offer> {
+    let range = params.range;
+    let context = &params.context;
+    let mut offers = Vec::new();
+    let overlapping: Vec<Diagnostic> =
+        context.diagnostics.iter().filter(|d| convert::overlaps(&d.range, &range)).cloned().collect();
+    if kind_allowed(only, &CodeActionKind::QUICKFIX) {
+        for d in &overlapping {
+            offers.push(Offer::new(action_title(&d.message), CodeActionKind::QUICKFIX, vec![d.clone()], true, range));
+        }
+    }
+    let empty = range.start == range.end;
+    if kind_allowed(only, &CodeActionKind::REFACTOR_REWRITE) {
+        // Some clients (Neovim 0.10+, eglot) send a server only its own
+        // diagnostics, and agentfix publishes none: offer the line itself.
+        if empty && context.diagnostics.is_empty() {
+            let title = format!("Agent fix: line {}", u64::from(range.start.line) + 1);
+            offers.push(Offer::new(title, CodeActionKind::REFACTOR_REWRITE, Vec::new(), false, range));
+        }
+        if !empty {
+            offers.push(Offer::new(
+                "Agent fix: selection".into(),
+                CodeActionKind::REFACTOR_REWRITE,
+                overlapping.clone(),
+                false,
+                range,
+            ));
+        }
+        let path = convert::uri_to_path(&params.text_document.uri);
+        if let Some(run) = path.and_then(|p| kept(&p, convert::range_lines(&range))) {
+            offers.push(Offer {
+                follow_up: Some(run.id),
+                ..Offer::new(
+                    "Agent fix: follow up…".into(),
+                    CodeActionKind::REFACTOR_REWRITE,
+                    overlapping,
+                    false,
+                    range,
+                )
+            });
+        }
+    }
+    let fix_all = CodeActionKind::new(FIX_ALL_KIND);
+    if context.diagnostics.len() > 1 && kind_allowed(only, &fix_all) && explicitly_requested(context) {
+        let mut all = context.diagnostics.clone();
+        all.sort_by_key(|d| (d.range.start.line, d.range.start.character));
+        let span = Range {
+            start: all[0].range.start,
+            end: all.iter().map(|d| d.range.end).max_by_key(|p| (p.line, p.character)).unwrap_or(range.end),
+        };
+        let title = format!("Agent fix: all {} problems in this file", all.len());
+        offers.push(Offer::new(title, fix_all, all, true, span));
+    }
+    offers
+}
+
 impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
         let encoding = convert::negotiate_encoding(&params.capabilities);
@@ -154,7 +254,11 @@ impl LanguageServer for Backend {
                     ..Default::default()
                 })),
                 code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {
-                    code_action_kinds: Some(vec![CodeActionKind::QUICKFIX, CodeActionKind::REFACTOR_REWRITE]),
+                    code_action_kinds: Some(vec![
+                        CodeActionKind::QUICKFIX,
+                        CodeActionKind::REFACTOR_REWRITE,
+                        CodeActionKind::new(FIX_ALL_KIND),
+                    ]),
                     resolve_provider: Some(true),
                     ..Default::default()
                 })),
@@ -195,21 +299,23 @@ impl LanguageServer for Backend {
 
     async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
         let resolve_edit = self.session.support().runs_in_resolve();
-        let uri = params.text_document.uri;
+        let uri = params.text_document.uri.clone();
         let version = self.session.docs.get(uri.as_str()).map(|d| d.version);
         let only = params.context.only.as_ref();
-        let mut actions = Vec::new();
-        // One fix action; clients that run the fix in codeAction/resolve get
-        // it without a command, the argument in `data`.
-        let action = |title: String, kind: CodeActionKind, diagnostics: Vec<Diagnostic>, attach: bool| {
+        // One fix action per offer; clients that run the fix in
+        // codeAction/resolve get it without a command, the argument in `data`.
+        let action = |offer: Offer| {
             let arg = FixArguments {
                 uri: uri.clone(),
                 version,
-                range: params.range,
-                diagnostics: diagnostics.clone(),
+                range: offer.range,
+                diagnostics: offer.diagnostics.clone(),
                 instruction: None,
+                model: None,
+                follow_up: offer.follow_up,
             }
             .to_value();
+            let title = offer.title;
             let (command, data) = if resolve_edit {
                 (None, Some(arg))
             } else {
@@ -217,38 +323,15 @@ impl LanguageServer for Backend {
             };
             CodeActionOrCommand::CodeAction(CodeAction {
                 title,
-                kind: Some(kind),
-                diagnostics: attach.then_some(diagnostics),
+                kind: Some(offer.kind),
+                diagnostics: offer.attach.then_some(offer.diagnostics),
                 command,
                 data,
                 ..Default::default()
             })
         };
-        let overlapping: Vec<Diagnostic> =
-            params.context.diagnostics.iter().filter(|d| convert::overlaps(&d.range, &params.range)).cloned().collect();
-        if kind_allowed(only, &CodeActionKind::QUICKFIX) {
-            for d in &overlapping {
-                actions.push(action(action_title(&d.message), CodeActionKind::QUICKFIX, vec![d.clone()], true));
-            }
-        }
-        let empty = params.range.start == params.range.end;
-        if kind_allowed(only, &CodeActionKind::REFACTOR_REWRITE) {
-            // Some clients (Neovim 0.10+, eglot) send a server only its own
-            // diagnostics, and agentfix publishes none: offer the line itself.
-            if empty && params.context.diagnostics.is_empty() {
-                let title = format!("Agent fix: line {}", u64::from(params.range.start.line) + 1);
-                actions.push(action(title, CodeActionKind::REFACTOR_REWRITE, Vec::new(), false));
-            }
-            if !empty {
-                actions.push(action(
-                    "Agent fix: selection".into(),
-                    CodeActionKind::REFACTOR_REWRITE,
-                    overlapping,
-                    false,
-                ));
-            }
-        }
-        Ok(Some(actions))
+        let offers = offers(&params, only, |path, lines| self.session.kept.newest_touching(path, lines));
+        Ok(Some(offers.into_iter().map(action).collect()))
     }
 
     async fn code_action_resolve(&self, mut action: CodeAction) -> Result<CodeAction> {

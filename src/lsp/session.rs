@@ -1,9 +1,10 @@
 //! The state of one LSP session, shared by the service wrapper (`ordered`)
 //! and the handlers: the documents, the client's resolved capabilities and
-//! the editor's settings, the runs in progress, the downstream servers.
+//! the editor's settings, the runs in progress, the finished runs kept for
+//! follow-ups, the downstream servers.
 //! Locks are std locks, never held across an `.await`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
@@ -17,7 +18,12 @@ use super::transport;
 use crate::config::{Config, DownstreamConfig, Settings};
 use crate::documents::{Documents, PositionEncoding};
 use crate::downstream::Downstream;
+use crate::follow_up::PastRun;
+use crate::position::LineRange;
 use crate::workspace::Overlay;
+
+/// Finished runs kept for follow-ups, at most; the oldest is dropped first.
+pub const KEPT_RUNS: usize = 16;
 
 pub struct Session {
     pub docs: Arc<Documents>,
@@ -26,6 +32,8 @@ pub struct Session {
     state: RwLock<SessionState>,
     /// The runs in progress.
     pub runs: Arc<RunRegistry>,
+    /// Finished runs, for follow-ups.
+    pub kept: KeptRuns,
     /// Held for writing while `workspace/configuration` is pulled, so that a
     /// run never starts with the settings of before the pull.
     pub config_gate: tokio::sync::RwLock<()>,
@@ -111,6 +119,7 @@ impl Session {
             downstream: tokio::sync::Mutex::new(None),
             state: RwLock::new(SessionState::default()),
             runs: Arc::new(RunRegistry::default()),
+            kept: KeptRuns::default(),
             always: Mutex::new(HashSet::new()),
             config_gate: tokio::sync::RwLock::new(()),
             client: OnceLock::new(),
@@ -177,6 +186,55 @@ impl Session {
 
     pub fn allow_always(&self, root: &Path, name: &str) {
         self.always.lock().unwrap_or_else(|e| e.into_inner()).insert((root.to_path_buf(), name.to_string()));
+    }
+}
+
+/// A finished run a follow-up can continue.
+#[derive(Debug, Clone)]
+pub struct KeptRun {
+    /// Its `runId`.
+    pub id: String,
+    pub past: Arc<PastRun>,
+}
+
+impl KeptRun {
+    /// Whether its proposal changed `lines` (0-based) of `path`.
+    pub fn touched(&self, path: &Path, lines: LineRange) -> bool {
+        self.past
+            .proposed
+            .iter()
+            .filter(|f| f.path == path)
+            .flat_map(|f| f.touched_lines())
+            .any(|t| t.first <= lines.last && lines.first <= t.last)
+    }
+}
+
+/// The last [`KEPT_RUNS`] finished runs, newest last.
+#[derive(Default)]
+pub struct KeptRuns(Mutex<VecDeque<KeptRun>>);
+
+impl KeptRuns {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<KeptRun>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps `run` (a follow-up's run replaces none: each has its own id),
+    /// dropping the oldest past [`KEPT_RUNS`].
+    pub fn keep(&self, run: KeptRun) {
+        let mut runs = self.lock();
+        runs.push_back(run);
+        while runs.len() > KEPT_RUNS {
+            runs.pop_front();
+        }
+    }
+
+    pub fn get(&self, id: &str) -> Option<KeptRun> {
+        self.lock().iter().find(|r| r.id == id).cloned()
+    }
+
+    /// The newest run whose proposal changed `lines` of `path`.
+    pub fn newest_touching(&self, path: &Path, lines: LineRange) -> Option<KeptRun> {
+        self.lock().iter().rev().find(|r| r.touched(path, lines)).cloned()
     }
 }
 
@@ -273,6 +331,37 @@ mod tests {
 
     fn overlay(root: &Path) -> Arc<Overlay> {
         Arc::new(Overlay::new(Arc::new(Workspace::new(vec![root.to_path_buf()])), Arc::new(NoBuffers)))
+    }
+
+    #[test]
+    fn finished_runs_are_kept_bounded_and_found_by_the_lines_they_touched() {
+        use crate::follow_up::ProposedFile;
+        let kept = KeptRuns::default();
+        let run = |n: usize| KeptRun {
+            id: format!("run-{n}"),
+            past: Arc::new(PastRun {
+                messages: vec![],
+                proposed: vec![ProposedFile {
+                    path: "/ws/a.py".into(),
+                    display: "a.py".into(),
+                    original: Some("0\n1\n2\n".into()),
+                    // Run n changes line n % 3 (0-based).
+                    proposed: (0..3).map(|i| if i == n % 3 { "X\n".to_string() } else { format!("{i}\n") }).collect(),
+                }],
+            }),
+        };
+        for n in 0..KEPT_RUNS + 2 {
+            kept.keep(run(n));
+        }
+        assert!(kept.get("run-0").is_none() && kept.get("run-1").is_none(), "the oldest are dropped");
+        assert!(kept.get("run-2").is_some());
+        // The newest run that changed line 0: the last n with n % 3 == 0.
+        let newest = kept.newest_touching(Path::new("/ws/a.py"), LineRange::line(0)).unwrap();
+        let last = (0..KEPT_RUNS + 2).filter(|n| n % 3 == 0).max().unwrap();
+        assert_eq!(newest.id, format!("run-{last}"));
+        let newest = kept.newest_touching(Path::new("/ws/a.py"), LineRange::new(1, 2)).unwrap();
+        assert_eq!(newest.id, format!("run-{}", KEPT_RUNS + 1));
+        assert!(kept.newest_touching(Path::new("/ws/b.py"), LineRange::line(0)).is_none());
     }
 
     #[test]
