@@ -8,6 +8,7 @@ pub mod diagnostic;
 pub mod documents;
 pub(crate) mod downstream;
 pub mod fix;
+pub(crate) mod instructions;
 pub mod lsp;
 pub mod model;
 pub mod position;
