@@ -37,6 +37,9 @@ pub const DEFAULT_CONNECT_TIMEOUT_SECS: u64 = 10;
 pub const DEFAULT_IDLE_TIMEOUT_SECS: u64 = 90;
 /// Whether the provider's token-counting endpoint is asked (`countTokens`).
 pub const DEFAULT_COUNT_TOKENS: bool = false;
+/// Whether the repository's instruction files (`AGENTS.md`, …) join the
+/// system prompt (`projectInstructions`).
+pub const DEFAULT_PROJECT_INSTRUCTIONS: bool = true;
 /// The project settings file at the workspace root.
 pub const FILE_NAME: &str = "agentfix.toml";
 
@@ -288,6 +291,9 @@ pub struct Settings {
     /// List prices in US dollars per million tokens, by model id prefix (the longest match wins): `{"my-model": {"input": 1.0, "output": 4.0, "cacheRead": 0.1, "cacheWrite": 1.25}}`. Adds to or overrides the built-in prices of current Anthropic and OpenAI models; a model with no price shows tokens only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prices: Option<std::collections::BTreeMap<String, crate::pricing::Price>>,
+    /// Put the repository's instructions for coding agents in the system prompt (default true): `AGENTS.md` and `CLAUDE.md` at the workspace root and in every folder down to the file being fixed (nearest last), `.github/copilot-instructions.md`, and the `.cursor/rules` that apply to the file; at most 16 KB of each and 32 KB in all, read through the same confinement as the tools (protected files are never read). The model follows them unless they conflict with the user's request. agentfix.toml may set it too (the repository's own choice).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project_instructions: Option<bool>,
     /// The size of one tool result at most, in bytes, by tool name (default 102400 for every tool): `{"read_file": 20000, "run_command": 8000}`. A longer result is cut at a line break with a note telling the model how to ask for the rest. Lower limits keep long fixes cheaper.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_output_limits: Option<std::collections::BTreeMap<String, usize>>,
@@ -422,6 +428,9 @@ pub struct Config {
     pub transcripts: TranscriptsConfig,
     pub pricing: PricingConfig,
     pub tools: ToolsConfig,
+    /// Whether the project's instruction files join the system prompt
+    /// (`projectInstructions`).
+    pub project_instructions: bool,
     /// Patterns of protected files beyond the built-in deny-list: the
     /// project's and the editor's together (a layer adds, never removes).
     pub exclude: Vec<String>,
@@ -575,6 +584,7 @@ impl Config {
         let downstream = l.downstream()?;
         let mut commands = l.commands()?;
         let exclude = l.exclude();
+        let project_instructions = l.project_instructions();
         let env_allow = l.env_allow();
         commands.env_allow = env_allow.clone();
         let downstream = DownstreamConfig { env_allow, ..downstream };
@@ -587,6 +597,7 @@ impl Config {
             transcripts,
             pricing,
             tools,
+            project_instructions,
             exclude,
             sources: l.sources,
         })
@@ -848,6 +859,19 @@ impl Layers<'_> {
         ToolsConfig { output_limits: pick!(l, "toolOutputLimits", tool_output_limits, None, Default::default()) }
     }
 
+    /// `projectInstructions`: the repository's own agentfix.toml may set it,
+    /// since the instructions are the repository's to give or withhold.
+    fn project_instructions(&mut self) -> bool {
+        let l = self;
+        pick!(
+            l,
+            "projectInstructions",
+            project_instructions,
+            l.flag("AGENTFIX_PROJECT_INSTRUCTIONS"),
+            DEFAULT_PROJECT_INSTRUCTIONS
+        )
+    }
+
     fn commands(&mut self) -> Result<CommandsConfig, ConfigError> {
         let l = self;
         let entries = pick!(
@@ -1090,6 +1114,23 @@ mod tests {
         let editor = Settings::from_json(&json!({"countTokens": false})).unwrap();
         let c = resolve(&file, &editor, &[]).unwrap();
         assert_eq!((c.provider.count_tokens, c.source("countTokens")), (false, Source::Editor));
+    }
+
+    #[test]
+    fn project_instructions_are_on_by_default_and_every_layer_may_turn_them_off() {
+        let c = resolve(&Settings::default(), &Settings::default(), &[]).unwrap();
+        assert_eq!((c.project_instructions, c.source("projectInstructions")), (true, Source::Default));
+        // The repository's own file may: they are its instructions.
+        let file = Settings::from_toml("projectInstructions = false\n").unwrap();
+        let c = resolve(&file, &Settings::default(), &[]).unwrap();
+        assert_eq!((c.project_instructions, c.source("projectInstructions")), (false, Source::File));
+        let c = resolve(&file, &Settings::default(), &[("AGENTFIX_PROJECT_INSTRUCTIONS", "1")]).unwrap();
+        assert_eq!((c.project_instructions, c.source("projectInstructions")), (true, Source::Env));
+        let c = resolve(&Settings::default(), &Settings::default(), &[("AGENTFIX_PROJECT_INSTRUCTIONS", "0")]).unwrap();
+        assert!(!c.project_instructions);
+        let editor = Settings::from_json(&json!({"projectInstructions": false})).unwrap();
+        let c = resolve(&Settings::default(), &editor, &[("AGENTFIX_PROJECT_INSTRUCTIONS", "1")]).unwrap();
+        assert_eq!((c.project_instructions, c.source("projectInstructions")), (false, Source::Editor));
     }
 
     #[test]

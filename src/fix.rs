@@ -1,6 +1,7 @@
 //! One fix, independent of who asked for it (the LSP server or the headless
-//! CLI): the system prompt, the first user message built from the target,
-//! the tools over a fresh overlay, and the agent loop.
+//! CLI): the system prompt (agentfix's rules, then the project's
+//! instructions), the first user message built from the target, the tools
+//! over a fresh overlay, and the agent loop.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use crate::config::{Config, ConfigError, PartialEdits, Settings};
 use crate::diagnostic::Diagnostic;
 use crate::downstream::{Downstream, Symbol, SymbolSource};
 use crate::follow_up::{self, PastRun};
+use crate::instructions::Instructions;
 use crate::model::{Message, StreamUpdate, Usage};
 use crate::position::LineRange;
 use crate::pricing::{Price, TokenCounts, format_tokens, format_usd};
@@ -30,6 +32,21 @@ You fix one problem in the user's workspace using the tools you are given.\n\
 - Read the code before you change it. Make the smallest correct change; keep the file's style; do not reformat unrelated code.\n\
 - edit_file needs an old_text that occurs exactly once in the file; copy it exactly, without line-number prefixes.\n\
 - When you are done, stop calling tools and answer with one short sentence that says what you changed and why.";
+
+/// The system prompt of a run on `target`: [`SYSTEM_PROMPT`], then the
+/// project's instructions that apply to it when `projectInstructions` is
+/// on, with the API key scrubbed. Built once per run, before its first
+/// request: every request of the run sends these same bytes (the cached
+/// prefix), so nothing volatile goes in.
+pub fn system_prompt(config: &Config, workspace: &Workspace, target: &Path) -> String {
+    if !config.project_instructions {
+        return SYSTEM_PROMPT.to_string();
+    }
+    match Instructions::find(workspace, Some(target)).section() {
+        Some(section) => config.key_redactor().redact_exact(&format!("{SYSTEM_PROMPT}\n\n{section}")).into_owned(),
+        None => SYSTEM_PROMPT.to_string(),
+    }
+}
 
 /// What to fix.
 #[derive(Debug, Clone)]
@@ -477,6 +494,30 @@ pub async fn run(
     cancel: &CancellationToken,
     events: &(dyn Fn(RunEvent) + Send + Sync),
 ) -> FixResult {
+    // Off the runtime: it reads the disk (a few small files, each opened
+    // without blocking).
+    let (c, ws, path) = (config.clone(), overlay.workspace().clone(), target.path.clone());
+    let system = tokio::task::spawn_blocking(move || system_prompt(&c, &ws, &path)).await.unwrap_or_else(|e| {
+        tracing::warn!("no project instructions: {e}");
+        SYSTEM_PROMPT.to_string()
+    });
+    run_with_system(&system, config, model, overlay, symbols, approver, target, past, cancel, events).await
+}
+
+/// [`run`] with a given system prompt: replay sends the recorded one.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn run_with_system(
+    system: &str,
+    config: &Config,
+    model: &dyn ModelClient,
+    overlay: Arc<Overlay>,
+    symbols: Option<Arc<dyn SymbolSource>>,
+    approver: Option<Arc<dyn Approver>>,
+    target: &Target,
+    past: Option<&PastRun>,
+    cancel: &CancellationToken,
+    events: &(dyn Fn(RunEvent) + Send + Sync),
+) -> FixResult {
     let started = std::time::Instant::now();
     let root = overlay.workspace().primary_root().to_path_buf();
     // Symbol tools only when a language server exists for the target.
@@ -498,7 +539,7 @@ pub async fn run(
     let limits = config.limits;
     let transcript = open_transcript(config);
     if let Some(t) = &transcript {
-        t.start(config, &root, target, SYSTEM_PROMPT, &toolbox.specs());
+        t.start(config, &root, target, system, &toolbox.specs());
     }
     let observe = |e: RunEvent| {
         if let Some(t) = &transcript {
@@ -507,7 +548,7 @@ pub async fn run(
         events(e);
     };
     let tools = KeyScrubbed { inner: &toolbox, redactor: config.key_redactor() };
-    let outcome = agent::run(SYSTEM_PROMPT, messages, model, &tools, &limits, cancel, &observe).await;
+    let outcome = agent::run(system, messages, model, &tools, &limits, cancel, &observe).await;
     let changes = overlay.changes();
     if let Some(s) = &symbols {
         release(s.as_ref(), &overlay).await;

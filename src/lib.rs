@@ -9,6 +9,7 @@ pub mod documents;
 pub(crate) mod downstream;
 pub mod fix;
 pub mod follow_up;
+pub(crate) mod instructions;
 pub mod lsp;
 pub mod model;
 pub mod position;

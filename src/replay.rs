@@ -226,8 +226,12 @@ async fn run_recorded(
     let downstream = Arc::new(Downstream::from_config(&config.downstream, vec![root.to_path_buf()]));
     let symbols: Option<Arc<dyn crate::downstream::SymbolSource>> = had_symbols.then(|| downstream.clone() as _);
     let overlay = Arc::new(Overlay::new(workspace, Arc::new(files)));
+    // The system prompt the run sent (project instructions included), not
+    // one built again from today's files.
+    let system = &recording.start.system;
+    let cancel = CancellationToken::new();
     let result =
-        fix::run(config, &model, overlay, symbols, None, target, None, &CancellationToken::new(), &events).await;
+        fix::run_with_system(system, config, &model, overlay, symbols, None, target, None, &cancel, &events).await;
     downstream.stop_all().await;
     (result, calls.into_inner().unwrap_or_else(|e| e.into_inner()))
 }

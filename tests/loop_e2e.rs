@@ -462,6 +462,127 @@ fn check_reports_the_configuration_and_the_connection() {
     assert!(stderr(&out).contains("may not set `provider` or `baseUrl`"), "{}", stderr(&out));
 }
 
+/// The text of the one system block of every request the mock received.
+fn system_prompts(mock: &MockModel) -> Vec<String> {
+    mock.requests()
+        .iter()
+        .map(|r| {
+            let blocks = r.body["system"].as_array().expect("system blocks");
+            assert_eq!(blocks.len(), 1, "{blocks:?}");
+            // The cached prefix ends after it.
+            assert_eq!(blocks[0]["cache_control"], json!({"type": "ephemeral"}));
+            blocks[0]["text"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn project_instructions_are_the_same_bytes_in_every_request_and_off_when_the_repository_says_so() {
+    let agents = "# Conventions\n\nGuard every division; MARKER-AGENTS-7f3.\n";
+    let with_instructions = |toml: &str| {
+        let ws = workspace(toml);
+        std::fs::write(ws.root.join("AGENTS.md"), agents).unwrap();
+        std::fs::create_dir(ws.root.join("sub")).unwrap();
+        std::fs::write(ws.root.join("sub/AGENTS.md"), "NOT-FOR-CALC: only for files under sub/\n").unwrap();
+        ws
+    };
+    let session = |mock: &MockModel| {
+        mock.push(tool_reply(&[("toolu_r", "read_file", json!({"path": "calc.py"}))]));
+        mock.push(edit_reply());
+        mock.push(text_reply("Guarded b == 0."));
+    };
+    let ws = with_instructions("");
+    let mock = MockModel::start();
+    session(&mock);
+    let out = fix(&ws, &mock);
+    assert_fixed(&ws, &out);
+    let systems = system_prompts(&mock);
+    assert_eq!(systems.len(), 3);
+    assert!(systems.iter().all(|s| *s == systems[0]), "every request sends the same system prompt: {systems:#?}");
+    let system = &systems[0];
+    assert!(system.starts_with(agentfix::fix::SYSTEM_PROMPT), "{system}");
+    assert!(system.contains("# Project instructions\n\nThe sections below are the project's instructions"), "{system}");
+    assert!(system.contains("Follow them unless they conflict with the user's request"), "{system}");
+    assert!(system.ends_with(&format!("## `AGENTS.md`\n\n{}", agents.trim_end())), "{system}");
+    assert!(!system.contains("NOT-FOR-CALC"), "a folder the target is not in gives nothing: {system}");
+    assert!(!system.contains(ws.root.to_str().unwrap()), "paths are relative to the root: {system}");
+    // Not in the first user message: the volatile part stays apart.
+    let first = mock.requests()[0].body["messages"][0]["content"][0]["text"].as_str().unwrap().to_string();
+    assert!(!first.contains("MARKER-AGENTS-7f3"), "{first}");
+    // The transcript records what was sent.
+    let start: Value =
+        serde_json::from_str(std::fs::read_to_string(transcript_of(&ws)).unwrap().lines().next().unwrap()).unwrap();
+    assert_eq!(start["system"].as_str(), Some(system.as_str()));
+
+    // The repository's own agentfix.toml may turn them off: they are its own.
+    let ws = with_instructions("projectInstructions = false\n");
+    let mock = MockModel::start();
+    session(&mock);
+    let out = fix(&ws, &mock);
+    assert_fixed(&ws, &out);
+    let systems = system_prompts(&mock);
+    assert_eq!(systems.len(), 3);
+    assert!(systems.iter().all(|s| s == agentfix::fix::SYSTEM_PROMPT), "{systems:#?}");
+}
+
+#[cfg(unix)]
+#[test]
+fn check_lists_the_project_instructions_in_force_and_why_others_are_skipped() {
+    use std::os::unix::fs::symlink;
+    let ws = workspace("");
+    let root = &ws.root;
+    std::fs::write(root.join("AGENTS.md"), "Use four spaces.\n").unwrap();
+    symlink("AGENTS.md", root.join("CLAUDE.md")).unwrap();
+    std::fs::write(root.join(".env"), "TOKEN=never-shown\n").unwrap();
+    std::fs::create_dir_all(root.join(".github")).unwrap();
+    symlink("../.env", root.join(".github/copilot-instructions.md")).unwrap();
+    std::fs::create_dir_all(root.join(".cursor/rules")).unwrap();
+    std::fs::write(root.join(".cursor/rules/py.mdc"), "---\nglobs: *.py\n---\nType hints everywhere.\n").unwrap();
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    std::fs::write(root.join("sub/AGENTS.md"), "x".repeat(20_000)).unwrap();
+    std::fs::write(root.join("sub/a.py"), "pass\n").unwrap();
+    let key = [("ANTHROPIC_API_KEY", "k")];
+    let out = run(&ws, &key, &["check", "--offline"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains(
+            "projectInstructions: true (default)\n\
+         project instructions for the workspace root: 1 file(s), 16 bytes in the system prompt\n\
+         \x20 AGENTS.md (17 bytes)\n\
+         \x20 skipped CLAUDE.md: the same file as AGENTS.md\n\
+         \x20 skipped .github/copilot-instructions.md: a protected file (or a link to one); never read\n\
+         \x20 skipped .cursor/rules/py.mdc: a Cursor rule only for files matching *.py\n"
+        ),
+        "{said}"
+    );
+    assert!(!said.contains("never-shown"));
+    let out = run(&ws, &key, &["check", "--offline", "--target", "sub/a.py"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("project instructions for sub/a.py: 3 file(s)"), "{said}");
+    assert!(
+        said.contains(
+            "\n  AGENTS.md (17 bytes)\n  .cursor/rules/py.mdc (43 bytes)\n  sub/AGENTS.md (20000 bytes; cut at 16 KB)\n"
+        ),
+        "{said}"
+    );
+    let outside = tempfile::NamedTempFile::new().unwrap();
+    let out = run(&ws, &key, &["check", "--offline", "--target", outside.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("is outside the workspace root"));
+
+    let off = workspace("projectInstructions = false\n");
+    std::fs::write(off.root.join("AGENTS.md"), "Use four spaces.\n").unwrap();
+    let out = run(&off, &key, &["check", "--offline"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("projectInstructions: false (agentfix.toml; no instruction files are read)\n"), "{said}");
+    assert!(!said.contains("AGENTS.md"), "{said}");
+    let empty = workspace("");
+    let out = run(&empty, &key, &["check", "--offline"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("project instructions for the workspace root: none\n"));
+}
+
 #[test]
 fn schema_command_prints_the_committed_schema() {
     let ws = workspace("");

@@ -124,6 +124,13 @@ const RULES: &[Rule] = &[
         why: "`workspace` may use nothing here",
     },
     Rule {
+        files: "src/instructions.rs",
+        except_files: &[],
+        forbidden: &["crate"],
+        allowed: &["crate::instructions", "crate::workspace"],
+        why: "`instructions` may use `workspace` (its one gate for paths, its one way of reading files)",
+    },
+    Rule {
         files: "src/downstream/",
         except_files: &[],
         forbidden: &["crate"],

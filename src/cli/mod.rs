@@ -12,6 +12,7 @@ use crate::agent::RunEvent;
 use crate::config::{Config, ProviderKind, Settings};
 use crate::downstream::SymbolSource;
 use crate::fix::{self, ProgressLines, Setup, Target, Verdict};
+use crate::instructions::{Cut, Instructions};
 use crate::providers;
 use crate::tools::{Approval, Approver};
 use crate::workspace::{NoBuffers, Overlay, Workspace, unified_diff};
@@ -95,6 +96,10 @@ pub struct CheckArgs {
     /// so an editor plugin can show the configuration really in force.
     #[arg(long, value_name = "JSON")]
     pub settings: Option<String>,
+    /// List the project instructions that apply to this file (default:
+    /// those of the workspace root alone).
+    #[arg(long, value_name = "FILE")]
+    pub target: Option<PathBuf>,
 }
 
 /// `agentfix schema`: the JSON Schema of the settings.
@@ -215,6 +220,7 @@ pub async fn check(args: CheckArgs) -> ExitCode {
         Some(d) => println!("transcripts: {}", d.display()),
         None => println!("transcripts: off"),
     }
+    problems += print_instructions(&config, &root, args.target.as_deref());
     if !args.offline && problems == 0 {
         match providers::from_config(&config.provider) {
             Err(e) => {
@@ -235,6 +241,60 @@ pub async fn check(args: CheckArgs) -> ExitCode {
         }
     }
     if problems == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
+/// The project instructions `check` finds for `root`, or for `target`
+/// within it: each file in force with its size and whether it was cut,
+/// each one skipped and why. Returns the problems found (a target outside
+/// the root).
+fn print_instructions(config: &Config, root: &std::path::Path, target: Option<&std::path::Path>) -> u32 {
+    let source = config.source("projectInstructions").describe();
+    if !config.project_instructions {
+        println!("projectInstructions: false ({source}; no instruction files are read)");
+        return 0;
+    }
+    println!("projectInstructions: true ({source})");
+    let workspace = Workspace::new(vec![root.to_path_buf()]).with_protected(&config.exclude);
+    let target = match target.map(std::fs::canonicalize) {
+        None => None,
+        Some(Ok(t)) if workspace.contains(&t) => Some(t),
+        Some(Ok(t)) => {
+            println!("project instructions: {} is outside the workspace root {}", t.display(), root.display());
+            return 1;
+        }
+        Some(Err(e)) => {
+            println!("project instructions: --target: {e}");
+            return 1;
+        }
+    };
+    let found = Instructions::find(&workspace, target.as_deref());
+    let scope = match &target {
+        Some(t) => format!("for {}", workspace.display(t)),
+        None => "for the workspace root".to_string(),
+    };
+    if found.is_empty() {
+        println!("project instructions {scope}: none");
+    } else {
+        let carried: usize = found.files.iter().map(|f| f.text.len()).sum();
+        println!("project instructions {scope}: {} file(s), {carried} bytes in the system prompt", found.files.len());
+    }
+    for f in &found.files {
+        let cut = match f.cut {
+            None => String::new(),
+            Some(Cut::File) => format!("; cut at {} KB", crate::instructions::MAX_FILE_BYTES / 1024),
+            Some(Cut::Total) => {
+                format!(
+                    "; cut: the {} KB of all instruction files ran out",
+                    crate::instructions::MAX_TOTAL_BYTES / 1024
+                )
+            }
+        };
+        println!("  {} ({} bytes{cut})", f.path, f.size);
+    }
+    for s in &found.skipped {
+        println!("  skipped {}: {}", s.path, s.why);
+    }
+    0
 }
 
 /// Runs `agentfix fix`.

@@ -30,11 +30,21 @@ pub enum OverlayError {
     Io(String, String),
 }
 
-/// Reads a regular file, without ever blocking on something else: it is
-/// opened non-blocking (a FIFO swapped in after the metadata check would
-/// otherwise wait for a writer forever) and checked again through the open
-/// descriptor, and at most [`MAX_FILE_BYTES`] are read.
-fn read_regular(path: &Path, shown: &str) -> Result<Vec<u8>, OverlayError> {
+/// The first bytes of a regular file, and its length when it was opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prefix {
+    pub bytes: Vec<u8>,
+    pub len: u64,
+}
+
+/// Reads at most `limit` bytes of a regular file, without ever blocking on
+/// something else: it is opened non-blocking (a FIFO swapped in after a
+/// metadata check would otherwise wait for a writer forever) and checked
+/// through the open descriptor. The one way files are read from the disk,
+/// by the overlay and by whoever reads the workspace besides the tools
+/// (project instructions); the path must have been through
+/// [`Workspace::resolve`] first.
+pub fn read_prefix(path: &Path, shown: &str, limit: u64) -> Result<Prefix, OverlayError> {
     use std::io::Read;
     let io = |e: std::io::Error| OverlayError::Io(shown.to_string(), e.to_string());
     let mut options = std::fs::OpenOptions::new();
@@ -46,12 +56,18 @@ fn read_regular(path: &Path, shown: &str) -> Result<Vec<u8>, OverlayError> {
     if !meta.is_file() {
         return Err(OverlayError::NotRegular(shown.to_string()));
     }
-    let mut bytes = Vec::with_capacity(meta.len().min(MAX_FILE_BYTES) as usize);
-    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(io)?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
+    let mut bytes = Vec::with_capacity(meta.len().min(limit) as usize);
+    file.take(limit).read_to_end(&mut bytes).map_err(io)?;
+    Ok(Prefix { bytes, len: meta.len() })
+}
+
+/// Reads a whole regular file of at most [`MAX_FILE_BYTES`].
+fn read_regular(path: &Path, shown: &str) -> Result<Vec<u8>, OverlayError> {
+    let prefix = read_prefix(path, shown, MAX_FILE_BYTES + 1)?;
+    if prefix.bytes.len() as u64 > MAX_FILE_BYTES {
         return Err(OverlayError::TooLarge(shown.to_string()));
     }
-    Ok(bytes)
+    Ok(prefix.bytes)
 }
 
 /// Where a file's base text came from.
