@@ -4,9 +4,25 @@ if vim.g.loaded_agentfix then
 end
 vim.g.loaded_agentfix = true
 
+local function range_opts(opts)
+  return { instruction = opts.args, range = opts.range, line1 = opts.line1, line2 = opts.line2 }
+end
+
 vim.api.nvim_create_user_command("AgentFix", function(opts)
-  require("agentfix").fix({ instruction = opts.args, range = opts.range, line1 = opts.line1, line2 = opts.line2 })
+  require("agentfix").fix(range_opts(opts))
 end, { nargs = "*", range = true, desc = "agentfix: fix the diagnostic at the cursor (or do [instruction])" })
+
+vim.api.nvim_create_user_command("AgentFixModel", function(opts)
+  require("agentfix").fix_with_model(range_opts(opts))
+end, { nargs = "*", range = true, desc = "agentfix: pick a model, then fix as :AgentFix does" })
+
+vim.api.nvim_create_user_command("AgentFixFollowUp", function(opts)
+  require("agentfix").follow_up(range_opts(opts))
+end, { nargs = "*", range = true, desc = "agentfix: follow up on this buffer's last fix with [instruction]" })
+
+vim.api.nvim_create_user_command("AgentFixAll", function(opts)
+  require("agentfix").fix_all({ instruction = opts.args })
+end, { nargs = "*", desc = "agentfix: fix every diagnostic of the buffer in one run" })
 
 vim.api.nvim_create_user_command("AgentFixCancel", function()
   require("agentfix").cancel()

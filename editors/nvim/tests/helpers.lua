@@ -79,6 +79,15 @@ function H.wait(cond, timeout_ms, what)
   end
 end
 
+--- Lets the editor run for `ms` (to check that something does not happen).
+function H.sleep(ms)
+  local co = coroutine.running()
+  vim.defer_fn(function()
+    coroutine.resume(co)
+  end, ms)
+  coroutine.yield()
+end
+
 --- Types keys as a user would (mappings apply).
 function H.feed(keys)
   vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(keys, true, false, true), "mt", false)

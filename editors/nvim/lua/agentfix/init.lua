@@ -1,6 +1,7 @@
 -- agentfix for Neovim 0.7+: one agentfix language server per workspace root,
--- a reviewed `workspace/applyEdit`, `:AgentFix`, `:AgentFixCancel`, progress
--- in the echo area and `require("agentfix").status()`.
+-- a reviewed `workspace/applyEdit`, `:AgentFix`, `:AgentFixModel`,
+-- `:AgentFixFollowUp`, `:AgentFixAll`, `:AgentFixCancel`, progress in the
+-- echo area and `require("agentfix").status()`.
 local compat = require("agentfix.compat")
 local review = require("agentfix.review")
 
@@ -32,14 +33,23 @@ local defaults = {
   -- How long the graceful cancel (window/workDoneProgress/cancel) may take
   -- before :AgentFixCancel also sends $/cancelRequest.
   cancel_grace_ms = 2000,
+  -- The model ids :AgentFixModel offers (`model` of agentfix.fix: that run
+  -- only, over settings.model).
+  models = { "claude-haiku-4-5", "claude-sonnet-4-5", "claude-opus-4-5" },
 }
 
 M.config = vim.deepcopy(defaults)
 M.last_result = nil -- the last agentfix.fix result (or {error = …})
+M.last_run_ids = {} -- bufnr → runId of the last finished run on that buffer (for follow-ups)
 
 local clients_by_root = {} -- root → client id (0.7 path; 0.8+ lets vim.lsp.start reuse)
 local runs = {} -- active runs, in start order
 local augroup
+
+-- A non-empty string (not nil, vim.NIL or blanks).
+local function present(v)
+  return type(v) == "string" and v:match("%S") ~= nil
+end
 
 -- Roots ---------------------------------------------------------------------
 
@@ -126,6 +136,21 @@ local function finish_run(run, result, err)
     end
   else
     M.last_result = result
+    -- Cancelled runs are not kept by the server; every other one can be
+    -- followed up on.
+    if type(result) == "table" and type(result.runId) == "string" and result.stopReason ~= "cancelled" then
+      -- The buffer of the run's document (without creating one).
+      local b = run.bufnr
+      if type(run.arg) == "table" and type(run.arg.uri) == "string" then
+        local ok, nr = pcall(vim.fn.bufnr, vim.uri_to_fname(run.arg.uri))
+        if ok and nr ~= -1 then
+          b = nr
+        end
+      end
+      if b and b ~= 0 then
+        M.last_run_ids[b] = result.runId
+      end
+    end
     if result and result.applied then
       echo(string.format(
         "%s (%d turn(s), %d+%d tokens)",
@@ -143,8 +168,8 @@ local function finish_run(run, result, err)
   pcall(vim.cmd, "redrawstatus")
 end
 
---- Runs `agentfix.fix` with `arg` ({uri, version, range, diagnostics, instruction?})
---- on `client`; returns the run record.
+--- Runs `agentfix.fix` with `arg` ({uri, version, range, diagnostics,
+--- instruction?, model?, followUp?}) on `client`; returns the run record.
 function M.run(client, bufnr, arg)
   local run = { client_id = client.id, bufnr = bufnr, message = "starting", arg = arg }
   local ok, id = compat.request(client, "workspace/executeCommand", {
@@ -159,8 +184,26 @@ function M.run(client, bufnr, arg)
   end
   run.request_id = id
   table.insert(runs, run)
-  echo("asking the model…")
+  echo(present(arg.model) and ("asking " .. arg.model .. "…") or "asking the model…")
   return run
+end
+
+--- Runs `arg` like M.run, but first asks for the instruction of a follow-up
+--- that has none (vim.ui.input); an empty or cancelled answer sends nothing.
+function M.execute(client, bufnr, arg)
+  if not (present(arg.followUp) and not present(arg.instruction)) then
+    return M.run(client, bufnr, arg)
+  end
+  vim.ui.input({ prompt = "Agent fix, follow up: " }, function(text)
+    if not present(text) then
+      echo("no instruction; nothing was sent")
+      return
+    end
+    local a = vim.deepcopy(arg)
+    a.instruction = text
+    M.run(client, bufnr, a)
+  end)
+  return nil
 end
 
 -- `$/progress` for the agentfix client: the default handler runs first (so
@@ -267,6 +310,9 @@ local function capabilities()
   caps.workspace = caps.workspace or {}
   caps.workspace.workspaceEdit = caps.workspace.workspaceEdit or {}
   caps.workspace.workspaceEdit.documentChanges = true
+  -- Hunks then carry change annotations: a fix-all's hunks share one per
+  -- problem, and the review accepts or rejects them together.
+  caps.workspace.workspaceEdit.changeAnnotationSupport = { groupsOnLabel = false }
   caps.workspace.applyEdit = true
   caps.window = caps.window or {}
   caps.window.workDoneProgress = true
@@ -310,7 +356,8 @@ local function client_config(root)
         local client = vim.lsp.get_client_by_id(ctx.client_id)
         local arg = command.arguments and command.arguments[1]
         if client and arg then
-          M.run(client, ctx.bufnr, arg)
+          -- "Agent fix: follow up…" asks for the instruction first.
+          M.execute(client, ctx.bufnr, arg)
         end
       end,
     },
@@ -378,6 +425,9 @@ function M.setup(opts)
   if opts and opts.filetypes then
     M.config.filetypes = opts.filetypes
   end
+  if opts and opts.models then
+    M.config.models = opts.models
+  end
   assert(M.config.review == "diff" or M.config.review == "apply", 'agentfix: review must be "diff" or "apply"')
   augroup = vim.api.nvim_create_augroup("agentfix", { clear = true })
   vim.api.nvim_create_autocmd({ "FileType", "BufReadPost", "BufNewFile" }, {
@@ -386,6 +436,12 @@ function M.setup(opts)
       if not M.client_for(args.buf) then
         M.attach(args.buf)
       end
+    end,
+  })
+  vim.api.nvim_create_autocmd("BufWipeout", {
+    group = augroup,
+    callback = function(args)
+      M.last_run_ids[args.buf] = nil
     end,
   })
   -- Buffers already open (lazy loading).
@@ -426,9 +482,10 @@ function to_lsp(bufnr, diags, enc)
   return out
 end
 
---- `:AgentFix [instruction]` (with a range: on those lines).
-function M.fix(opts)
-  opts = opts or {}
+-- What a command works on: the current buffer, its ready agentfix client,
+-- the cursor and the lines (the cursor line, or opts.line1..line2 when
+-- opts.range > 0). Nil after telling the user why not.
+local function command_context(opts)
   local bufnr = vim.api.nvim_get_current_buf()
   local client = M.client_for(bufnr)
   if not client then
@@ -441,28 +498,48 @@ function M.fix(opts)
     vim.api.nvim_echo({
       { "agentfix: no agentfix client for this buffer (setup() not called, or not a file buffer)", "ErrorMsg" },
     }, true, {})
-    return
+    return nil
   end
   if not client.initialized then
     vim.api.nvim_echo({ { "agentfix: the server is still starting; try again", "WarningMsg" } }, true, {})
-    return
-  end
-  local enc = client.offset_encoding or "utf-16"
-  local instruction = opts.instruction
-  if instruction == "" then
-    instruction = nil
+    return nil
   end
   local cursor = vim.api.nvim_win_get_cursor(0)
   local first, last = cursor[1] - 1, cursor[1] - 1
-  local ranged = opts.range and opts.range > 0
+  local ranged = opts.range ~= nil and opts.range > 0
   if ranged then
     first, last = opts.line1 - 1, opts.line2 - 1
   end
-  local last_text = vim.api.nvim_buf_get_lines(bufnr, last, last + 1, false)[1] or ""
-  local range = {
-    start = { line = first, character = 0 },
-    ["end"] = { line = last, character = compat.byte_to_units(last_text, #last_text, enc) },
+  return {
+    bufnr = bufnr,
+    client = client,
+    enc = client.offset_encoding or "utf-16",
+    cursor = cursor,
+    first = first,
+    last = last,
+    ranged = ranged,
   }
+end
+
+-- Whole lines first..last of the context's buffer as an LSP range.
+local function lines_range(ctx)
+  local last_text = vim.api.nvim_buf_get_lines(ctx.bufnr, ctx.last, ctx.last + 1, false)[1] or ""
+  return {
+    start = { line = ctx.first, character = 0 },
+    ["end"] = { line = ctx.last, character = compat.byte_to_units(last_text, #last_text, ctx.enc) },
+  }
+end
+
+local function warn(msg)
+  vim.api.nvim_echo({ { "agentfix: " .. msg, "WarningMsg" } }, true, {})
+end
+
+-- :AgentFix on a command context: asks the server for its code actions on
+-- the lines and runs the first "Agent fix" one (with opts.model, if any).
+local function fix_in(ctx, opts)
+  local bufnr, client, enc, cursor = ctx.bufnr, ctx.client, ctx.enc, ctx.cursor
+  local first, last, ranged = ctx.first, ctx.last, ctx.ranged
+  local instruction = present(opts.instruction) and opts.instruction or nil
   local diags = vim.tbl_filter(function(d)
     return d.lnum <= last and (d.end_lnum or d.lnum) >= first
   end, vim.diagnostic.get(bufnr))
@@ -477,7 +554,7 @@ function M.fix(opts)
   end)
   local params = {
     textDocument = { uri = vim.uri_from_bufnr(bufnr) },
-    range = range,
+    range = lines_range(ctx),
     context = { diagnostics = to_lsp(bufnr, diags, enc) },
   }
   compat.request(client, "textDocument/codeAction", params, function(err, actions)
@@ -489,7 +566,11 @@ function M.fix(opts)
     for _, kind in ipairs({ "quickfix", "refactor.rewrite" }) do
       for _, a in ipairs(actions or {}) do
         local title = a.title or ""
-        if not pick and title:sub(1, 10) == "Agent fix:" and (a.kind == kind) then
+        local cmd = type(a.command) == "table" and a.command or nil
+        local arg = cmd and type(cmd.arguments) == "table" and cmd.arguments[1]
+        -- Follow-ups have their own command (:AgentFixFollowUp).
+        local follow_up = type(arg) == "table" and present(arg.followUp)
+        if not pick and title:sub(1, 10) == "Agent fix:" and a.kind == kind and not follow_up then
           pick = a
         end
       end
@@ -498,12 +579,7 @@ function M.fix(opts)
       pick = nil
     end
     if not pick then
-      vim.api.nvim_echo({
-        {
-          "agentfix: no diagnostic on this line; say what to do: :AgentFix <instruction>, or select lines",
-          "WarningMsg",
-        },
-      }, true, {})
+      warn("no diagnostic on this line; say what to do: :AgentFix <instruction>, or select lines")
       return
     end
     local command = pick.command
@@ -515,8 +591,130 @@ function M.fix(opts)
     if instruction then
       arg.instruction = instruction
     end
+    if present(opts.model) then
+      arg.model = opts.model
+    end
     M.run(client, bufnr, arg)
   end, bufnr)
+end
+
+--- `:AgentFix [instruction]` (with a range: on those lines).
+--- opts: { instruction?, model?, range?, line1?, line2? }
+function M.fix(opts)
+  opts = opts or {}
+  local ctx = command_context(opts)
+  if ctx then
+    fix_in(ctx, opts)
+  end
+end
+
+--- `:AgentFixModel [instruction]`: picks one of `config.models` with
+--- vim.ui.select, then does what :AgentFix does with that model for the run.
+--- With opts.model, runs with it at once.
+function M.fix_with_model(opts)
+  opts = vim.deepcopy(opts or {})
+  local ctx = command_context(opts)
+  if not ctx then
+    return
+  end
+  if present(opts.model) then
+    return fix_in(ctx, opts)
+  end
+  local models = M.config.models or {}
+  if #models == 0 then
+    warn("no models to pick from (setup({ models = { ... } }))")
+    return
+  end
+  local current = (M.config.settings or {}).model
+  vim.ui.select(models, {
+    prompt = "Agent fix with model:",
+    format_item = function(m)
+      return m == current and (m .. " (settings)") or m
+    end,
+  }, function(choice)
+    if not present(choice) then
+      echo("no model chosen; nothing was sent")
+      return
+    end
+    opts.model = choice
+    fix_in(ctx, opts)
+  end)
+end
+
+--- The runId of the last finished run on `bufnr` (nil if none).
+function M.last_run_id(bufnr)
+  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  return M.last_run_ids[bufnr]
+end
+
+--- `:AgentFixFollowUp [instruction]`: continues the buffer's last run
+--- (opts.run_id overrides it) with an instruction, asked for with
+--- vim.ui.input when not given.
+function M.follow_up(opts)
+  opts = opts or {}
+  local ctx = command_context(opts)
+  if not ctx then
+    return
+  end
+  local run_id = present(opts.run_id) and opts.run_id or M.last_run_ids[ctx.bufnr]
+  if not run_id then
+    warn("no earlier Agent fix on this buffer to follow up on; run :AgentFix first")
+    return
+  end
+  local arg = {
+    uri = vim.uri_from_bufnr(ctx.bufnr),
+    version = compat.buf_version(ctx.bufnr),
+    range = lines_range(ctx),
+    diagnostics = M.diagnostics_for(ctx.bufnr, ctx.first, ctx.last, ctx.enc),
+    followUp = run_id,
+    instruction = present(opts.instruction) and opts.instruction or nil,
+    model = present(opts.model) and opts.model or nil,
+  }
+  return M.execute(ctx.client, ctx.bufnr, arg)
+end
+
+--- `:AgentFixAll [instruction]`: one run with every diagnostic Neovim has for
+--- the buffer (all sources), the range spanning them. Its proposal annotates
+--- the hunks per problem; the review accepts or rejects them per problem.
+function M.fix_all(opts)
+  opts = opts or {}
+  local ctx = command_context(opts)
+  if not ctx then
+    return
+  end
+  local diags = vim.diagnostic.get(ctx.bufnr)
+  if #diags == 0 then
+    warn("no diagnostics in this buffer")
+    return
+  end
+  table.sort(diags, function(a, b)
+    if a.lnum ~= b.lnum then
+      return a.lnum < b.lnum
+    end
+    return (a.col or 0) < (b.col or 0)
+  end)
+  local lsp = to_lsp(ctx.bufnr, diags, ctx.enc)
+  local function before(p, q)
+    return p.line < q.line or (p.line == q.line and p.character < q.character)
+  end
+  local s, e = lsp[1].range.start, lsp[1].range["end"]
+  for _, d in ipairs(lsp) do
+    if before(d.range.start, s) then
+      s = d.range.start
+    end
+    if before(e, d.range["end"]) then
+      e = d.range["end"]
+    end
+  end
+  local arg = {
+    uri = vim.uri_from_bufnr(ctx.bufnr),
+    version = compat.buf_version(ctx.bufnr),
+    range = { start = vim.deepcopy(s), ["end"] = vim.deepcopy(e) },
+    diagnostics = lsp,
+    instruction = present(opts.instruction) and opts.instruction or nil,
+    model = present(opts.model) and opts.model or nil,
+  }
+  return M.run(ctx.client, ctx.bufnr, arg)
 end
 
 --- `:AgentFixCancel`: cancels the running fixes (and an open review).

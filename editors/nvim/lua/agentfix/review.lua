@@ -3,8 +3,11 @@
 --
 -- review = "diff": a new tab shows, per file, the current text (left) and
 -- the proposed text (right) side by side in diff mode; each TextEdit of the
--- proposal is one hunk, labelled with its state. Keys (in both windows):
---   a  accept the hunk under the cursor     r  reject it
+-- proposal is one hunk, labelled with its state. Hunks that share a change
+-- annotation (the hunks of one problem of a fix-all) are one group: `a`/`r`
+-- accept or reject the whole group, and the annotation's label ("calc.py:2:
+-- <message>") is shown on each of its hunks. Keys (in both windows):
+--   a  accept the hunk (group) under the cursor     r  reject it
 --   A  accept every hunk                    R  reject every hunk
 --   ]f [f  next / previous file             q  finish: apply the accepted hunks
 --   ?  help
@@ -186,7 +189,8 @@ local function parse(edit, enc, root)
       if en < s then
         s, en = en, s
       end
-      table.insert(hunks, { edit = e, s = s, e = en, order = i, file = f })
+      local annotation = (type(e.annotationId) == "string") and e.annotationId or nil
+      table.insert(hunks, { edit = e, s = s, e = en, order = i, file = f, annotation = annotation })
     end
     table.sort(hunks, function(a, b)
       if a.s == b.s then
@@ -263,9 +267,68 @@ function Session:hunk_at_cursor()
   return best
 end
 
+--- The hunks accepted or rejected together with `h`: every hunk (of any
+--- file) sharing its change annotation, else `h` alone.
+function Session:group_of(h)
+  if not h.annotation then
+    return { h }
+  end
+  local out = {}
+  for _, x in ipairs(self:all_hunks()) do
+    if x.annotation == h.annotation then
+      table.insert(out, x)
+    end
+  end
+  return out
+end
+
+--- The change annotation of `h` ({label, description?, needsConfirmation?}), if any.
+function Session:annotation_of(h)
+  local a = h.annotation and self.annotations[h.annotation]
+  if type(a) == "table" and type(a.label) == "string" then
+    return a
+  end
+  return nil
+end
+
+--- The groups of the proposal, in hunk order: {id?, label?, description?,
+--- hunks, state} (state "mixed" when its hunks differ).
+function Session:groups()
+  local out, by_id = {}, {}
+  for _, h in ipairs(self:all_hunks()) do
+    local g = h.annotation and by_id[h.annotation]
+    if not g then
+      local a = self:annotation_of(h)
+      g = {
+        id = h.annotation,
+        label = a and a.label,
+        description = a and type(a.description) == "string" and a.description or nil,
+        hunks = {},
+      }
+      if h.annotation then
+        by_id[h.annotation] = g
+      end
+      table.insert(out, g)
+    end
+    table.insert(g.hunks, h)
+  end
+  for _, g in ipairs(out) do
+    g.state = g.hunks[1].state
+    for _, h in ipairs(g.hunks) do
+      if h.state ~= g.state then
+        g.state = "mixed"
+      end
+    end
+  end
+  return out
+end
+
+--- Sets the state of `h` and of the hunks grouped with it.
 function Session:set(h, state)
   if h and not self.done then
-    h.state = state
+    for _, x in ipairs(self:group_of(h)) do
+      x.state = state
+    end
     self:render()
   end
 end
@@ -288,7 +351,7 @@ function Session:reject_at_cursor()
   self:set(self:hunk_at_cursor(), "rejected")
 end
 
-local help = "a/r accept/reject hunk · A/R all · ]f/[f file · q finish"
+local help = "a/r accept/reject hunk (with its problem's) · A/R all · ]f/[f file · q finish"
 
 function Session:render()
   if self.done or not self.new_win then
@@ -306,6 +369,10 @@ function Session:render()
     return (t:gsub("%%", "%%%%"))
   end
   local counts = string.format("%d accepted, %d rejected, %d pending", c.accepted, c.rejected, c.pending)
+  local ngroups = #self:groups()
+  if ngroups < total then
+    counts = string.format("%d problems, %d hunks: %s", ngroups, total, counts)
+  end
   local files = #self.files > 1 and string.format("file %d/%d ", self.file_index, #self.files) or ""
   local label = self.label or "Agent fix"
   if vim.fn.exists("+winbar") == 1 then
@@ -324,12 +391,33 @@ function Session:render()
       if fi == self.file_index then
         local hl = ({ pending = "AgentfixPending", accepted = "AgentfixAccepted", rejected = "AgentfixRejected" })[h.state]
         local text = string.format(" hunk %d/%d: %s ", n, total, h.state)
+        local a = self:annotation_of(h)
+        local chunks
+        if a then
+          local size = #self:group_of(h)
+          text = string.format(
+            " hunk %d/%d · %s%s: %s ",
+            n,
+            total,
+            a.label,
+            size > 1 and string.format(" (%d hunks)", size) or "",
+            h.state
+          )
+          chunks = { { text, hl } }
+          local d = type(a.description) == "string" and a.description or ""
+          if d ~= "" and d ~= "proposed by the agent" then
+            if vim.fn.strchars(d) > 80 then
+              d = vim.fn.strcharpart(d, 0, 79) .. "…"
+            end
+            table.insert(chunks, { " " .. d, "Comment" })
+          end
+        end
         for _, side in ipairs({ "old", "new" }) do
           local buf = ff[side .. "_buf"]
           local count = vim.api.nvim_buf_line_count(buf)
           local line = math.min(h[side .. "_first"], count - 1)
           pcall(vim.api.nvim_buf_set_extmark, buf, ns, line, 0, {
-            virt_text = { { text, hl } },
+            virt_text = chunks or { { text, hl } },
             virt_text_pos = "eol",
           })
         end
@@ -652,9 +740,11 @@ function M.handle(params, client, opts)
     M.last_result = { applied = false, failureReason = problem }
     return M.last_result
   end
+  local annotations = params.edit and params.edit.changeAnnotations
   local s = setmetatable({
     id = next_id,
     files = files,
+    annotations = type(annotations) == "table" and annotations or {},
     enc = enc,
     label = params.label,
     client_id = client.id,
