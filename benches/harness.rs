@@ -35,7 +35,7 @@ impl ModelClient for Instant {
         _: &(dyn Fn(StreamUpdate) + Send + Sync),
     ) -> Result<ModelResponse, ModelError> {
         // The wire cost a real provider pays for every request.
-        let body = encode_request("bench-model", &request);
+        let body = encode_request("bench-model", &request, None);
         std::hint::black_box(serde_json::to_vec(&body).unwrap());
         let n = self.n.fetch_add(1, Ordering::Relaxed) + 1;
         let content = if n < self.turns {

@@ -145,6 +145,32 @@ pub enum ContextEditing {
     Budget,
 }
 
+/// How hard the model thinks before it answers (`effort`), where the model
+/// can be told: Anthropic's extended thinking budget, OpenAI's
+/// `reasoning_effort`. Unset (the default), requests carry neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Effort {
+    /// A little thinking: lint fixes, obvious errors.
+    Low,
+    /// Some thinking.
+    Medium,
+    /// The most: hard bugs.
+    High,
+}
+
+impl Effort {
+    /// The setting's value (`low`, `medium`, `high`), also OpenAI's
+    /// `reasoning_effort`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Effort::Low => "low",
+            Effort::Medium => "medium",
+            Effort::High => "high",
+        }
+    }
+}
+
 /// One entry of the `languageServers` setting.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -215,6 +241,9 @@ pub struct Settings {
     /// Model id (default: a current Claude Sonnet for anthropic, gpt-4.1 for openai).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// How hard the model thinks before it answers: `low`, `medium` or `high`; unset by default (no thinking asked for). Anthropic: an extended thinking budget of 2048, 8192 or 24576 tokens on top of `maxOutputTokens`, for the models that have it (`claude-sonnet-4*`, `claude-opus-4*`, `claude-haiku-4-5`, `claude-3-7-sonnet`; ignored for others, with a warning). OpenAI: `reasoning_effort` for reasoning models (o1, o3, o4-mini, gpt-5*; ignored for others such as gpt-4.1 and gpt-4o, with a warning). OpenAI-compatible servers: sent as `reasoning_effort`, which a server that does not know it ignores. Thinking tokens are billed as output tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effort: Option<Effort>,
     /// API base URL. Anthropic: without `/v1`; OpenAI and compatible servers: with `/v1`. Required for openai-compatible. Not allowed in agentfix.toml.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
@@ -451,6 +480,9 @@ pub struct ProviderConfig {
     /// Ask the provider's token-counting endpoint, where it has one
     /// (`countTokens`; Anthropic only).
     pub count_tokens: bool,
+    /// How hard the model thinks (`effort`): `None` asks for nothing, and
+    /// the requests are what they were without the setting.
+    pub effort: Option<Effort>,
 }
 
 impl ProviderConfig {
@@ -702,6 +734,7 @@ impl Layers<'_> {
             pick!(l, "connectTimeoutSecs", connect_timeout_secs, None::<u64>, DEFAULT_CONNECT_TIMEOUT_SECS).max(1);
         let idle = pick!(l, "idleTimeoutSecs", idle_timeout_secs, None::<u64>, DEFAULT_IDLE_TIMEOUT_SECS).max(1);
         let count_tokens = pick!(l, "countTokens", count_tokens, None::<bool>, DEFAULT_COUNT_TOKENS);
+        let effort = l.effort()?;
         Ok(ProviderConfig {
             kind,
             model,
@@ -711,7 +744,29 @@ impl Layers<'_> {
             connect_timeout: Duration::from_secs(connect),
             idle_timeout: Duration::from_secs(idle),
             count_tokens,
+            effort,
         })
+    }
+
+    /// `effort`: unset unless a layer sets it (`AGENTFIX_EFFORT` in the
+    /// environment).
+    fn effort(&mut self) -> Result<Option<Effort>, ConfigError> {
+        let env = match self.env("AGENTFIX_EFFORT") {
+            None => None,
+            Some(v) => {
+                Some(serde_json::from_value::<Effort>(Value::String(v.trim().to_ascii_lowercase())).map_err(|_| {
+                    ConfigError::Invalid(format!("AGENTFIX_EFFORT=`{v}` is not an effort (known: low, medium, high)"))
+                })?)
+            }
+        };
+        let (effort, source) = match (self.editor.effort, env, self.file.effort) {
+            (Some(e), _, _) => (e, Source::Editor),
+            (None, Some(e), _) => (e, Source::Env),
+            (None, None, Some(e)) => (e, Source::File),
+            (None, None, None) => return Ok(None),
+        };
+        self.sources.push(("effort", source));
+        Ok(Some(effort))
     }
 
     /// `baseUrl`: never from agentfix.toml (a cloned repository must not
@@ -1131,6 +1186,25 @@ mod tests {
         let editor = Settings::from_json(&json!({"projectInstructions": false})).unwrap();
         let c = resolve(&Settings::default(), &editor, &[("AGENTFIX_PROJECT_INSTRUCTIONS", "1")]).unwrap();
         assert_eq!((c.project_instructions, c.source("projectInstructions")), (false, Source::Editor));
+    }
+
+    #[test]
+    fn effort_is_unset_by_default_and_layers() {
+        let c = resolve(&Settings::default(), &Settings::default(), &[]).unwrap();
+        assert_eq!((c.provider.effort, c.source("effort")), (None, Source::Default));
+        let file = Settings::from_toml("effort = \"low\"\n").unwrap();
+        let c = resolve(&file, &Settings::default(), &[]).unwrap();
+        assert_eq!((c.provider.effort, c.source("effort")), (Some(Effort::Low), Source::File));
+        let c = resolve(&file, &Settings::default(), &[("AGENTFIX_EFFORT", " Medium ")]).unwrap();
+        assert_eq!((c.provider.effort, c.source("effort")), (Some(Effort::Medium), Source::Env));
+        let editor = Settings::from_json(&json!({"effort": "high"})).unwrap();
+        let c = resolve(&file, &editor, &[("AGENTFIX_EFFORT", "medium")]).unwrap();
+        assert_eq!((c.provider.effort, c.source("effort")), (Some(Effort::High), Source::Editor));
+        assert_eq!(Effort::High.name(), "high");
+        let e = resolve(&Settings::default(), &Settings::default(), &[("AGENTFIX_EFFORT", "max")]).unwrap_err();
+        assert_eq!(e.to_string(), "AGENTFIX_EFFORT=`max` is not an effort (known: low, medium, high)");
+        let e = Settings::from_json(&json!({"effort": "extreme"})).unwrap_err().to_string();
+        assert!(e.starts_with("invalid agentfix settings: unknown variant `extreme`"), "{e}");
     }
 
     #[test]

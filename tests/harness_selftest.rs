@@ -1906,3 +1906,193 @@ fn the_summary_reply_answers_requests_without_tools_and_leaves_the_script() {
     assert_eq!(mock.remaining(), 1);
     assert!(mock.violations().is_empty(), "{:?}", mock.violations());
 }
+
+#[test]
+fn extended_thinking_is_refused_as_the_real_api_refuses_it() {
+    let mock = MockModel::start();
+    // This test sends invalid requests on purpose to check the mock's validation.
+    mock.expect_violations();
+    let considerations = "Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#important-considerations-when-using-extended-thinking";
+    let hi = json!([{"role": "user", "content": "hi"}]);
+    let thinking = |messages: Value, budget: u64, max_tokens: u64| {
+        let mut body = body_with(messages);
+        body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+        body["max_tokens"] = json!(max_tokens);
+        body
+    };
+    let with = |mut body: Value, field: &str, value: Value| {
+        body[field] = value;
+        body
+    };
+
+    // The budget: at least 1024, and under max_tokens.
+    assert_400(
+        &mock,
+        &thinking(hi.clone(), 1000, 4096),
+        "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024",
+    );
+    let under = "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size";
+    assert_400(&mock, &thinking(hi.clone(), 2048, 2048), under);
+    assert_400(&mock, &thinking(hi.clone(), 24_576, 8192), under);
+    // A forced tool choice, and sampling changes.
+    let good = thinking(hi.clone(), 2048, 4096);
+    for choice in [json!({"type": "any"}), json!({"type": "tool", "name": "read_file"})] {
+        assert_400(
+            &mock,
+            &with(good.clone(), "tool_choice", choice),
+            "Thinking may not be enabled when tool_choice forces tool use.",
+        );
+    }
+    assert_400(
+        &mock,
+        &with(good.clone(), "temperature", json!(0.2)),
+        &format!("`temperature` may only be set to 1 when thinking is enabled. {considerations}"),
+    );
+    assert_400(
+        &mock,
+        &with(good.clone(), "top_k", json!(5)),
+        &format!("`top_k` must be unset when thinking is enabled. {considerations}"),
+    );
+    assert_400(
+        &mock,
+        &with(good.clone(), "top_p", json!(0.5)),
+        &format!("`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled. {considerations}"),
+    );
+    let refused = mock.violations().len();
+
+    // What thinking allows: `auto` and `none` (a summary request), the default sampling.
+    for body in [
+        good.clone(),
+        with(good.clone(), "tool_choice", json!({"type": "auto"})),
+        with(good.clone(), "tool_choice", json!({"type": "none"})),
+        with(good.clone(), "temperature", json!(1)),
+        with(good.clone(), "top_p", json!(0.95)),
+        with(body_with(hi.clone()), "thinking", json!({"type": "disabled"})),
+        // Without thinking, sampling and forced choices are fine.
+        with(with(body_with(hi.clone()), "tool_choice", json!({"type": "any"})), "temperature", json!(0.2)),
+    ] {
+        mock.push(text_reply("ok"));
+        let response = post(&mock, &body);
+        assert_eq!(response.status, 200, "{body}: {}", response.body);
+    }
+
+    // A tool result after the final assistant turn: that turn must start with its thinking.
+    let result =
+        json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_A", "content": "x"}]});
+    let call = json!({"type": "tool_use", "id": "toolu_A", "name": "read_file", "input": {"path": "a"}});
+    let signed = json!({"type": "thinking", "thinking": "Read a first.", "signature": "EqQBCkgIAR=="});
+    let turn = |content: Value| json!([{"role": "user", "content": "hi"}, {"role": "assistant", "content": content}, result.clone()]);
+    let dropped = |found: &str| {
+        format!(
+            "messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{found}`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+        )
+    };
+    assert_400(&mock, &thinking(turn(json!([call.clone()])), 2048, 4096), &dropped("tool_use"));
+    let text = json!({"type": "text", "text": "Let me look."});
+    assert_400(&mock, &thinking(turn(json!([text.clone(), call.clone()])), 2048, 4096), &dropped("text"));
+    // Two exchanges into the turn, its first message is still the one that must think.
+    let long_turn = |first: Value, later: Value| {
+        json!([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [first, call.clone()]},
+            result.clone(),
+            {"role": "assistant", "content": [later, {"type": "tool_use", "id": "toolu_B", "name": "read_file", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_B", "content": "y"}]}
+        ])
+    };
+    assert_400(&mock, &thinking(long_turn(text.clone(), signed.clone()), 2048, 4096), &dropped("text"));
+    // The same on the counting endpoint, which has no max_tokens to compare the budget with.
+    let mut count = thinking(turn(json!([call.clone()])), 2048, 1);
+    count.as_object_mut().unwrap().remove("max_tokens");
+    let counted = post_with(&mock, "/v1/messages/count_tokens", GOOD_HEADERS, &count);
+    assert_eq!((counted.status, counted.error_message()), (400, dropped("tool_use").as_str()));
+    let refused = refused + 4;
+    let mut count = thinking(turn(json!([signed.clone(), call.clone()])), 2048, 1);
+    count.as_object_mut().unwrap().remove("max_tokens");
+    assert_eq!(post_with(&mock, "/v1/messages/count_tokens", GOOD_HEADERS, &count).status, 200);
+    for (body, why) in [
+        (thinking(turn(json!([signed.clone(), text.clone(), call.clone()])), 2048, 4096), "kept"),
+        (
+            thinking(turn(json!([{"type": "redacted_thinking", "data": "opaque=="}, call.clone()])), 2048, 4096),
+            "redacted",
+        ),
+        (body_with(turn(json!([text.clone(), call.clone()]))), "no thinking asked for"),
+        // Claude thinks at the start of a turn only: its later messages need no thinking.
+        (thinking(long_turn(signed.clone(), text.clone()), 2048, 4096), "a later message without thinking"),
+        // A new user turn (no tool results) needs none either.
+        (
+            thinking(
+                json!([
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": [call.clone()]},
+                    result.clone(),
+                    {"role": "assistant", "content": [text.clone()]},
+                    {"role": "user", "content": "And the other file?"}
+                ]),
+                2048,
+                4096,
+            ),
+            "a new user turn",
+        ),
+    ] {
+        mock.push(text_reply("ok"));
+        let response = post(&mock, &body);
+        assert_eq!(response.status, 200, "{why}: {}", response.body);
+    }
+    assert_eq!(mock.violations().len(), refused, "{:#?}", mock.violations());
+}
+
+#[test]
+fn reasoning_models_refuse_what_openai_refuses() {
+    let mock = MockModel::start();
+    // This test sends invalid requests on purpose to check the mock's validation.
+    mock.expect_violations();
+    let hi = json!([{"role": "user", "content": "hi"}]);
+    let body = |model: &str, extra: Value| {
+        let mut body = openai_body(hi.clone());
+        body["model"] = json!(model);
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        body
+    };
+    let no_max_tokens =
+        "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.";
+    for model in ["o3", "o4-mini", "gpt-5", "gpt-5-mini-2025-08-07", "o1"] {
+        assert_openai_400(&mock, &body(model, json!({"max_tokens": 64})), no_max_tokens);
+    }
+    assert_openai_400(
+        &mock,
+        &body("o4-mini", json!({"max_completion_tokens": 64, "temperature": 0.2})),
+        "Unsupported value: 'temperature' does not support 0.2 with this model. Only the default (1) value is supported.",
+    );
+    for model in ["gpt-4.1", "gpt-4o-mini"] {
+        assert_openai_400(
+            &mock,
+            &body(model, json!({"reasoning_effort": "high"})),
+            "Unsupported parameter: 'reasoning_effort' is not supported with this model.",
+        );
+    }
+    assert_openai_400(
+        &mock,
+        &body("o3", json!({"reasoning_effort": "extreme"})),
+        "Invalid value: 'extreme'. Supported values are: 'minimal', 'low', 'medium', and 'high'.",
+    );
+    let error = openai_post(&mock, &body("o3", json!({"max_tokens": 64}))).json()["error"].clone();
+    assert_eq!((&error["param"], &error["code"]), (&json!("max_tokens"), &json!("unsupported_parameter")));
+    let refused = mock.violations().len();
+
+    for accepted in [
+        body("o3", json!({"max_completion_tokens": 64, "reasoning_effort": "high"})),
+        body("gpt-5", json!({"max_completion_tokens": 64, "reasoning_effort": "minimal", "temperature": 1})),
+        body("gpt-4.1", json!({"max_tokens": 64, "temperature": 0.2})),
+        body("gpt-4o", json!({"max_completion_tokens": 64})),
+        // A compatible server's model takes whatever it is sent.
+        body("qwen3", json!({"max_tokens": 64, "reasoning_effort": "low"})),
+    ] {
+        mock.push(openai_text("ok"));
+        let response = openai_post(&mock, &accepted);
+        assert_eq!(response.status, 200, "{accepted}: {}", response.text());
+    }
+    assert_eq!(mock.violations().len(), refused);
+}

@@ -106,6 +106,58 @@ fn streams_split_mid_utf8_and_echoes_thinking_verbatim() {
     assert_eq!(requests[0].body["stream"], true);
     // The assistant turn goes back exactly as it came, thinking signature included.
     assert_eq!(requests[1].body["messages"][1]["content"], first["content"]);
+    // No effort set: no thinking asked for, max_tokens as configured.
+    assert!(requests.iter().all(|r| r.body.get("thinking").is_none() && r.body["max_tokens"] == 8192));
+}
+
+/// A signed thinking block, as the API sends it before the rest of a turn.
+fn thinking_block(signature: &str) -> Value {
+    json!({"type": "thinking", "thinking": "b can be 0: guard it, keep the rest. 漢字", "signature": signature})
+}
+
+/// `reply` (a scripted message) as a model with extended thinking writes it: its thinking first.
+fn thinking_first(reply: Reply, signature: &str) -> Value {
+    let mut m = message_of(reply);
+    let mut content = vec![thinking_block(signature)];
+    content.extend(m["content"].as_array().unwrap().iter().cloned());
+    m["content"] = Value::Array(content);
+    m
+}
+
+#[test]
+fn effort_runs_the_loop_with_extended_thinking_and_echoes_every_thinking_turn() {
+    let ws = workspace("effort = \"high\"\n");
+    let mock = MockModel::start();
+    // Claude thinks at the start of the turn; after tool results it goes on without.
+    let first = thinking_first(tool_reply(&[("toolu_read", "read_file", json!({"path": "calc.py"}))]), "EqQBCkgIAR==");
+    mock.push(Reply::Message(first.clone()));
+    mock.push(edit_reply());
+    mock.push(text_reply("Guarded b == 0."));
+    let out = fix(&ws, &mock);
+    assert_fixed(&ws, &out);
+    // The mock refuses a tool result in a thinking turn whose thinking was dropped: none was.
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3);
+    for r in &requests {
+        assert_eq!(r.body["thinking"], json!({"type": "enabled", "budget_tokens": 24_576}));
+        assert_eq!(r.body["max_tokens"], 8192 + 24_576, "the budget on top of maxOutputTokens");
+    }
+    assert_eq!(requests[1].body["messages"][1]["content"], first["content"]);
+    assert_eq!(requests[2].body["messages"][1]["content"], first["content"]);
+
+    // A run a limit stopped: the closing summary (`tool_choice: none`) keeps thinking on.
+    let ws = workspace("effort = \"low\"\nmaxTurns = 1\n");
+    let mock = MockModel::start();
+    mock.push(Reply::Message(thinking_first(edit_reply(), "Eq3")));
+    mock.push(text_reply("Guarded b == 0; out of turns."));
+    let out = fix(&ws, &mock);
+    assert!(stderr(&out).contains("Guarded b == 0; out of turns."), "{}", stderr(&out));
+    let summary = mock.requests().last().unwrap().body.clone();
+    assert_eq!(summary["tool_choice"], json!({"type": "none"}));
+    assert_eq!(summary["thinking"], json!({"type": "enabled", "budget_tokens": 2048}));
+    assert_eq!(summary["max_tokens"], 1024 + 2048);
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
 }
 
 #[test]
@@ -430,6 +482,7 @@ fn check_reports_the_configuration_and_the_connection() {
     assert!(said.contains("api key: ANTHROPIC_API_KEY is set"));
     assert!(said.contains("maxTurns: 7 (agentfix.toml)"));
     assert!(said.contains("countTokens: false (default)"), "{said}");
+    assert!(said.contains("effort: none (default)"), "{said}");
     assert!(said.contains("connection: ok (HTTP 200 from GET"), "{said}");
     assert!(!said.contains(API_KEY) && !stderr(&out).contains(API_KEY));
 
@@ -452,6 +505,33 @@ fn check_reports_the_configuration_and_the_connection() {
     let out = run(&ws, &[("OPENAI_API_KEY", "k")], &["check", "--offline", "--settings", settings]);
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains("countTokens: true (editor settings; ignored: Anthropic only)"), "{said}");
+    // What the effort does with the model, or why it does nothing.
+    for (settings, env, line) in [
+        (
+            r#"{"effort": "high"}"#,
+            ("ANTHROPIC_API_KEY", "k"),
+            "effort: high (editor settings; extended thinking, budget_tokens 24576 on top of maxOutputTokens)",
+        ),
+        (
+            r#"{"model": "claude-3-5-haiku-latest"}"#,
+            ("AGENTFIX_EFFORT", "low"),
+            "effort: low (environment; ignored: claude-3-5-haiku-latest is not known to have extended thinking)",
+        ),
+        (
+            r#"{"provider": "openai", "model": "o4-mini", "effort": "medium"}"#,
+            ("OPENAI_API_KEY", "k"),
+            "effort: medium (editor settings; reasoning_effort \"medium\")",
+        ),
+        (
+            r#"{"provider": "openai", "effort": "medium"}"#,
+            ("OPENAI_API_KEY", "k"),
+            "effort: medium (editor settings; ignored: gpt-4.1 is not a reasoning model)",
+        ),
+    ] {
+        let out = run(&ws, &[env, ("ANTHROPIC_API_KEY", "k")], &["check", "--offline", "--settings", settings]);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.contains(line), "{settings}: {said}");
+    }
     let out = run(&ws, &[], &["check", "--offline"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("ANTHROPIC_API_KEY is NOT set"));
@@ -698,6 +778,171 @@ fn provider_for(mock: &MockModel, settings: Value, key: &str) -> std::sync::Arc<
     agentfix::providers::from_config(&config.provider).unwrap()
 }
 
+/// A hand-written stream of a thinking turn: the thinking in several `thinking_delta`s, its
+/// `signature_delta`, a text and a `read_file` call, split at every few bytes.
+fn thinking_stream(signature: &str) -> Vec<Chunk> {
+    let start = json!({"message": {"id": "msg_think", "type": "message", "role": "assistant", "model": null,
+        "content": [], "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": null, "output_tokens": 1}}});
+    let delta = |index: u64, delta: Value| sse_event("content_block_delta", json!({"index": index, "delta": delta}));
+    let events = vec![
+        sse_event("message_start", start),
+        sse_event(
+            "content_block_start",
+            json!({"index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+        ),
+        delta(0, json!({"type": "thinking_delta", "thinking": "The file first; "})),
+        delta(0, json!({"type": "thinking_delta", "thinking": "then the guard. 😀"})),
+        delta(0, json!({"type": "signature_delta", "signature": signature})),
+        sse_event("content_block_stop", json!({"index": 0})),
+        sse_event("content_block_start", json!({"index": 1, "content_block": {"type": "text", "text": ""}})),
+        delta(1, json!({"type": "text_delta", "text": "Reading."})),
+        sse_event("content_block_stop", json!({"index": 1})),
+        sse_event(
+            "content_block_start",
+            json!({"index": 2, "content_block": {"type": "tool_use", "id": "toolu_sse", "name": "read_file", "input": {}}}),
+        ),
+        delta(2, json!({"type": "input_json_delta", "partial_json": "{\"path\": "})),
+        delta(2, json!({"type": "input_json_delta", "partial_json": "\"calc.py\"}"})),
+        sse_event("content_block_stop", json!({"index": 2})),
+        sse_event(
+            "message_delta",
+            json!({"delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 40}}),
+        ),
+        sse_event("message_stop", json!({})),
+    ];
+    split_bytes(events)
+}
+
+/// The first request of a fix, its thinking turn, and the tool result that answers it.
+fn thinking_round(answer: agentfix::model::Message) -> (Vec<agentfix::model::Message>, Vec<agentfix::model::ToolSpec>) {
+    use agentfix::model::{Block, Message, Role};
+    let (_, tools) = counted_conversation();
+    let id = answer.tool_calls().next().map(|(id, _, _)| id.to_string()).expect("a tool call");
+    let messages = vec![
+        Message::user_text("Fix the division in calc.py."),
+        answer,
+        Message {
+            role: Role::User,
+            content: vec![Block::ToolResult { tool_use_id: id, content: CALC.into(), is_error: false }],
+            raw: None,
+        },
+    ];
+    (messages, tools)
+}
+
+#[tokio::test]
+async fn a_thinking_turn_and_its_tool_result_round_trip_through_the_provider_json_and_sse() {
+    use agentfix::model::{Message, ModelRequest};
+    let mock = MockModel::start();
+    let model = provider_for(&mock, json!({"model": "claude-sonnet-4-5", "effort": "medium"}), API_KEY);
+    let (_, tools) = counted_conversation();
+    let task = vec![Message::user_text("Fix the division in calc.py.")];
+    fn ask<'a>(messages: &'a [Message], tools: &'a [agentfix::model::ToolSpec]) -> ModelRequest<'a> {
+        ModelRequest { system: "You fix code.", messages, tools, max_output_tokens: 1024, allow_tools: true }
+    }
+    // A message object (streamed by the mock as thinking_delta and signature_delta events)…
+    let json_turn = thinking_first(tool_reply(&[("toolu_json", "read_file", json!({"path": "calc.py"}))]), "EuYBCkQ=");
+    // …and a hand-written stream.
+    for (scripted, raw) in [
+        (Reply::Message(json_turn.clone()), Some(json_turn["content"].clone())),
+        (Reply::Sse(thinking_stream("EqQBCkgIAR==")), None),
+    ] {
+        mock.push(scripted);
+        let turn = model.complete(ask(&task, &tools), &|_| {}).await.unwrap();
+        let echoed = turn.message.raw.clone().expect("the turn is kept as it came");
+        assert_eq!(echoed[0]["type"], "thinking");
+        if let Some(raw) = raw {
+            assert_eq!(echoed, raw);
+        } else {
+            assert_eq!(
+                echoed[0],
+                json!({"type": "thinking", "thinking": "The file first; then the guard. 😀", "signature": "EqQBCkgIAR=="})
+            );
+        }
+        let (messages, _) = thinking_round(turn.message);
+        mock.push(text_reply("Guarded b == 0."));
+        let done = model.complete(ask(&messages, &tools), &|_| {}).await.unwrap();
+        assert_eq!(done.message.text(), "Guarded b == 0.");
+        let sent = mock.requests().last().unwrap().body.clone();
+        assert_eq!(sent["thinking"], json!({"type": "enabled", "budget_tokens": 8192}));
+        assert_eq!(sent["max_tokens"], 1024 + 8192);
+        assert_eq!(sent["messages"][1]["content"], echoed, "the thinking turn goes back verbatim");
+        // The summary request too: thinking with `tool_choice: none`.
+        mock.push(text_reply("Guarded b == 0."));
+        let summary = ModelRequest { allow_tools: false, ..ask(&messages, &tools) };
+        model.complete(summary, &|_| {}).await.unwrap();
+        let sent = mock.requests().last().unwrap().body.clone();
+        assert_eq!(
+            (&sent["tool_choice"], &sent["thinking"]["budget_tokens"]),
+            (&json!({"type": "none"}), &json!(8192))
+        );
+    }
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+    assert_eq!(mock.remaining(), 0);
+}
+
+#[tokio::test]
+async fn a_thinking_turn_without_its_thinking_block_is_sent_without_thinking_not_refused() {
+    use agentfix::model::ModelRequest;
+    let mock = MockModel::start();
+    let model = provider_for(&mock, json!({"model": "claude-sonnet-4-5", "effort": "low"}), API_KEY);
+    let turn = thinking_first(tool_reply(&[("toolu_drop", "read_file", json!({"path": "calc.py"}))]), "EuYBCkQ=");
+    let mut rebuilt = agentfix::providers::anthropic::decode_response(turn).unwrap().message;
+    // The turn's start without its thinking (a history edited by its caller): with thinking on,
+    // the mock refuses that as the API does, so the provider goes without thinking for it.
+    rebuilt.raw.as_mut().unwrap().as_array_mut().unwrap().remove(0);
+    let (messages, tools) = thinking_round(rebuilt);
+    let request = ModelRequest {
+        system: "You fix code.",
+        messages: &messages,
+        tools: &tools,
+        max_output_tokens: 1024,
+        allow_tools: true,
+    };
+    mock.push(text_reply("Guarded b == 0."));
+    model.complete(request, &|_| {}).await.unwrap();
+    let sent = mock.requests().last().unwrap().body.clone();
+    assert!(sent.get("thinking").is_none() && sent["max_tokens"] == 1024, "{sent}");
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+}
+
+#[tokio::test]
+async fn effort_reaches_openai_as_reasoning_effort_only_where_the_model_takes_it() {
+    use agentfix::model::{Message, ModelRequest};
+    let mock = MockModel::start();
+    mock.set_openai_auth_optional(true);
+    let messages = vec![Message::user_text("Fix the division in calc.py.")];
+    let (_, tools) = counted_conversation();
+    let request = ModelRequest {
+        system: "You fix code.",
+        messages: &messages,
+        tools: &tools,
+        max_output_tokens: 512,
+        allow_tools: true,
+    };
+    // (settings, reasoning_effort sent, the output cap's field): the mock refuses max_tokens on
+    // reasoning models and reasoning_effort on GPT-4 models, as OpenAI does.
+    for (settings, effort, cap) in [
+        (json!({"provider": "openai", "model": "o3"}), None, "max_completion_tokens"),
+        (json!({"provider": "openai", "model": "o3", "effort": "medium"}), Some("medium"), "max_completion_tokens"),
+        (json!({"provider": "openai", "model": "gpt-5-mini", "effort": "high"}), Some("high"), "max_completion_tokens"),
+        (json!({"provider": "openai", "model": "gpt-4.1", "effort": "high"}), None, "max_completion_tokens"),
+        (json!({"provider": "openai-compatible", "model": "qwen3"}), None, "max_tokens"),
+        (json!({"provider": "openai-compatible", "model": "qwen3", "effort": "low"}), Some("low"), "max_tokens"),
+    ] {
+        let model = provider_for(&mock, settings.clone(), API_KEY);
+        mock.push(openai_text("Guarded b == 0."));
+        model.complete(request, &|_| {}).await.unwrap_or_else(|e| panic!("{settings}: {e:?}"));
+        let sent = mock.requests().last().unwrap().body.clone();
+        assert_eq!(sent.get("reasoning_effort").and_then(Value::as_str), effort, "{settings}");
+        assert_eq!(sent[cap], 512, "{settings}");
+        let other = if cap == "max_tokens" { "max_completion_tokens" } else { "max_tokens" };
+        assert!(sent.get(other).is_none() && sent.get("temperature").is_none(), "{settings}: {sent}");
+        assert_eq!(model.output_ceiling(512), 512, "reasoning counts within the cap");
+    }
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+}
+
 /// A conversation with a tool call and a long result: system blocks, tools and cache markers
 /// all count.
 fn counted_conversation() -> (Vec<agentfix::model::Message>, Vec<agentfix::model::ToolSpec>) {
@@ -837,6 +1082,35 @@ fn talkative_session(api: &str, turns: usize) -> Vec<Reply> {
         _ => openai_text("Guarded b == 0."),
     });
     replies
+}
+
+#[test]
+fn with_effort_a_compacted_turn_goes_on_without_thinking_as_the_api_requires() {
+    // As in the compaction test below: past 80 % of 12,000 the older turns are summarised.
+    let ws = workspace("maxTurns = 30\n");
+    let mock = MockModel::start();
+    mock.set_summary_reply("Guarded the division in calc.py; searched the helpers; none left.");
+    let mut replies = talkative_session("anthropic", 14);
+    // The turn's first message thinks, as Claude does; compaction will not keep it.
+    replies[0] = Reply::Message(thinking_first(replies.remove(0), "EqQBCkgIAR=="));
+    mock.push_all(replies);
+    let mut env = anthropic_env(&mock);
+    env.push(("AGENTFIX_CONTEXT_BUDGET", "12000".into()));
+    env.push(("AGENTFIX_EFFORT", "low".into()));
+    let out = fix_with(&ws, &env);
+    assert_fixed(&ws, &out);
+    // Sending thinking after the compaction would have been refused (the turn no longer starts
+    // with its thinking block): the mock saw no such request.
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+    let requests = mock.requests();
+    let compaction = requests.iter().position(|r| r.body["tool_choice"]["type"] == "none").expect("a compaction");
+    let thinks = |r: &Recorded| r.body["thinking"] == json!({"type": "enabled", "budget_tokens": 2048});
+    assert!(requests[..=compaction].iter().all(thinks), "before, and the compaction request itself");
+    let after = &requests[compaction + 1..];
+    assert!(!after.is_empty() && after.iter().all(|r| r.body.get("thinking").is_none()));
+    // Without thinking, max_tokens is what the loop asks: 8192, or 2048 for a later compaction.
+    let asked = |r: &Recorded| if r.body["tool_choice"]["type"] == "none" { 2048 } else { 8192 };
+    assert!(after.iter().all(|r| r.body["max_tokens"] == asked(r)), "no budget, no extra room");
 }
 
 #[test]

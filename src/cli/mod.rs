@@ -203,6 +203,8 @@ pub async fn check(args: CheckArgs) -> ExitCode {
         ""
     };
     println!("countTokens: {} ({}{ignored})", provider.count_tokens, src("countTokens"));
+    let effort = provider.effort.map_or("none", |e| e.name());
+    println!("effort: {effort} ({}{})", src("effort"), providers::effort_note(provider));
     match config.price() {
         Some(p) => println!(
             "prices of {}: ${} input, ${} output, ${} cache read, ${} cache write per million tokens ({})",

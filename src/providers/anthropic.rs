@@ -16,6 +16,17 @@
 //! Messages body of the same request minus the fields that endpoint refuses
 //! ([`encode_count_request`]), so the count covers the same system blocks,
 //! tools and `cache_control` markers as the request it measures.
+//!
+//! With `effort` set and a model that has extended thinking
+//! ([`thinking_for`]), every request asks for it
+//! (`thinking: {type: "enabled", budget_tokens}`, [`Thinking`]), requests
+//! without tools included (`tool_choice: none` is allowed with thinking; only
+//! a forced choice is refused), so a conversation stays in one thinking mode
+//! and its cached prefix stays valid. The thinking blocks come back with
+//! their signatures and are echoed verbatim like any assistant content; a
+//! request continuing a turn whose thinking start is gone (compacted away)
+//! goes without thinking, which the API would refuse there
+//! ([`turn_keeps_its_thinking`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -27,6 +38,7 @@ use serde_json::{Value, json};
 use super::ModelClient;
 use super::http::{self, Endpoint};
 use super::retry::with_retries;
+use crate::config::Effort;
 use crate::model::{
     Block, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse, Role, StopReason, StreamUpdate, ToolInput,
     Usage,
@@ -48,6 +60,73 @@ pub struct Anthropic {
     endpoint: Endpoint,
     /// Whether [`ModelClient::count_tokens`] asks the API (`countTokens`).
     count_tokens: bool,
+    /// Extended thinking on every request (`effort`, for a model that has it).
+    thinking: Option<Thinking>,
+}
+
+/// The smallest `budget_tokens` the API accepts.
+pub const MIN_THINKING_BUDGET: u32 = 1024;
+
+/// The extended thinking budget of each `effort`, in tokens: `low` a couple
+/// of thousand (a lint fix needs little), `medium` as much as the default
+/// `maxOutputTokens`, `high` three times that. All at least
+/// [`MIN_THINKING_BUDGET`], and far enough under every model's output limit
+/// that the answer keeps its room (see [`Thinking::sizes`]).
+pub fn thinking_budget(effort: Effort) -> u32 {
+    match effort {
+        Effort::Low => 2048,
+        Effort::Medium => 8192,
+        Effort::High => 24_576,
+    }
+}
+
+/// The models known to have extended thinking, by id prefix (the longest
+/// match wins), with the most output tokens, thinking included, one response
+/// of theirs may have (the API refuses a larger `max_tokens`).
+pub const THINKING_MODELS: &[(&str, u32)] = &[
+    ("claude-opus-4-5", 64_000),
+    ("claude-opus-4", 32_000),
+    ("claude-sonnet-4", 64_000),
+    ("claude-3-7-sonnet", 64_000),
+    ("claude-haiku-4-5", 64_000),
+];
+
+/// Extended thinking as one client asks for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Thinking {
+    /// `budget_tokens` ([`thinking_budget`]).
+    pub budget_tokens: u32,
+    /// The model's output limit ([`THINKING_MODELS`]).
+    pub max_output: u32,
+}
+
+impl Thinking {
+    /// `(max_tokens, budget_tokens)` of a request that asks for `requested`
+    /// output tokens. Thinking tokens count against `max_tokens`, and the API
+    /// wants `budget_tokens < max_tokens`, so `max_tokens` is raised to the
+    /// budget plus the requested output: the answer keeps all the room the
+    /// caller asked for. Past the model's output limit `max_tokens` stays at
+    /// that limit (or at `requested`, when that is more) and the budget takes
+    /// its share of it, leaving at least one token. `None` when what is left
+    /// is under [`MIN_THINKING_BUDGET`]: the request goes without thinking.
+    pub fn sizes(self, requested: u32) -> Option<(u32, u32)> {
+        let max_tokens = requested.saturating_add(self.budget_tokens).min(self.max_output.max(requested));
+        let budget = self.budget_tokens.min(max_tokens.saturating_sub(1));
+        (budget >= MIN_THINKING_BUDGET).then_some((max_tokens, budget))
+    }
+}
+
+/// Whether `model` is known to have extended thinking: its output limit.
+pub fn thinking_model(model: &str) -> Option<u32> {
+    THINKING_MODELS.iter().filter(|(prefix, _)| model.starts_with(prefix)).max_by_key(|(p, _)| p.len()).map(|(_, n)| *n)
+}
+
+/// The thinking `effort` asks of `model`: `None` when unset, or when the
+/// model is not known to think (the API would refuse `thinking`).
+pub fn thinking_for(model: &str, effort: Option<Effort>) -> Option<Thinking> {
+    let effort = effort?;
+    let max_output = thinking_model(model)?;
+    Some(Thinking { budget_tokens: thinking_budget(effort), max_output })
 }
 
 /// The answer of `POST /v1/messages/count_tokens` (the SDK's
@@ -66,7 +145,25 @@ impl Anthropic {
             count_url: format!("{base}/v1/messages/count_tokens"),
             endpoint,
             count_tokens: false,
+            thinking: None,
         }
+    }
+
+    /// With `effort` set, every request asks for extended thinking
+    /// ([`thinking_for`]); a model not known to have it is asked for none,
+    /// with a warning (`agentfix check` says so too).
+    pub fn with_effort(mut self, effort: Option<Effort>) -> Self {
+        self.thinking = thinking_for(&self.endpoint.model, effort);
+        if let Some(effort) = effort
+            && self.thinking.is_none()
+        {
+            tracing::warn!(
+                model = %self.endpoint.model,
+                effort = effort.name(),
+                "the model is not known to have extended thinking; effort is ignored"
+            );
+        }
+        self
     }
 
     /// With `on`, [`ModelClient::count_tokens`] asks the API's counting
@@ -167,7 +264,7 @@ impl ModelClient for Anthropic {
         request: ModelRequest<'_>,
         updates: &(dyn Fn(StreamUpdate) + Send + Sync),
     ) -> Result<ModelResponse, ModelError> {
-        let mut body = encode_request(&self.endpoint.model, &request);
+        let mut body = encode_request(&self.endpoint.model, &request, self.thinking);
         body["stream"] = Value::Bool(true);
         with_retries(self.endpoint.max_retries, updates, |_| self.attempt(&body, updates)).await
     }
@@ -176,10 +273,15 @@ impl ModelClient for Anthropic {
         if !self.count_tokens {
             return Ok(None);
         }
-        let body = encode_count_request(&self.endpoint.model, &request);
+        let body = encode_count_request(&self.endpoint.model, &request, self.thinking);
         let n = with_retries(self.endpoint.max_retries, &|_| {}, |_| self.count_attempt(&body)).await?;
         tracing::debug!(input_tokens = n, messages = request.messages.len(), "counted the prompt");
         Ok(Some(n))
+    }
+
+    /// With thinking, the `max_tokens` the request is sent with.
+    fn output_ceiling(&self, requested: u32) -> u32 {
+        self.thinking.and_then(|t| t.sizes(requested)).map_or(requested, |(max_tokens, _)| max_tokens)
     }
 
     async fn check(&self) -> Result<String, ModelError> {
@@ -446,8 +548,10 @@ fn http_error(status: u16, body: &str, key_source: &str) -> ModelError {
     }
 }
 
-/// The request body of the Messages API.
-pub fn encode_request(model: &str, req: &ModelRequest<'_>) -> Value {
+/// The request body of the Messages API; with `thinking`, extended thinking
+/// is asked for and `max_tokens` raised to make room for it
+/// ([`Thinking::sizes`]). Without, the body is what it always was.
+pub fn encode_request(model: &str, req: &ModelRequest<'_>, thinking: Option<Thinking>) -> Value {
     let tools: Vec<Value> = req
         .tools
         .iter()
@@ -455,6 +559,7 @@ pub fn encode_request(model: &str, req: &ModelRequest<'_>) -> Value {
         .collect();
     let mut messages: Vec<Value> = req.messages.iter().map(encode_message).collect();
     mark_rolling_breakpoints(&mut messages);
+    let thinking = thinking.filter(|_| turn_keeps_its_thinking(&messages));
     let mut body = json!({
         "model": model,
         "max_tokens": req.max_output_tokens,
@@ -466,10 +571,35 @@ pub fn encode_request(model: &str, req: &ModelRequest<'_>) -> Value {
     if !tools.is_empty() {
         body["tools"] = Value::Array(tools);
         if !req.allow_tools {
+            // Allowed with thinking: only a forced choice (`any`, `tool`) is refused.
             body["tool_choice"] = json!({"type": "none"});
         }
     }
+    if let Some((max_tokens, budget_tokens)) = thinking.and_then(|t| t.sizes(req.max_output_tokens)) {
+        body["max_tokens"] = json!(max_tokens);
+        body["thinking"] = json!({"type": "enabled", "budget_tokens": budget_tokens});
+    }
     body
+}
+
+/// Whether the assistant turn a request continues starts with its thinking
+/// block, as the API requires with thinking on. A turn runs from the first
+/// assistant message after the last user message without tool results,
+/// through every tool result since; Claude thinks at the start of a turn
+/// only, so its later messages have no thinking block. A turn whose start was
+/// edited away (compaction keeps only the newest exchanges of a long turn)
+/// cannot carry thinking any more: its requests go without, as the API's
+/// error advises, and thinking is back with the next user turn.
+fn turn_keeps_its_thinking(messages: &[Value]) -> bool {
+    let results = |m: &Value| m["content"].as_array().is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"));
+    let continues = messages.last().is_some_and(|m| m["role"] == "user" && results(m));
+    let start = messages.iter().rposition(|m| m["role"] == "user" && !results(m)).map_or(0, |i| i + 1);
+    match messages.get(start) {
+        Some(m) if continues && m["role"] == "assistant" => {
+            matches!(m["content"][0]["type"].as_str(), Some("thinking" | "redacted_thinking"))
+        }
+        _ => true,
+    }
 }
 
 /// The top-level fields `POST /v1/messages/count_tokens` accepts (the SDK's
@@ -483,8 +613,8 @@ pub const COUNT_FIELDS: &[&str] =
 /// builds, so the count covers exactly what that request sends (system
 /// blocks, tools, `tool_choice`, cache markers), without the fields the
 /// counting endpoint refuses.
-pub fn encode_count_request(model: &str, req: &ModelRequest<'_>) -> Value {
-    let mut body = encode_request(model, req);
+pub fn encode_count_request(model: &str, req: &ModelRequest<'_>, thinking: Option<Thinking>) -> Value {
+    let mut body = encode_request(model, req, thinking);
     if let Some(fields) = body.as_object_mut() {
         fields.retain(|k, _| COUNT_FIELDS.contains(&k.as_str()));
     }
@@ -634,7 +764,7 @@ mod tests {
         }];
         let req =
             ModelRequest { system: "sys", messages: &msgs, tools: &tools, max_output_tokens: 100, allow_tools: true };
-        let body = encode_request("m", &req);
+        let body = encode_request("m", &req, None);
         assert_eq!(body["messages"][1]["content"], raw["content"]);
         // The user's text, with the rolling cache breakpoint.
         assert_eq!(
@@ -662,7 +792,7 @@ mod tests {
             result("t2"),
         ];
         let req = ModelRequest { system: "sys", messages: &msgs, tools: &[], max_output_tokens: 10, allow_tools: true };
-        let body = encode_request("m", &req);
+        let body = encode_request("m", &req, None);
         assert_eq!(body["system"], json!([{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}]));
         let marked: Vec<usize> = (0..msgs.len())
             .filter(|&i| {
@@ -679,7 +809,7 @@ mod tests {
         let empty = vec![Message::user_text("")];
         let req =
             ModelRequest { system: "sys", messages: &empty, tools: &[], max_output_tokens: 10, allow_tools: true };
-        assert!(encode_request("m", &req)["messages"][0]["content"][0].get("cache_control").is_none());
+        assert!(encode_request("m", &req, None)["messages"][0]["content"][0].get("cache_control").is_none());
     }
 
     #[test]
@@ -692,8 +822,8 @@ mod tests {
         }];
         let req =
             ModelRequest { system: "sys", messages: &msgs, tools: &tools, max_output_tokens: 64, allow_tools: false };
-        let mut full = encode_request("m", &req);
-        let count = encode_count_request("m", &req);
+        let mut full = encode_request("m", &req, None);
+        let count = encode_count_request("m", &req, None);
         assert!(count.get("max_tokens").is_none() && count.get("stream").is_none(), "{count}");
         // Everything else is the same, cache markers and tool_choice included.
         full.as_object_mut().unwrap().remove("max_tokens");
@@ -701,6 +831,175 @@ mod tests {
         assert_eq!(count["tool_choice"], json!({"type": "none"}));
         assert_eq!(count["system"][0]["cache_control"], json!({"type": "ephemeral"}));
         assert!(count.as_object().unwrap().keys().all(|k| COUNT_FIELDS.contains(&k.as_str())));
+    }
+
+    fn endpoint(model: &str) -> Endpoint {
+        Endpoint {
+            base_url: "http://127.0.0.1:9".into(),
+            api_key: None,
+            key_source: String::new(),
+            model: model.into(),
+            max_retries: 0,
+            connect_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn thinking_models_budgets_and_sizes() {
+        assert_eq!(thinking_model("claude-sonnet-4-5-20250929"), Some(64_000));
+        assert_eq!(thinking_model("claude-sonnet-4-20250514"), Some(64_000));
+        assert_eq!(thinking_model("claude-opus-4-1-20250805"), Some(32_000));
+        assert_eq!(thinking_model("claude-opus-4-5"), Some(64_000), "the longest prefix wins");
+        assert_eq!(thinking_model("claude-3-7-sonnet-latest"), Some(64_000));
+        assert_eq!(thinking_model("claude-haiku-4-5"), Some(64_000));
+        for model in ["claude-3-5-haiku-latest", "claude-3-5-sonnet-20241022", "claude-3-opus", "my-proxy-model"] {
+            assert_eq!(thinking_model(model), None, "{model}");
+            assert_eq!(thinking_for(model, Some(Effort::High)), None, "{model}");
+        }
+        assert_eq!(thinking_for("claude-sonnet-4-5", None), None);
+        let budgets: Vec<u32> = [Effort::Low, Effort::Medium, Effort::High].map(thinking_budget).into();
+        assert_eq!(budgets, [2048, 8192, 24_576]);
+        assert!(budgets.iter().all(|&b| b >= MIN_THINKING_BUDGET));
+
+        let high = thinking_for("claude-sonnet-4-5", Some(Effort::High)).unwrap();
+        // The budget on top of the requested output.
+        assert_eq!(high.sizes(8192), Some((32_768, 24_576)));
+        assert_eq!(high.sizes(256), Some((24_832, 24_576)));
+        // At the model's limit, the budget takes its share of it.
+        assert_eq!(high.sizes(64_000), Some((64_000, 24_576)));
+        let opus = thinking_for("claude-opus-4-1", Some(Effort::High)).unwrap();
+        assert_eq!(opus.sizes(8192), Some((32_000, 24_576)));
+        // Never less than asked, and the budget stays under max_tokens.
+        assert_eq!(opus.sizes(40_000), Some((40_000, 24_576)));
+        let tiny = Thinking { budget_tokens: 2048, max_output: 1500 };
+        assert_eq!(tiny.sizes(100), Some((1500, 1499)));
+        assert_eq!(Thinking { budget_tokens: 2048, max_output: 1000 }.sizes(100), None, "under 1024 left: no thinking");
+        for requested in [1, 2, 1024, 8192, 31_999, 32_000, 64_000, u32::MAX] {
+            let (max_tokens, budget) = high.sizes(requested).unwrap();
+            assert!(budget >= MIN_THINKING_BUDGET && budget < max_tokens && max_tokens >= requested, "{requested}");
+        }
+    }
+
+    fn thinking_conversation() -> (Vec<Message>, Vec<ToolSpec>) {
+        let msgs = vec![
+            Message::user_text("fix it"),
+            Message {
+                role: Role::Assistant,
+                content: Vec::new(),
+                raw: Some(json!([
+                    {"type": "thinking", "thinking": "hm", "signature": "sig=="},
+                    {"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "a"}}
+                ])),
+            },
+            Message {
+                role: Role::User,
+                content: vec![Block::ToolResult { tool_use_id: "t1".into(), content: "x".into(), is_error: false }],
+                raw: None,
+            },
+        ];
+        let tools = vec![ToolSpec {
+            name: "read_file".into(),
+            description: "d".into(),
+            input_schema: json!({"type": "object"}),
+        }];
+        (msgs, tools)
+    }
+
+    #[test]
+    fn without_effort_the_body_is_what_it_always_was() {
+        let (msgs, tools) = thinking_conversation();
+        let req =
+            ModelRequest { system: "sys", messages: &msgs, tools: &tools, max_output_tokens: 8192, allow_tools: true };
+        // The body of a request before `effort` existed, byte for byte.
+        let before = r#"{"max_tokens":8192,"messages":[{"content":[{"cache_control":{"type":"ephemeral"},"text":"fix it","type":"text"}],"role":"user"},{"content":[{"signature":"sig==","thinking":"hm","type":"thinking"},{"id":"t1","input":{"path":"a"},"name":"read_file","type":"tool_use"}],"role":"assistant"},{"content":[{"cache_control":{"type":"ephemeral"},"content":"x","tool_use_id":"t1","type":"tool_result"}],"role":"user"}],"model":"claude-sonnet-4-5","system":[{"cache_control":{"type":"ephemeral"},"text":"sys","type":"text"}],"tools":[{"description":"d","input_schema":{"type":"object"},"name":"read_file"}]}"#;
+        assert_eq!(encode_request("claude-sonnet-4-5", &req, None).to_string(), before);
+        let unset = Anthropic::new(endpoint("claude-sonnet-4-5")).with_effort(None);
+        assert_eq!((unset.thinking, unset.output_ceiling(8192)), (None, 8192));
+        // A model without extended thinking ignores the setting.
+        let ignored = Anthropic::new(endpoint("claude-3-5-haiku-latest")).with_effort(Some(Effort::High));
+        assert_eq!((ignored.thinking, ignored.output_ceiling(8192)), (None, 8192));
+    }
+
+    #[test]
+    fn effort_asks_for_thinking_with_room_for_it_on_every_request() {
+        let (msgs, tools) = thinking_conversation();
+        let client = Anthropic::new(endpoint("claude-sonnet-4-5")).with_effort(Some(Effort::Medium));
+        assert_eq!(client.thinking, Some(Thinking { budget_tokens: 8192, max_output: 64_000 }));
+        assert_eq!(client.output_ceiling(8192), 16_384);
+        for allow_tools in [true, false] {
+            let req =
+                ModelRequest { system: "sys", messages: &msgs, tools: &tools, max_output_tokens: 8192, allow_tools };
+            let mut body = encode_request("claude-sonnet-4-5", &req, client.thinking);
+            assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 8192}), "{allow_tools}");
+            assert_eq!(body["max_tokens"], 16_384);
+            // A request without tools keeps thinking: `none` is allowed with it.
+            assert_eq!(body.get("tool_choice"), (!allow_tools).then(|| json!({"type": "none"})).as_ref());
+            assert!(body.get("temperature").is_none() && body.get("top_k").is_none() && body.get("top_p").is_none());
+            // The thinking block goes back as it came, without a cache breakpoint.
+            assert_eq!(
+                body["messages"][1]["content"][0],
+                json!({"type": "thinking", "thinking": "hm", "signature": "sig=="})
+            );
+            // Nothing else changes.
+            let plain = encode_request("claude-sonnet-4-5", &req, None);
+            let fields = body.as_object_mut().unwrap();
+            fields.remove("thinking");
+            fields.insert("max_tokens".into(), json!(8192));
+            assert_eq!(body, plain);
+        }
+        // The count covers the thinking setting too (the endpoint takes it).
+        let req =
+            ModelRequest { system: "sys", messages: &msgs, tools: &tools, max_output_tokens: 8192, allow_tools: true };
+        let count = encode_count_request("claude-sonnet-4-5", &req, client.thinking);
+        assert_eq!(count["thinking"], json!({"type": "enabled", "budget_tokens": 8192}));
+        assert!(count.get("max_tokens").is_none());
+    }
+
+    #[test]
+    fn a_turn_whose_thinking_start_was_edited_away_goes_without_thinking() {
+        let thinking = thinking_for("claude-sonnet-4-5", Some(Effort::Low));
+        let assistant = |raw: Value| Message { role: Role::Assistant, content: Vec::new(), raw: Some(raw) };
+        let call = |id: &str| json!({"type": "tool_use", "id": id, "name": "read_file", "input": {}});
+        let result = |id: &str| Message {
+            role: Role::User,
+            content: vec![Block::ToolResult { tool_use_id: id.into(), content: "x".into(), is_error: false }],
+            raw: None,
+        };
+        let tools = vec![ToolSpec {
+            name: "read_file".into(),
+            description: "d".into(),
+            input_schema: json!({"type": "object"}),
+        }];
+        let asks = |msgs: &[Message]| {
+            let req =
+                ModelRequest { system: "s", messages: msgs, tools: &tools, max_output_tokens: 512, allow_tools: true };
+            encode_request("claude-sonnet-4-5", &req, thinking).get("thinking").is_some()
+        };
+        let signed = json!({"type": "thinking", "thinking": "hm", "signature": "s"});
+        // The turn's first message thinks; the ones after tool results do not, and need not.
+        let turn = vec![
+            Message::user_text("fix it"),
+            assistant(json!([signed, call("t1")])),
+            result("t1"),
+            assistant(json!([{"type": "text", "text": "Next."}, call("t2")])),
+            result("t2"),
+        ];
+        assert!(asks(&turn[..1]) && asks(&turn[..3]) && asks(&turn));
+        // Compacted: the task, then the newest exchange, which does not start the turn.
+        let compacted = vec![Message::user_text("fix it\n\nsummary"), turn[3].clone(), turn[4].clone()];
+        assert!(!asks(&compacted));
+        // A new user turn (a user message without tool results) may think again.
+        let mut next = compacted.clone();
+        next.push(assistant(json!([{"type": "text", "text": "Done."}])));
+        next.push(Message::user_text("and the other file?"));
+        assert!(asks(&next));
+        let redacted = vec![
+            turn[0].clone(),
+            assistant(json!([{"type": "redacted_thinking", "data": "x"}, call("t1")])),
+            result("t1"),
+        ];
+        assert!(asks(&redacted));
     }
 
     #[tokio::test]

@@ -2,8 +2,12 @@
 //! [`ModelRequest`](crate::model::ModelRequest) into its wire format, streams
 //! the answer over HTTP (retrying what the SDKs retry), and returns the
 //! assembled response in neutral types. Providers are configuration data
-//! (an [`Endpoint`]) plus a wire format; they know nothing of tools,
-//! documents or LSP.
+//! (an [`Endpoint`], the `effort`) plus a wire format; they know nothing of
+//! tools, documents or LSP.
+//!
+//! A run with another model or effort than the settings' gets its own client
+//! from a modified clone of the [`ProviderConfig`] ([`from_config`]): building
+//! one sends nothing and shares nothing with the others.
 
 pub mod anthropic;
 pub mod http;
@@ -49,6 +53,16 @@ pub trait ModelClient: Send + Sync {
     async fn count_tokens(&self, _request: ModelRequest<'_>) -> Result<Option<u64>, ModelError> {
         Ok(None)
     }
+
+    /// The most output tokens a request asking for `requested` may produce
+    /// and be billed for, thinking included: `requested`, unless the
+    /// provider adds room of its own (Anthropic's thinking budget,
+    /// [`anthropic::Thinking::sizes`]; OpenAI's reasoning tokens count
+    /// within `max_completion_tokens`). What bounds a run's tokens or cost
+    /// must count.
+    fn output_ceiling(&self, requested: u32) -> u32 {
+        requested
+    }
 }
 
 /// The endpoint a provider section describes.
@@ -66,15 +80,46 @@ pub fn endpoint(config: &ProviderConfig) -> Result<Endpoint, ConfigError> {
 
 /// The configured provider. Fails when the configuration cannot work (no
 /// key): the caller shows the error, and no request is sent.
+///
+/// This is how a run gets its model client, and a run that overrides the
+/// model or the effort passes a modified clone of the configuration: the
+/// client is built from `config` alone (its own HTTP client, no request
+/// sent, nothing shared with other clients), so building one per run is
+/// cheap, and two clients never see each other's model or effort.
 pub fn from_config(config: &ProviderConfig) -> Result<Arc<dyn ModelClient>, ConfigError> {
     let endpoint = endpoint(config)?;
     let redactor = Redactor::new(endpoint.api_key.iter().map(|k| k.expose().to_string()));
     let inner: Arc<dyn ModelClient> = match config.kind {
-        ProviderKind::Anthropic => Arc::new(Anthropic::new(endpoint).with_token_counting(config.count_tokens)),
-        ProviderKind::Openai => Arc::new(OpenAi::new(endpoint, openai::Flavor::OpenAi)),
-        ProviderKind::OpenaiCompatible => Arc::new(OpenAi::new(endpoint, openai::Flavor::Compatible)),
+        ProviderKind::Anthropic => {
+            Arc::new(Anthropic::new(endpoint).with_token_counting(config.count_tokens).with_effort(config.effort))
+        }
+        ProviderKind::Openai => Arc::new(OpenAi::new(endpoint, openai::Flavor::OpenAi).with_effort(config.effort)),
+        ProviderKind::OpenaiCompatible => {
+            Arc::new(OpenAi::new(endpoint, openai::Flavor::Compatible).with_effort(config.effort))
+        }
     };
     Ok(Arc::new(Redacting { inner, redactor }))
+}
+
+/// What the configured `effort` does with the configured model, for
+/// `agentfix check`: empty when unset, else `"; "` and how it reaches the
+/// model, or why it is ignored.
+pub fn effort_note(config: &ProviderConfig) -> String {
+    let Some(effort) = config.effort else { return String::new() };
+    let model = &config.model;
+    match config.kind {
+        ProviderKind::Anthropic => match anthropic::thinking_for(model, Some(effort)) {
+            Some(t) => format!("; extended thinking, budget_tokens {} on top of maxOutputTokens", t.budget_tokens),
+            None => format!("; ignored: {model} is not known to have extended thinking"),
+        },
+        ProviderKind::Openai if openai::is_reasoning_model(model) => {
+            format!("; reasoning_effort \"{}\"", effort.name())
+        }
+        ProviderKind::Openai => format!("; ignored: {model} is not a reasoning model"),
+        ProviderKind::OpenaiCompatible => {
+            format!("; sent as reasoning_effort \"{}\", which a server that does not know it ignores", effort.name())
+        }
+    }
 }
 
 /// Scrubs the key (and any credential-shaped string, such as an
@@ -117,6 +162,10 @@ impl ModelClient for Redacting {
 
     async fn count_tokens(&self, request: ModelRequest<'_>) -> Result<Option<u64>, ModelError> {
         self.inner.count_tokens(request).await.map_err(|e| self.error(e))
+    }
+
+    fn output_ceiling(&self, requested: u32) -> u32 {
+        self.inner.output_ceiling(requested)
     }
 }
 
@@ -172,6 +221,56 @@ mod tests {
         async fn check(&self) -> Result<String, ModelError> {
             Ok("minimal".into())
         }
+    }
+
+    fn config(kind: ProviderKind, model: &str, effort: Option<crate::config::Effort>) -> ProviderConfig {
+        ProviderConfig {
+            kind,
+            model: model.into(),
+            base_url: "http://127.0.0.1:9".into(),
+            api_key: Some(crate::config::Secret::new(KEY)),
+            max_retries: 0,
+            connect_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(1),
+            count_tokens: false,
+            effort,
+        }
+    }
+
+    #[test]
+    fn a_run_with_another_model_or_effort_gets_its_own_client_from_a_modified_clone() {
+        use crate::config::Effort;
+        let settings = config(ProviderKind::Anthropic, "claude-sonnet-4-5", None);
+        let first = from_config(&settings).unwrap();
+        let hard_config = ProviderConfig { effort: Some(Effort::High), ..settings.clone() };
+        let hard = from_config(&hard_config).unwrap();
+        let cheap = from_config(&ProviderConfig { model: "claude-3-5-haiku-latest".into(), ..hard_config }).unwrap();
+        // Each keeps its own: the thinking budget of the hard one shows in its ceiling only.
+        assert_eq!((first.output_ceiling(8192), hard.output_ceiling(8192)), (8192, 32_768));
+        assert_eq!(cheap.output_ceiling(8192), 8192, "no extended thinking on that model");
+        assert_eq!(from_config(&settings).unwrap().output_ceiling(8192), 8192);
+    }
+
+    #[test]
+    fn check_says_what_the_effort_does_with_the_model() {
+        use crate::config::Effort::{High, Low};
+        let note = |kind, model: &str, effort| effort_note(&config(kind, model, effort));
+        assert_eq!(note(ProviderKind::Anthropic, "claude-sonnet-4-5", None), "");
+        assert_eq!(note(ProviderKind::Openai, "o3", None), "");
+        assert_eq!(
+            note(ProviderKind::Anthropic, "claude-sonnet-4-5", Some(High)),
+            "; extended thinking, budget_tokens 24576 on top of maxOutputTokens"
+        );
+        assert_eq!(
+            note(ProviderKind::Anthropic, "claude-3-5-haiku-latest", Some(Low)),
+            "; ignored: claude-3-5-haiku-latest is not known to have extended thinking"
+        );
+        assert_eq!(note(ProviderKind::Openai, "o4-mini", Some(Low)), "; reasoning_effort \"low\"");
+        assert_eq!(note(ProviderKind::Openai, "gpt-4.1", Some(Low)), "; ignored: gpt-4.1 is not a reasoning model");
+        assert_eq!(
+            note(ProviderKind::OpenaiCompatible, "qwen3", Some(High)),
+            "; sent as reasoning_effort \"high\", which a server that does not know it ignores"
+        );
     }
 
     #[tokio::test]

@@ -10,6 +10,14 @@
 //! tool calls. A server that ignores `stream` and answers with one JSON body
 //! is accepted too (up to [`http::MAX_JSON_BODY`], read within the idle
 //! timeout).
+//!
+//! The OpenAI API gets `max_completion_tokens` (reasoning models refuse
+//! `max_tokens`, and it counts their reasoning tokens too) and never a
+//! `temperature` (reasoning models refuse any but the default), whatever the
+//! model; with `effort` set, a reasoning model ([`is_reasoning_model`]) gets
+//! `reasoning_effort`, another none (with a warning). A compatible server gets
+//! `max_tokens`, the field they all document, and `reasoning_effort` only
+//! when `effort` is set: servers ignore the fields they do not know.
 
 use std::collections::HashSet;
 
@@ -19,6 +27,7 @@ use serde_json::{Value, json};
 use super::ModelClient;
 use super::http::{self, Endpoint};
 use super::retry::with_retries;
+use crate::config::Effort;
 use crate::model::{
     Block, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse, Role, StopReason, StreamUpdate, ToolInput,
     Usage,
@@ -44,11 +53,41 @@ pub struct OpenAi {
     http: reqwest::Client,
     endpoint: Endpoint,
     flavor: Flavor,
+    /// `reasoning_effort` of every request (`effort`, where it is sent).
+    reasoning_effort: Option<Effort>,
+}
+
+/// Whether `model` is one of OpenAI's reasoning models (o1, o3, o4-mini,
+/// GPT-5 and their dated or sized variants), which take `reasoning_effort`
+/// and refuse `max_tokens` and `temperature`. GPT-4.1 and GPT-4o are not.
+pub fn is_reasoning_model(model: &str) -> bool {
+    let mut chars = model.chars();
+    let o_series = chars.next() == Some('o') && chars.next().is_some_and(|c| c.is_ascii_digit());
+    o_series || model.starts_with("gpt-5")
 }
 
 impl OpenAi {
     pub fn new(endpoint: Endpoint, flavor: Flavor) -> Self {
-        Self { http: http::client(&endpoint), endpoint, flavor }
+        Self { http: http::client(&endpoint), endpoint, flavor, reasoning_effort: None }
+    }
+
+    /// With `effort` set: `reasoning_effort` on every request to a reasoning
+    /// model of the OpenAI API or to a compatible server (which ignores it if
+    /// it does not know it); another OpenAI model would refuse it, so it gets
+    /// none, with a warning.
+    pub fn with_effort(mut self, effort: Option<Effort>) -> Self {
+        self.reasoning_effort = match (effort, self.flavor) {
+            (Some(e), Flavor::OpenAi) if !is_reasoning_model(&self.endpoint.model) => {
+                tracing::warn!(
+                    model = %self.endpoint.model,
+                    effort = e.name(),
+                    "the model is not a reasoning model; effort is ignored"
+                );
+                None
+            }
+            (effort, _) => effort,
+        };
+        self
     }
 
     fn url(&self, path: &str) -> String {
@@ -148,7 +187,7 @@ impl ModelClient for OpenAi {
         request: ModelRequest<'_>,
         updates: &(dyn Fn(StreamUpdate) + Send + Sync),
     ) -> Result<ModelResponse, ModelError> {
-        let body = encode_request(&self.endpoint.model, &request, self.flavor);
+        let body = encode_request(&self.endpoint.model, &request, self.flavor, self.reasoning_effort);
         with_retries(self.endpoint.max_retries, updates, |_| self.attempt(&body, updates)).await
     }
 
@@ -197,8 +236,10 @@ fn http_error(name: &str, status: u16, body: &str, key_source: &str) -> ModelErr
     e
 }
 
-/// The request body.
-pub fn encode_request(model: &str, req: &ModelRequest<'_>, flavor: Flavor) -> Value {
+/// The request body; `reasoning_effort` is sent as it is given (the caller
+/// decides whether the model takes it). Without it, the body is what it
+/// always was.
+pub fn encode_request(model: &str, req: &ModelRequest<'_>, flavor: Flavor, reasoning_effort: Option<Effort>) -> Value {
     let mut messages = vec![json!({"role": "system", "content": req.system})];
     for m in req.messages {
         encode_message(m, &mut messages);
@@ -224,6 +265,9 @@ pub fn encode_request(model: &str, req: &ModelRequest<'_>, flavor: Flavor) -> Va
         if !req.allow_tools {
             body["tool_choice"] = json!("none");
         }
+    }
+    if let Some(effort) = reasoning_effort {
+        body["reasoning_effort"] = json!(effort.name());
     }
     body
 }
@@ -628,7 +672,7 @@ mod tests {
         );
         let msgs = vec![Message::user_text("fix"), r.message];
         let req = ModelRequest { system: "s", messages: &msgs, tools: &[], max_output_tokens: 9, allow_tools: true };
-        let body = encode_request("m", &req, Flavor::OpenAi);
+        let body = encode_request("m", &req, Flavor::OpenAi, None);
         let echoed = &body["messages"][2]["tool_calls"];
         assert_eq!(
             (&echoed[0]["function"]["arguments"], &echoed[1]["function"]["arguments"]),
@@ -674,7 +718,7 @@ mod tests {
         }];
         let req =
             ModelRequest { system: "sys", messages: &msgs, tools: &tools, max_output_tokens: 99, allow_tools: false };
-        let body = encode_request("m", &req, Flavor::OpenAi);
+        let body = encode_request("m", &req, Flavor::OpenAi, None);
         assert_eq!(body["max_completion_tokens"], 99);
         assert_eq!(body["tool_choice"], "none");
         assert_eq!(body["stream_options"], json!({"include_usage": true}));
@@ -692,7 +736,68 @@ mod tests {
             body["tools"][0],
             json!({"type": "function", "function": {"name": "read_file", "description": "d", "parameters": {"type": "object"}}})
         );
-        assert_eq!(encode_request("m", &req, Flavor::Compatible)["max_tokens"], 99);
+        assert_eq!(encode_request("m", &req, Flavor::Compatible, None)["max_tokens"], 99);
+    }
+
+    fn client(model: &str, flavor: Flavor, effort: Option<Effort>) -> OpenAi {
+        let endpoint = Endpoint {
+            base_url: "http://127.0.0.1:9/v1".into(),
+            api_key: None,
+            key_source: String::new(),
+            model: model.into(),
+            max_retries: 0,
+            connect_timeout: std::time::Duration::from_secs(1),
+            idle_timeout: std::time::Duration::from_secs(1),
+        };
+        OpenAi::new(endpoint, flavor).with_effort(effort)
+    }
+
+    #[test]
+    fn reasoning_models_are_the_o_series_and_gpt_5() {
+        for model in ["o1", "o3", "o3-mini", "o4-mini", "o4-mini-2025-04-16", "gpt-5", "gpt-5-mini", "gpt-5.1-codex"] {
+            assert!(is_reasoning_model(model), "{model}");
+        }
+        for model in ["gpt-4.1", "gpt-4.1-mini", "gpt-4o", "gpt-4o-mini", "omni", "ollama", "qwen3", ""] {
+            assert!(!is_reasoning_model(model), "{model}");
+        }
+    }
+
+    #[test]
+    fn effort_is_reasoning_effort_where_the_model_takes_it_and_nothing_else_changes() {
+        let msgs = vec![Message::user_text("fix")];
+        let tools = vec![ToolSpec {
+            name: "read_file".into(),
+            description: "d".into(),
+            input_schema: json!({"type": "object"}),
+        }];
+        let req =
+            ModelRequest { system: "sys", messages: &msgs, tools: &tools, max_output_tokens: 99, allow_tools: true };
+        let body = |c: &OpenAi| encode_request(&c.endpoint.model, &req, c.flavor, c.reasoning_effort);
+        // The body of a request before `effort` existed, byte for byte.
+        let before = r#"{"max_completion_tokens":99,"messages":[{"content":"sys","role":"system"},{"content":"fix","role":"user"}],"model":"o3","stream":true,"stream_options":{"include_usage":true},"tools":[{"function":{"description":"d","name":"read_file","parameters":{"type":"object"}},"type":"function"}]}"#;
+        assert_eq!(body(&client("o3", Flavor::OpenAi, None)).to_string(), before);
+
+        for effort in [Effort::Low, Effort::Medium, Effort::High] {
+            let mut sent = body(&client("o3", Flavor::OpenAi, Some(effort)));
+            assert_eq!(sent["reasoning_effort"], effort.name());
+            sent.as_object_mut().unwrap().remove("reasoning_effort");
+            assert_eq!(sent.to_string(), before, "max_completion_tokens, no max_tokens, no temperature");
+        }
+        let gpt5 = body(&client("gpt-5-mini", Flavor::OpenAi, Some(Effort::High)));
+        assert_eq!((&gpt5["reasoning_effort"], &gpt5["max_completion_tokens"]), (&json!("high"), &json!(99)));
+        // Models that would refuse it get none.
+        for model in ["gpt-4.1", "gpt-4o"] {
+            let c = client(model, Flavor::OpenAi, Some(Effort::High));
+            assert_eq!(c.reasoning_effort, None, "{model}");
+            assert!(body(&c).get("reasoning_effort").is_none(), "{model}");
+        }
+        // A compatible server: nothing new unless asked; then sent, whatever the model.
+        let unset = body(&client("qwen3", Flavor::Compatible, None));
+        assert!(unset.get("reasoning_effort").is_none() && unset["max_tokens"] == 99, "{unset}");
+        let asked = body(&client("gpt-4.1", Flavor::Compatible, Some(Effort::Low)));
+        assert_eq!((&asked["reasoning_effort"], &asked["max_tokens"]), (&json!("low"), &json!(99)));
+        // Reasoning tokens count within max_completion_tokens: no room is added.
+        assert_eq!(client("o3", Flavor::OpenAi, Some(Effort::High)).output_ceiling(99), 99);
     }
 
     #[test]

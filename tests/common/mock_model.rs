@@ -5,7 +5,8 @@
 //! thread per connection); an OpenAI client uses `{base_url}/v1` as its base URL. Every request
 //! is recorded ([`MockModel::requests`], [`MockModel::request_times`]) before it is answered and
 //! validated the way the real API does it (wire-protocol sheet: auth, headers, body shape, tool
-//! definitions and the tool-call / tool-result pairing rules of A4 and B2). A request that fails
+//! definitions and the tool-call / tool-result pairing rules of A4 and B2; extended thinking and
+//! the fields reasoning models refuse, see `anthropic.rs` and `openai.rs`). A request that fails
 //! validation is answered with the real error envelope of its API and its message is kept in
 //! [`MockModel::violations`]. A valid request of either API consumes the next scripted [`Reply`]
 //! (one FIFO queue for both); the `model` and input-token fields left null in a scripted reply

@@ -3,6 +3,12 @@
 //! sheet, section A4) for `POST /v1/messages` and `POST /v1/messages/count_tokens` (section A7:
 //! the same body without `max_tokens`, `stream` or the sampling fields), and the conversion of a
 //! message into its SSE event sequence (section A5).
+//!
+//! Extended thinking (A1, A4 rule 4) is refused as the real API refuses it, with its messages:
+//! `budget_tokens` under 1024, or not under `max_tokens`; a forced `tool_choice` (`any`, `tool`;
+//! `auto` and `none` are allowed); `temperature` other than 1, any `top_k`, `top_p` under 0.95;
+//! and an assistant turn continued with tool results whose first message does not start with
+//! its `thinking` / `redacted_thinking` block (the block was dropped or the turn rebuilt).
 
 use std::collections::HashSet;
 
@@ -166,8 +172,102 @@ fn validate_body(body: &Value, endpoint: Endpoint) -> Result<(), String> {
     if let Some(choice) = object.get("tool_choice") {
         validate_tool_choice(choice, tool_names.as_ref())?;
     }
+    let thinking = validate_thinking(object, endpoint)?;
     validate_messages(messages, tool_names.as_ref().is_some_and(|n| !n.is_empty()))?;
+    if thinking {
+        check_thinking_kept(messages)?;
+    }
     super::usage::check_breakpoints(body)
+}
+
+/// Where the real API's thinking errors send the reader.
+const THINKING_DOCS: &str = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking";
+
+/// The `thinking` field and what it rules out; true when it turns thinking on (`enabled` or
+/// `adaptive`).
+fn validate_thinking(object: &serde_json::Map<String, Value>, endpoint: Endpoint) -> Result<bool, String> {
+    let Some(thinking) = object.get("thinking") else {
+        return Ok(false);
+    };
+    let Some(fields) = thinking.as_object() else {
+        return Err("thinking: Input should be a valid dictionary".into());
+    };
+    match fields.get("type").and_then(Value::as_str) {
+        Some("disabled") => return Ok(false),
+        Some("adaptive") => {}
+        Some("enabled") => {
+            let budget = match fields.get("budget_tokens") {
+                None | Some(Value::Null) => return Err("thinking.enabled.budget_tokens: Field required".into()),
+                Some(v) if v.is_u64() || v.is_i64() => v.as_u64().unwrap_or(0),
+                Some(_) => return Err("thinking.enabled.budget_tokens: Input should be a valid integer".into()),
+            };
+            if budget < 1024 {
+                return Err("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024".into());
+            }
+            if endpoint == Endpoint::Messages
+                && object.get("max_tokens").and_then(Value::as_u64).is_some_and(|m| m <= budget)
+            {
+                return Err(format!(
+                    "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at {THINKING_DOCS}#max-tokens-and-context-window-size"
+                ));
+            }
+        }
+        other => {
+            return Err(format!(
+                "thinking: Input tag '{}' found using 'type' does not match any of the expected tags: 'enabled', 'disabled', 'adaptive'",
+                other.unwrap_or_default()
+            ));
+        }
+    }
+    if let Some(display) = fields.get("display")
+        && !matches!(display.as_str(), Some("summarized" | "omitted"))
+    {
+        return Err("thinking.display: Input should be 'summarized' or 'omitted'".into());
+    }
+    if matches!(object.get("tool_choice").and_then(|c| c["type"].as_str()), Some("any" | "tool")) {
+        return Err("Thinking may not be enabled when tool_choice forces tool use.".into());
+    }
+    let considerations = format!("{THINKING_DOCS}#important-considerations-when-using-extended-thinking");
+    if let Some(t) = object.get("temperature").filter(|t| !t.is_null())
+        && t.as_f64() != Some(1.0)
+    {
+        return Err(format!(
+            "`temperature` may only be set to 1 when thinking is enabled. Please consult our documentation at {considerations}"
+        ));
+    }
+    if object.get("top_k").is_some_and(|k| !k.is_null()) {
+        return Err(format!(
+            "`top_k` must be unset when thinking is enabled. Please consult our documentation at {considerations}"
+        ));
+    }
+    if object.get("top_p").and_then(Value::as_f64).is_some_and(|p| p < 0.95) {
+        return Err(format!(
+            "`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled. Please consult our documentation at {considerations}"
+        ));
+    }
+    Ok(true)
+}
+
+/// With thinking on, a request that continues an assistant turn (it ends with tool results) must
+/// send that turn's first message starting with the thinking block it was generated with (A4 rule
+/// 4): a turn rebuilt or filtered loses it. The turn starts after the last user message without
+/// tool results; Claude thinks at its start only, so the later assistant messages of the turn
+/// need no thinking block.
+fn check_thinking_kept(messages: &[Value]) -> Result<(), String> {
+    let results = |m: &Value| blocks_of(&m["content"]).iter().any(|b| block_type(b) == "tool_result");
+    let continues = messages.last().is_some_and(|m| m["role"] == "user" && results(m));
+    let n = messages.iter().rposition(|m| m["role"] == "user" && !results(m)).map_or(0, |i| i + 1);
+    let Some(start) = messages.get(n).filter(|m| continues && m["role"] == "assistant") else {
+        return Ok(());
+    };
+    let blocks = blocks_of(&start["content"]);
+    let first = blocks.first().map_or("", block_type);
+    if matches!(first, "thinking" | "redacted_thinking") {
+        return Ok(());
+    }
+    Err(format!(
+        "messages.{n}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at {THINKING_DOCS}"
+    ))
 }
 
 fn validate_system(system: &Value) -> Result<(), String> {

@@ -3,6 +3,11 @@
 //! (`{"error":{"message","type","param","code"}}`) including the tool-call pairing rules,
 //! `chat.completion` builders, their conversion into `chat.completion.chunk` streams, and the
 //! compatible-server quirks of scenarios 15–18.
+//!
+//! By model name, as OpenAI does (B1): a reasoning model (o1, o3, o4-mini, GPT-5 and their
+//! variants) refuses `max_tokens` (it wants `max_completion_tokens`) and a `temperature` other
+//! than 1; GPT-4 and GPT-3.5 models refuse `reasoning_effort`. Other names (a compatible
+//! server's models) take any of them.
 
 use std::collections::HashSet;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -208,6 +213,7 @@ fn validate_body(body: &Value) -> Result<(), Invalid> {
             Some(value) => return Err(invalid_type(field, "an integer", value)),
         }
     }
+    validate_reasoning(object)?;
     let has_tools = match object.get("tools") {
         None | Some(Value::Null) => false,
         Some(tools) => {
@@ -221,6 +227,59 @@ fn validate_body(body: &Value) -> Result<(), Invalid> {
         validate_tool_choice(choice, has_tools)?;
     }
     validate_messages(messages)
+}
+
+/// OpenAI's reasoning models, by name: `o` and a digit, or `gpt-5`.
+fn is_reasoning_model(model: &str) -> bool {
+    let mut chars = model.chars();
+    (chars.next() == Some('o') && chars.next().is_some_and(|c| c.is_ascii_digit())) || model.starts_with("gpt-5")
+}
+
+/// What OpenAI refuses by model: `max_tokens` and `temperature` on reasoning models,
+/// `reasoning_effort` on the others it has (GPT-4, GPT-3.5).
+fn validate_reasoning(object: &Map<String, Value>) -> Result<(), Invalid> {
+    let model = object.get("model").and_then(Value::as_str).unwrap_or_default();
+    let set = |field: &str| object.get(field).filter(|v| !v.is_null());
+    let unsupported = |field: &str, message: String, code| bad(message, Some(field.into()), Some(code));
+    if is_reasoning_model(model) {
+        if set("max_tokens").is_some() {
+            return Err(unsupported(
+                "max_tokens",
+                "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.".into(),
+                "unsupported_parameter",
+            ));
+        }
+        if let Some(t) = set("temperature")
+            && t.as_f64() != Some(1.0)
+        {
+            return Err(unsupported(
+                "temperature",
+                format!(
+                    "Unsupported value: 'temperature' does not support {t} with this model. Only the default (1) value is supported."
+                ),
+                "unsupported_value",
+            ));
+        }
+    }
+    match set("reasoning_effort") {
+        None => Ok(()),
+        Some(Value::String(effort)) if matches!(effort.as_str(), "minimal" | "low" | "medium" | "high") => {
+            if model.starts_with("gpt-4") || model.starts_with("gpt-3.5") {
+                return Err(unsupported(
+                    "reasoning_effort",
+                    "Unsupported parameter: 'reasoning_effort' is not supported with this model.".into(),
+                    "unsupported_parameter",
+                ));
+            }
+            Ok(())
+        }
+        Some(Value::String(effort)) => Err(bad(
+            format!("Invalid value: '{effort}'. Supported values are: 'minimal', 'low', 'medium', and 'high'."),
+            Some("reasoning_effort".into()),
+            Some("invalid_value"),
+        )),
+        Some(other) => Err(invalid_type("reasoning_effort", "a string", other)),
+    }
 }
 
 fn is_valid_function_name(name: &str) -> bool {

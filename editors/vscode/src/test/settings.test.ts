@@ -26,6 +26,8 @@ test('types, enums and minimums match the schema', () => {
   const consts = (def: string) => schema.$defs[def].oneOf.map((o: { const: string }) => o.const);
   assert.deepEqual(props['agentfix.provider'].enum, consts('ProviderKind'));
   assert.deepEqual(props['agentfix.partialEdits'].enum, consts('PartialEdits'));
+  // Empty is "not set" (never sent), so effort stays unset unless chosen.
+  assert.deepEqual(props['agentfix.effort'].enum, ['', ...consts('Effort')]);
   for (const name of serverSettingNames(manifest).keys()) {
     const theirs = schema.properties[name];
     const ours = props[`agentfix.${name}`];
