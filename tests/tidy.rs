@@ -195,6 +195,13 @@ const RULES: &[Rule] = &[
         why: "`transcript` may use `agent`, `model`, `config`, `secrets`, `workspace`, never `fix` (which uses it)",
     },
     Rule {
+        files: "src/cli/failures.rs",
+        except_files: &[],
+        forbidden: &["crate"],
+        allowed: &["crate::cli::failures", "crate::diagnostic", "crate::position", "crate::workspace::normalize"],
+        why: "`cli::failures` may use `diagnostic`, `position` and `workspace::normalize`",
+    },
+    Rule {
         files: "src/fix.rs",
         except_files: &[],
         forbidden: &["crate::replay"],
