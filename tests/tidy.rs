@@ -202,6 +202,13 @@ const RULES: &[Rule] = &[
         why: "`cli::failures` may use `diagnostic`, `position` and `workspace::normalize`",
     },
     Rule {
+        files: "src/cli/undo.rs",
+        except_files: &[],
+        forbidden: &["crate"],
+        allowed: &["crate::cli::undo", "crate::workspace::FileChange"],
+        why: "`cli::undo` may use `workspace::FileChange`",
+    },
+    Rule {
         files: "src/fix.rs",
         except_files: &[],
         forbidden: &["crate::replay"],

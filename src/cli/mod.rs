@@ -1,10 +1,11 @@
 //! The headless command line: `agentfix fix PATH --line N` runs the same loop
-//! over the files on disk and prints a unified diff (`--apply` writes it).
-//! With `--diagnostics`, the
+//! over the files on disk and prints a unified diff (`--apply` writes it,
+//! after a backup that `agentfix undo` restores). With `--diagnostics`, the
 //! problems and their lines come from a compiler's or linter's output
 //! (`failures`), for CI and scripts.
 
 mod failures;
+mod undo;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -64,7 +65,8 @@ pub struct FixArgs {
     /// The workspace root; tools cannot leave it (default: the current directory).
     #[arg(long)]
     pub root: Option<PathBuf>,
-    /// Write the proposed edit to disk instead of only printing it.
+    /// Write the proposed edit to disk instead of only printing it (after a
+    /// backup: `agentfix undo` restores the files).
     #[arg(long)]
     pub apply: bool,
     /// The model for this run, over every other setting (the editor
@@ -96,6 +98,20 @@ fn parse_range(s: &str) -> Result<LineRange, String> {
         return Err(format!("the range {first}-{last} ends before it starts"));
     }
     Ok(LineRange::from_numbers(first, last))
+}
+
+/// Arguments of `agentfix undo`.
+#[derive(Debug, clap::Args)]
+pub struct UndoArgs {
+    /// The workspace whose last applied fix to undo (default: the current directory).
+    #[arg(long)]
+    pub root: Option<PathBuf>,
+    /// Restore even the files that changed since the fix was applied.
+    #[arg(long, conflicts_with = "list")]
+    pub force: bool,
+    /// Show the fixes that can be undone, newest first, and change nothing.
+    #[arg(long)]
+    pub list: bool,
 }
 
 /// The editor layer given on the command line: `--settings JSON`, with
@@ -320,7 +336,7 @@ pub async fn fix(args: FixArgs) -> ExitCode {
     let result =
         fix::run(&setup.config, &*setup.model, overlay, Some(symbols), Some(approver), &target, &cancel, &events).await;
     downstream.stop_all().await;
-    deliver(&result, args.apply)
+    deliver(&result, args.apply.then_some(root.as_path()))
 }
 
 /// The configuration, the run's workspace and the target, or why not.
@@ -444,9 +460,9 @@ fn read_diagnostics(source: &Path) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// Prints the diff and the run's end, writes the edits with `--apply`, and
-/// maps the verdict to the exit code.
-fn deliver(result: &fix::FixResult, apply: bool) -> ExitCode {
+/// Prints the diff and the run's end, writes the edits with `--apply` (into
+/// this root, after a backup), and maps the verdict to the exit code.
+fn deliver(result: &fix::FixResult, apply: Option<&Path>) -> ExitCode {
     let outcome = &result.outcome;
     let mut stdout = std::io::stdout().lock();
     for change in result.changes() {
@@ -488,18 +504,59 @@ fn deliver(result: &fix::FixResult, apply: bool) -> ExitCode {
         Verdict::NoEdit(_) => return fail(exit::NO_EDIT, "no edit proposed"),
         Verdict::Proposal(p) => &p.changes,
     };
-    if apply {
-        for change in changes {
-            let written = change
-                .path
-                .parent()
-                .map_or(Ok(()), std::fs::create_dir_all)
-                .and_then(|_| std::fs::write(&change.path, &change.new_text));
-            if let Err(e) = written {
-                return fail(exit::USAGE, format!("could not write {}: {e}", change.display));
+    if let Some(root) = apply {
+        match undo::apply(root, changes) {
+            Ok(written) => {
+                for file in written {
+                    eprintln!("agentfix: wrote {file}");
+                }
+                eprintln!("agentfix: `agentfix undo` puts the files back as they were");
             }
-            eprintln!("agentfix: wrote {}", change.display);
+            Err(e) => return fail(exit::USAGE, e),
         }
     }
     ExitCode::from(exit::EDIT)
+}
+
+/// `agentfix undo`: restores the files of the last `fix --apply` in the
+/// root (exit 0), or says why not (nothing to undo, or files changed
+/// since: exit 1; an unusable root or backup: exit 2). `--list` shows the
+/// backups instead.
+pub fn undo(args: UndoArgs) -> ExitCode {
+    let root = match args.root.clone().map_or_else(std::env::current_dir, Ok).and_then(std::fs::canonicalize) {
+        Ok(r) => r,
+        Err(e) => return fail(exit::USAGE, format!("cannot use the workspace root: {e}")),
+    };
+    if args.list {
+        return match undo::list(&root) {
+            Err(e) => fail(exit::USAGE, e),
+            Ok(entries) if entries.is_empty() => fail(exit::NO_EDIT, format!("nothing to undo in {}", root.display())),
+            Ok(entries) => {
+                for e in entries {
+                    println!("{}: {}", undo::format_utc(e.applied_at_ms), e.files.join(", "));
+                }
+                ExitCode::SUCCESS
+            }
+        };
+    }
+    match undo::undo(&root, args.force) {
+        Err(e) => fail(exit::USAGE, e),
+        Ok(undo::Undo::Nothing) => fail(exit::NO_EDIT, format!("nothing to undo in {}", root.display())),
+        Ok(undo::Undo::Refused(changed)) => fail(
+            exit::NO_EDIT,
+            format!(
+                "nothing undone: {}; pass --force to put back the files as they were before the fix anyway",
+                changed.join("; ")
+            ),
+        ),
+        Ok(undo::Undo::Done { restored, removed }) => {
+            for f in restored {
+                eprintln!("agentfix: restored {f}");
+            }
+            for f in removed {
+                eprintln!("agentfix: removed {f} (the fix created it)");
+            }
+            ExitCode::SUCCESS
+        }
+    }
 }
