@@ -99,7 +99,8 @@ pub fn task_prompt(target: &Target, overlay: &Overlay, outline: Option<&str>) ->
             out.push_str(&format!("The user selected lines {first}-{last} of `{shown}`.\n"));
         }
     } else {
-        out.push_str(&format!("Fix this problem in `{shown}`:\n"));
+        let what = if target.problems.len() == 1 { "this problem" } else { "these problems" };
+        out.push_str(&format!("Fix {what} in `{shown}`:\n"));
         for p in &target.problems {
             let mut tags = Vec::new();
             if let Some(s) = &p.source {

@@ -28,6 +28,8 @@ enum Command {
     Fix(agentfix::cli::FixArgs),
     /// Print the configuration in force and check that the provider answers.
     Check(agentfix::cli::CheckArgs),
+    /// Put back the files the last `fix --apply` in this workspace changed.
+    Undo(agentfix::cli::UndoArgs),
     /// Re-run a recorded transcript against its recorded model replies.
     Replay(agentfix::cli::ReplayArgs),
     /// Print the JSON Schema of the settings.
@@ -61,6 +63,7 @@ fn main() -> ExitCode {
         Some(Command::Fix(args)) => runtime.block_on(agentfix::cli::fix(args)),
         Some(Command::Check(args)) => runtime.block_on(agentfix::cli::check(args)),
         Some(Command::Replay(args)) => runtime.block_on(agentfix::cli::replay(args)),
+        Some(Command::Undo(args)) => agentfix::cli::undo(args),
         Some(Command::Schema) => agentfix::cli::schema(),
         Some(Command::SandboxExec(_)) => unreachable!("handled before the runtime starts"),
         Some(Command::Lsp) | None => {

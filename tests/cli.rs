@@ -1,5 +1,6 @@
 //! The headless `agentfix fix` command against the mock model: diff on
-//! stdout, exit codes, `--apply`.
+//! stdout, exit codes, `--apply` and `agentfix undo`. Every run gets a
+//! cache folder of its test (`XDG_CACHE_HOME`, `HOME`), never the user's.
 
 mod common;
 
@@ -18,14 +19,22 @@ fn agentfix(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
             cmd.env_remove(k);
         }
     }
-    // Hermetic: no language server from PATH.
-    cmd.env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0").envs(env.iter().copied());
+    // Hermetic: no language server from PATH, the test's own cache (backups
+    // and transcripts) beside the workspace.
+    let home = root.parent().expect("the workspace is ws/ in the test's folder");
+    cmd.env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0")
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env("HOME", home.join("home"))
+        .envs(env.iter().copied());
     cmd.output().expect("run agentfix")
 }
 
+/// A temporary folder with the workspace `ws/` in it (the folder also
+/// holds the runs' cache); `calc.py` in the workspace.
 fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap().join("ws");
+    std::fs::create_dir(&root).unwrap();
     std::fs::write(root.join("calc.py"), "def div(a, b):\n    return a / b\n").unwrap();
     (dir, root)
 }
@@ -124,12 +133,13 @@ fn exit_codes_say_what_happened() {
 
 #[test]
 fn version_and_help() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = agentfix(dir.path(), &["--version"], &[]);
+    let (_d, root) = workspace();
+    let out = agentfix(&root, &["--version"], &[]);
     assert_eq!(String::from_utf8(out.stdout).unwrap(), format!("agentfix {}\n", env!("CARGO_PKG_VERSION")));
-    let out = agentfix(dir.path(), &["--help"], &[]);
+    let out = agentfix(&root, &["--help"], &[]);
     let help = String::from_utf8(out.stdout).unwrap();
     assert!(help.contains("fix") && help.contains("lsp") && help.contains("--stdio"), "{help}");
+    assert!(help.contains("undo"), "{help}");
 }
 
 #[test]
@@ -204,4 +214,175 @@ fn the_run_reports_its_cache_tokens_and_cost_and_check_shows_the_prices() {
     let out = run(&root, &mock, &["check", "--offline"]);
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains("\nmaxCostUsd: 0.25 (agentfix.toml)\n"), "{stdout}");
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Files in every shape undo must give back byte for byte: CRLF, no final
+/// newline, non-ASCII; one file created in a new folder.
+const CRLF: &str = "def f(a):\r\n    return a\r\n";
+const NO_EOL: &str = "x = 1\ny = 2";
+const UNICODE: &str = "名前 = \"ünï\"\n";
+
+fn undo_workspace() -> (tempfile::TempDir, std::path::PathBuf) {
+    let (d, root) = workspace();
+    std::fs::write(root.join("crlf.py"), CRLF).unwrap();
+    std::fs::write(root.join("tail.py"), NO_EOL).unwrap();
+    std::fs::write(root.join("ünï.py"), UNICODE).unwrap();
+    (d, root)
+}
+
+fn push_three_edits_and_a_new_file(mock: &MockModel) {
+    mock.push(tool_reply(&[
+        (
+            "toolu_1",
+            "edit_file",
+            json!({"path": "crlf.py", "old_text": "    return a", "new_text": "    return a + 1"}),
+        ),
+        ("toolu_2", "write_file", json!({"path": "tail.py", "content": "x = 1\ny = 3\n"})),
+        ("toolu_3", "edit_file", json!({"path": "ünï.py", "old_text": "ünï", "new_text": "ÜNÏ"})),
+        ("toolu_4", "write_file", json!({"path": "pkg/sub/new.py", "content": "NEW = 1\n"})),
+    ]));
+    mock.push(text_reply("Changed three files and added one."));
+}
+
+fn snapshot(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                out.push((p.strip_prefix(root).unwrap().display().to_string() + "/", Vec::new()));
+                stack.push(p);
+            } else {
+                out.push((p.strip_prefix(root).unwrap().display().to_string(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn undo_puts_back_every_file_byte_for_byte_and_removes_the_created_ones() {
+    let (d, root) = undo_workspace();
+    let before = snapshot(&root);
+    let mock = MockModel::start();
+    push_three_edits_and_a_new_file(&mock);
+    let out = run(&root, &mock, &["fix", "crlf.py", "--line", "2", "--apply"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("agentfix: `agentfix undo` puts the files back as they were"), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(root.join("crlf.py")).unwrap(), "def f(a):\r\n    return a + 1\r\n");
+    assert_eq!(std::fs::read_to_string(root.join("pkg/sub/new.py")).unwrap(), "NEW = 1\n");
+
+    // The backup: owner-only, in the test's cache, under a folder per root.
+    let backups = d.path().join("cache/agentfix/backups");
+    let per_root: Vec<_> = std::fs::read_dir(&backups).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(per_root.len(), 1);
+    assert!(per_root[0].file_name().unwrap().to_str().unwrap().starts_with("ws-"), "{per_root:?}");
+    let taken: Vec<_> = std::fs::read_dir(&per_root[0]).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(taken.len(), 1);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!((mode(&backups), mode(&per_root[0]), mode(&taken[0])), (0o700, 0o700, 0o700));
+    for f in std::fs::read_dir(&taken[0]).unwrap() {
+        assert_eq!(mode(&f.unwrap().path()), 0o600);
+    }
+    let manifest: Value = serde_json::from_slice(&std::fs::read(taken[0].join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["files"].as_array().unwrap().len(), 4, "{manifest}");
+
+    let out = agentfix(&root, &["undo", "--list"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let list = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        list.trim_end()
+            .ends_with(" UTC: crlf.py (restore), pkg/sub/new.py (remove), tail.py (restore), ünï.py (restore)"),
+        "{list}"
+    );
+
+    let out = agentfix(&root, &["undo"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("agentfix: restored crlf.py\n") && err.contains("agentfix: removed pkg/sub/new.py"), "{err}");
+    assert_eq!(snapshot(&root), before, "the folders the fix made are gone too");
+    // Consumed: nothing left to undo.
+    let out = agentfix(&root, &["undo"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("agentfix: nothing to undo in "), "{}", stderr(&out));
+    assert_eq!(agentfix(&root, &["undo", "--list"], &[]).status.code(), Some(1));
+}
+
+#[test]
+fn undo_refuses_when_a_file_changed_since_and_force_overrides() {
+    let (_d, root) = undo_workspace();
+    let mock = MockModel::start();
+    push_three_edits_and_a_new_file(&mock);
+    let out = run(&root, &mock, &["fix", "crlf.py", "--line", "2", "--apply"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    std::fs::write(root.join("tail.py"), "x = 1\ny = 3\n# mine\n").unwrap();
+    std::fs::write(root.join("pkg/sub/new.py"), "NEW = 2\n").unwrap();
+    let edited = snapshot(&root);
+    let out = agentfix(&root, &["undo"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains(
+            "agentfix: nothing undone: pkg/sub/new.py changed since the fix was applied; tail.py changed since the fix was applied; pass --force"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(snapshot(&root), edited, "a refused undo touches nothing");
+    // A deleted file is named too.
+    std::fs::remove_file(root.join("crlf.py")).unwrap();
+    assert!(stderr(&agentfix(&root, &["undo"], &[])).contains("crlf.py was deleted since the fix was applied"));
+    let out = agentfix(&root, &["undo", "--force"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(std::fs::read(root.join("crlf.py")).unwrap(), CRLF.as_bytes());
+    assert_eq!(std::fs::read(root.join("tail.py")).unwrap(), NO_EOL.as_bytes());
+    assert!(!root.join("pkg").exists());
+}
+
+#[test]
+fn undo_goes_back_one_fix_at_a_time_and_with_nothing_says_so() {
+    let (_d, root) = workspace();
+    let out = agentfix(&root, &["undo"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("agentfix: nothing to undo in "), "{}", stderr(&out));
+    let original = std::fs::read(root.join("calc.py")).unwrap();
+    let fix = |from: &str, to: &str| {
+        let mock = MockModel::start();
+        mock.push(tool_reply(&[("t", "edit_file", json!({"path": "calc.py", "old_text": from, "new_text": to}))]));
+        mock.push(text_reply("Done."));
+        let out = run(&root, &mock, &["fix", "calc.py", "--line", "2", "--apply"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    };
+    fix("a / b", "a // b");
+    let first = std::fs::read(root.join("calc.py")).unwrap();
+    // Another root has backups of its own: none.
+    let other = root.parent().unwrap().join("other");
+    std::fs::create_dir(&other).unwrap();
+    assert_eq!(agentfix(&root, &["undo", "--root", other.to_str().unwrap()], &[]).status.code(), Some(1));
+    fix("a // b", "int(a / b)");
+    assert_eq!(agentfix(&root, &["undo"], &[]).status.code(), Some(0));
+    assert_eq!(std::fs::read(root.join("calc.py")).unwrap(), first);
+    assert_eq!(agentfix(&root, &["undo"], &[]).status.code(), Some(0));
+    assert_eq!(std::fs::read(root.join("calc.py")).unwrap(), original);
+    assert_eq!(agentfix(&root, &["undo"], &[]).status.code(), Some(1));
+}
+
+#[test]
+fn apply_writes_nothing_when_no_backup_can_be_saved() {
+    let (d, root) = workspace();
+    // The cache "folder" is a file: no backup can be made there.
+    std::fs::write(d.path().join("cache"), "not a folder").unwrap();
+    let mock = MockModel::start();
+    push_fix(&mock);
+    let out = run(&root, &mock, &["fix", "calc.py", "--line", "2", "--apply"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cannot save a backup in "), "{}", stderr(&out));
+    assert!(stderr(&out).contains("; nothing written"), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(root.join("calc.py")).unwrap(), "def div(a, b):\n    return a / b\n");
 }

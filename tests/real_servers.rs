@@ -1,13 +1,15 @@
-//! agentfix against real language servers. pyright is installed by
+//! agentfix against real language servers and tools. pyright is installed by
 //! `.ci/run` from the npm registry: under CI (`CI=true`) its absence fails
-//! the test; elsewhere the test says why it did not run. rust-analyzer runs
+//! the test; elsewhere the test says why it did not run. Its CLI's
+//! `--outputjson` report also feeds `agentfix fix --diagnostics`. rust-analyzer runs
 //! only when `rust-analyzer --version` works on the machine (it cannot be
 //! installed from the registries this project may use), and says so when not.
 
 mod common;
 
+use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 use common::mock_model::*;
 use common::{agentfix_bin, tool_results};
@@ -30,7 +32,10 @@ fn require(name: &str, present: bool, required_in_ci: bool) -> bool {
         panic!("{name} is not installed, but .ci/run installs it: the install step failed");
     }
     println!("SKIPPED: {name} is not available on this machine; this test did not run");
-    eprintln!("SKIPPED: {name} is not available on this machine; this test did not run");
+    // Straight to the process's stderr, past the test harness's capture
+    // (which only takes `print!`/`eprint!`): the line shows in the
+    // summary of a plain `cargo test`, not only with `--nocapture`.
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {name} is not available on this machine; this test did not run");
     false
 }
 
@@ -102,6 +107,65 @@ fn pyright_answers_symbols_across_files_and_confirms_a_fix() {
     assert!(first.contains("Lines 1-4 of `app.py`"), "{first}");
     let diff = String::from_utf8_lossy(&out.stdout);
     assert!(diff.contains("-age: int = user.name\n+age: str = user.name\n"), "{diff}");
+}
+
+const DOUBLE: &str = "def double(x: int) -> int:\n    return x * 2\n\n\nprint(double(\"4\"))\n";
+
+/// `pyright --outputjson app.py | agentfix fix app.py --diagnostics - --apply`,
+/// then pyright again: the scripted fix is the right one.
+#[test]
+fn a_real_pyright_report_becomes_the_problem_and_the_applied_fix_clears_it() {
+    if !require("pyright (the pyright CLI)", on_path("pyright"), true) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(dir.path()).unwrap();
+    let root = home.join("ws");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("app.py"), DOUBLE).unwrap();
+    std::fs::write(root.join("pyrightconfig.json"), "{}\n").unwrap();
+    let pyright = || Command::new("pyright").args(["--outputjson", "app.py"]).current_dir(&root).output().unwrap();
+    let report = pyright();
+    assert_eq!(report.status.code(), Some(1), "pyright reports the error: {}", String::from_utf8_lossy(&report.stdout));
+
+    let mock = MockModel::start();
+    mock.push(tool_reply(&[(
+        "t_edit",
+        "edit_file",
+        json!({"path": "app.py", "old_text": "double(\"4\")", "new_text": "double(4)"}),
+    )]));
+    mock.push(text_reply("Pass an int, as double expects."));
+    let mut cmd = Command::new(agentfix_bin());
+    common::without_provider_env(&mut cmd);
+    cmd.current_dir(&root)
+        .args(["fix", "app.py", "--diagnostics", "-", "--apply"])
+        .env("ANTHROPIC_API_KEY", API_KEY)
+        .env("ANTHROPIC_BASE_URL", mock.base_url())
+        .env("AGENTFIX_TRANSCRIPTS", "0")
+        .env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0")
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env("HOME", home.join("home"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(&report.stdout).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("agentfix: fixing 1 diagnostic(s) of app.py from pyright JSON (lines 5-5)"), "{stderr}");
+    let first = mock.requests()[0].body["messages"][0]["content"][0]["text"].as_str().unwrap().to_string();
+    assert!(
+        first.starts_with(
+            "Fix this problem in `app.py`:\n- line 5, column 14: error: Argument of type \"Literal['4']\" cannot be assigned to parameter \"x\""
+        ),
+        "{first}"
+    );
+    assert!(first.contains(" [pyright reportArgumentType]\n"), "{first}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("-print(double(\"4\"))\n+print(double(4))\n"));
+    assert_eq!(std::fs::read_to_string(root.join("app.py")).unwrap(), DOUBLE.replace("double(\"4\")", "double(4)"));
+    let again = pyright();
+    assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stdout));
 }
 
 #[test]

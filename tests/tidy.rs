@@ -209,6 +209,20 @@ const RULES: &[Rule] = &[
         why: "`transcript` may use `agent`, `model`, `config`, `secrets`, `workspace`, never `fix` (which uses it)",
     },
     Rule {
+        files: "src/cli/failures.rs",
+        except_files: &[],
+        forbidden: &["crate"],
+        allowed: &["crate::cli::failures", "crate::diagnostic", "crate::position", "crate::workspace::normalize"],
+        why: "`cli::failures` may use `diagnostic`, `position` and `workspace::normalize`",
+    },
+    Rule {
+        files: "src/cli/undo.rs",
+        except_files: &[],
+        forbidden: &["crate"],
+        allowed: &["crate::cli::undo", "crate::workspace::FileChange"],
+        why: "`cli::undo` may use `workspace::FileChange`",
+    },
+    Rule {
         files: "src/fix.rs",
         except_files: &[],
         forbidden: &["crate::replay"],

@@ -1,8 +1,15 @@
 //! The headless command line: `agentfix fix PATH --line N` runs the same loop
-//! over the files on disk and prints a unified diff (`--apply` writes it).
+//! over the files on disk and prints a unified diff (`--apply` writes it,
+//! after a backup that `agentfix undo` restores). With `--diagnostics`, the
+//! problems and their lines come from a compiler's or linter's output
+//! (`failures`), for CI and scripts.
 
-use std::io::Write;
-use std::path::PathBuf;
+mod failures;
+mod undo;
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -10,12 +17,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::RunEvent;
 use crate::config::{Config, ProviderKind, Settings};
+use crate::diagnostic::Diagnostic;
 use crate::downstream::SymbolSource;
 use crate::fix::{self, ProgressLines, Setup, Target, Verdict};
 use crate::instructions::{Cut, Instructions};
+use crate::position::LineRange;
 use crate::providers;
 use crate::tools::{Approval, Approver};
-use crate::workspace::{NoBuffers, Overlay, Workspace, unified_diff};
+use crate::workspace::{NoBuffers, Overlay, Workspace, real_path, unified_diff};
 
 /// Exit codes of `agentfix fix`.
 pub mod exit {
@@ -31,25 +40,93 @@ pub mod exit {
 
 /// Arguments of `agentfix fix`.
 #[derive(Debug, clap::Args)]
+#[command(group = clap::ArgGroup::new("lines").args(["line", "range", "diagnostics"]).required(true).multiple(true))]
 pub struct FixArgs {
     /// The file with the problem.
     pub path: PathBuf,
     /// The 1-based line of the problem.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
-    pub line: u32,
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "range")]
+    pub line: Option<u32>,
+    /// The lines to fix, 1-based and inclusive: `12-20`.
+    #[arg(long, value_name = "L1-L2", value_parser = parse_range)]
+    pub range: Option<LineRange>,
+    /// Compiler or linter output naming the problems (a file, or `-` for
+    /// stdin): `path:line:col: message` lines (gcc, clang, mypy, ruff,
+    /// eslint's unix format), cargo or rustc JSON, `pyright --outputjson`,
+    /// `mypy -O json` or SARIF 2.1.0. Without --line or --range, the first
+    /// diagnostic of the file and its line are fixed.
+    #[arg(long, value_name = "FILE|-")]
+    pub diagnostics: Option<PathBuf>,
+    /// Fix every diagnostic given for the file in one run (the lines span them).
+    #[arg(long, requires = "diagnostics")]
+    pub all: bool,
     /// What to do, in words (default: fix the problem at that line).
     #[arg(long)]
     pub instruction: Option<String>,
     /// The workspace root; tools cannot leave it (default: the current directory).
     #[arg(long)]
     pub root: Option<PathBuf>,
-    /// Write the proposed edit to disk instead of only printing it.
+    /// Write the proposed edit to disk instead of only printing it (after a
+    /// backup: `agentfix undo` restores the files).
     #[arg(long)]
     pub apply: bool,
+    /// The model for this run, over every other setting (the editor
+    /// settings' `model`).
+    #[arg(long, value_name = "ID", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub model: Option<String>,
+    /// Editor settings to apply on top (JSON, as in initializationOptions;
+    /// as `agentfix check --settings`).
+    #[arg(long, value_name = "JSON")]
+    pub settings: Option<String>,
     /// Let the model run this configured command (see the `commands`
     /// setting); repeatable. Others are denied.
     #[arg(long = "allow-command", value_name = "NAME")]
     pub allow_command: Vec<String>,
+}
+
+/// `L1-L2`, 1-based, `L1 <= L2`.
+fn parse_range(s: &str) -> Result<LineRange, String> {
+    let (a, b) = s.split_once('-').ok_or_else(|| format!("`{s}` is not a line range: expected L1-L2, like 12-20"))?;
+    let number = |n: &str| {
+        n.trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|&n| n >= 1)
+            .ok_or_else(|| format!("`{n}` is not a line number (1 or more)"))
+    };
+    let (first, last) = (number(a)?, number(b)?);
+    if first > last {
+        return Err(format!("the range {first}-{last} ends before it starts"));
+    }
+    Ok(LineRange::from_numbers(first, last))
+}
+
+/// Arguments of `agentfix undo`.
+#[derive(Debug, clap::Args)]
+pub struct UndoArgs {
+    /// The workspace whose last applied fix to undo (default: the current directory).
+    #[arg(long)]
+    pub root: Option<PathBuf>,
+    /// Restore even the files that changed since the fix was applied.
+    #[arg(long, conflicts_with = "list")]
+    pub force: bool,
+    /// Show the fixes that can be undone, newest first, and change nothing.
+    #[arg(long)]
+    pub list: bool,
+}
+
+/// The editor layer given on the command line: `--settings JSON`, with
+/// `--model` over it. `Err` says what is wrong with the JSON.
+fn editor_layer(json: Option<&str>, model: Option<&str>) -> Result<Settings, String> {
+    let mut settings = match json.map(serde_json::from_str::<serde_json::Value>) {
+        None => Settings::default(),
+        Some(Ok(v)) => Settings::from_json(&v).map_err(|e| e.to_string())?,
+        Some(Err(e)) => return Err(format!("not JSON: {e}")),
+    };
+    if let Some(model) = model {
+        settings.model = Some(model.to_string());
+    }
+    Ok(settings)
 }
 
 /// Approves exactly the commands named with `--allow-command`.
@@ -142,17 +219,10 @@ pub async fn check(args: CheckArgs) -> ExitCode {
             problems += 1;
         }
     }
-    let editor = match args.settings.as_deref().map(serde_json::from_str::<serde_json::Value>) {
-        None => Settings::default(),
-        Some(Ok(v)) => match Settings::from_json(&v) {
-            Ok(s) => s,
-            Err(e) => {
-                println!("settings: {e}");
-                return ExitCode::from(1);
-            }
-        },
-        Some(Err(e)) => {
-            println!("settings: not JSON: {e}");
+    let editor = match editor_layer(args.settings.as_deref(), None) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("settings: {e}");
             return ExitCode::from(1);
         }
     };
@@ -301,17 +371,11 @@ fn print_instructions(config: &Config, root: &std::path::Path, target: Option<&s
 
 /// Runs `agentfix fix`.
 pub async fn fix(args: FixArgs) -> ExitCode {
-    let (setup, workspace, path) = match prepare(&args) {
+    let (setup, workspace, target) = match prepare(&args) {
         Ok(x) => x,
         Err(e) => return fail(exit::USAGE, e),
     };
     let root = workspace.primary_root().to_path_buf();
-    let target = Target {
-        path,
-        lines: crate::position::LineRange::from_numbers(args.line, args.line),
-        problems: Vec::new(),
-        instruction: args.instruction.clone(),
-    };
     let cancel = CancellationToken::new();
     let on_ctrl_c = cancel.clone();
     tokio::spawn(async move {
@@ -327,7 +391,7 @@ pub async fn fix(args: FixArgs) -> ExitCode {
             eprintln!("{}", line.text);
         }
     };
-    let downstream = Arc::new(setup.downstream(vec![root]));
+    let downstream = Arc::new(setup.downstream(vec![root.clone()]));
     let symbols: Arc<dyn SymbolSource> = downstream.clone();
     let overlay = Arc::new(Overlay::new(Arc::new(workspace), Arc::new(NoBuffers)));
     let approver: Arc<dyn Approver> = Arc::new(AllowList(args.allow_command.clone()));
@@ -335,11 +399,11 @@ pub async fn fix(args: FixArgs) -> ExitCode {
         fix::run(&setup.config, &*setup.model, overlay, Some(symbols), Some(approver), &target, None, &cancel, &events)
             .await;
     downstream.stop_all().await;
-    deliver(&result, args.apply)
+    deliver(&result, args.apply.then_some(root.as_path()))
 }
 
-/// The configuration, the run's workspace and the target's path, or why not.
-fn prepare(args: &FixArgs) -> Result<(Setup, Workspace, PathBuf), String> {
+/// The configuration, the run's workspace and the target, or why not.
+fn prepare(args: &FixArgs) -> Result<(Setup, Workspace, Target), String> {
     let root = args
         .root
         .clone()
@@ -351,7 +415,9 @@ fn prepare(args: &FixArgs) -> Result<(Setup, Workspace, PathBuf), String> {
         Ok(_) => return Err(format!("{} is not a file", args.path.display())),
         Err(e) => return Err(format!("{}: {e}", args.path.display())),
     };
-    let setup = Setup::load(Some(&root), &Settings::default()).map_err(|e| e.to_string())?;
+    let editor =
+        editor_layer(args.settings.as_deref(), args.model.as_deref()).map_err(|e| format!("--settings: {e}"))?;
+    let setup = Setup::load(Some(&root), &editor).map_err(|e| e.to_string())?;
     let workspace = setup.workspace(vec![root.clone()]);
     if !workspace.contains(&path) {
         return Err(format!("{} is outside the workspace root {}; pass --root", path.display(), root.display()));
@@ -362,12 +428,104 @@ fn prepare(args: &FixArgs) -> Result<(Setup, Workspace, PathBuf), String> {
             workspace.display(&path)
         ));
     }
-    Ok((setup, workspace, path))
+    let (lines, problems) = choose_lines(args, &workspace, &path)?;
+    let target = Target { path, lines, problems, instruction: args.instruction.clone() };
+    Ok((setup, workspace, target))
 }
 
-/// Prints the diff and the run's end, writes the edits with `--apply`, and
-/// maps the verdict to the exit code.
-fn deliver(result: &fix::FixResult, apply: bool) -> ExitCode {
+/// The most `--diagnostics` input read (as a model error body's cap is
+/// there for the wire: everything from outside is bounded).
+const MAX_DIAGNOSTICS_INPUT: u64 = 64 << 20;
+
+/// The run's lines and problems: from `--line`/`--range`, from the
+/// diagnostics given for the file (the first, or `--all`), or both (the
+/// diagnostics on those lines).
+fn choose_lines(args: &FixArgs, workspace: &Workspace, path: &Path) -> Result<(LineRange, Vec<Diagnostic>), String> {
+    let shown = workspace.display(path);
+    let given = args.line.map(|n| LineRange::from_numbers(n, n)).or(args.range);
+    if let Some(lines) = given {
+        let count = line_count(path).map_err(|e| format!("{shown}: {e}"))?;
+        let (_, last) = lines.numbers();
+        if last > count {
+            return Err(format!("line {last} is past the end of {shown} ({count} lines)"));
+        }
+    }
+    let Some(source) = &args.diagnostics else {
+        return given
+            .map(|l| (l, Vec::new()))
+            .ok_or_else(|| "say which lines: --line, --range or --diagnostics".into());
+    };
+    let text = read_diagnostics(source)?;
+    let found = failures::parse(&text, workspace.primary_root()).map_err(|e| e.to_string())?;
+    if !found.outside.is_empty() {
+        eprintln!(
+            "agentfix: left out the diagnostics of {} path(s) outside the workspace root (never opened): {}",
+            found.outside.len(),
+            found.outside.join(", ")
+        );
+    }
+    // Paths are lexical; the target is canonical. Each path's real place
+    // is looked up once (it lies inside the root).
+    let mut same: HashMap<PathBuf, bool> = HashMap::new();
+    let all = found.diagnostics.len();
+    let mut mine: Vec<Diagnostic> = found
+        .diagnostics
+        .into_iter()
+        .filter(|d| {
+            *same.entry(d.path.clone()).or_insert_with(|| d.path == path || real_path(&d.path).as_deref() == Some(path))
+        })
+        .map(|d| d.diagnostic)
+        .collect();
+    let others = all - mine.len();
+    // File order; the input's order among diagnostics at one place.
+    mine.sort_by_key(|d| d.at);
+    if let Some(lines) = given {
+        mine.retain(|d| lines.contains(d.at.line));
+    }
+    if !args.all {
+        mine.truncate(1);
+    }
+    let (Some(first), Some(last)) = (mine.first(), mine.last()) else {
+        let within = given.map(|l| l.numbers()).map(|(a, b)| format!(" within lines {a}-{b}")).unwrap_or_default();
+        return Err(format!(
+            "the diagnostics ({}, {others} about other files) name no line of {shown}{within}: nothing to fix",
+            found.format.name()
+        ));
+    };
+    let lines = given.unwrap_or(LineRange::new(first.at.line, last.at.line));
+    let (a, b) = lines.numbers();
+    eprintln!("agentfix: fixing {} diagnostic(s) of {shown} from {} (lines {a}-{b})", mine.len(), found.format.name());
+    Ok((lines, mine))
+}
+
+/// Lines of the file as an editor numbers them (an empty file has line 1).
+fn line_count(path: &Path) -> std::io::Result<u64> {
+    let bytes = std::fs::read(path)?;
+    let breaks = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+    let unterminated = u64::from(bytes.last().is_some_and(|&b| b != b'\n'));
+    Ok((breaks + unterminated).max(1))
+}
+
+/// The `--diagnostics` input: a file, or stdin for `-`; at most
+/// `MAX_DIAGNOSTICS_INPUT` bytes; bytes that are not UTF-8 are replaced.
+fn read_diagnostics(source: &Path) -> Result<String, String> {
+    let name = if source == Path::new("-") { "stdin".to_string() } else { source.display().to_string() };
+    let mut bytes = Vec::new();
+    let read = if source == Path::new("-") {
+        std::io::stdin().lock().take(MAX_DIAGNOSTICS_INPUT + 1).read_to_end(&mut bytes)
+    } else {
+        std::fs::File::open(source).and_then(|f| f.take(MAX_DIAGNOSTICS_INPUT + 1).read_to_end(&mut bytes))
+    };
+    read.map_err(|e| format!("--diagnostics {name}: {e}"))?;
+    if bytes.len() as u64 > MAX_DIAGNOSTICS_INPUT {
+        return Err(format!("--diagnostics {name}: more than {} MB", MAX_DIAGNOSTICS_INPUT >> 20));
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Prints the diff and the run's end, writes the edits with `--apply` (into
+/// this root, after a backup), and maps the verdict to the exit code.
+fn deliver(result: &fix::FixResult, apply: Option<&Path>) -> ExitCode {
     let outcome = &result.outcome;
     let mut stdout = std::io::stdout().lock();
     for change in result.changes() {
@@ -409,18 +567,59 @@ fn deliver(result: &fix::FixResult, apply: bool) -> ExitCode {
         Verdict::NoEdit(_) => return fail(exit::NO_EDIT, "no edit proposed"),
         Verdict::Proposal(p) => &p.changes,
     };
-    if apply {
-        for change in changes {
-            let written = change
-                .path
-                .parent()
-                .map_or(Ok(()), std::fs::create_dir_all)
-                .and_then(|_| std::fs::write(&change.path, &change.new_text));
-            if let Err(e) = written {
-                return fail(exit::USAGE, format!("could not write {}: {e}", change.display));
+    if let Some(root) = apply {
+        match undo::apply(root, changes) {
+            Ok(written) => {
+                for file in written {
+                    eprintln!("agentfix: wrote {file}");
+                }
+                eprintln!("agentfix: `agentfix undo` puts the files back as they were");
             }
-            eprintln!("agentfix: wrote {}", change.display);
+            Err(e) => return fail(exit::USAGE, e),
         }
     }
     ExitCode::from(exit::EDIT)
+}
+
+/// `agentfix undo`: restores the files of the last `fix --apply` in the
+/// root (exit 0), or says why not (nothing to undo, or files changed
+/// since: exit 1; an unusable root or backup: exit 2). `--list` shows the
+/// backups instead.
+pub fn undo(args: UndoArgs) -> ExitCode {
+    let root = match args.root.clone().map_or_else(std::env::current_dir, Ok).and_then(std::fs::canonicalize) {
+        Ok(r) => r,
+        Err(e) => return fail(exit::USAGE, format!("cannot use the workspace root: {e}")),
+    };
+    if args.list {
+        return match undo::list(&root) {
+            Err(e) => fail(exit::USAGE, e),
+            Ok(entries) if entries.is_empty() => fail(exit::NO_EDIT, format!("nothing to undo in {}", root.display())),
+            Ok(entries) => {
+                for e in entries {
+                    println!("{}: {}", undo::format_utc(e.applied_at_ms), e.files.join(", "));
+                }
+                ExitCode::SUCCESS
+            }
+        };
+    }
+    match undo::undo(&root, args.force) {
+        Err(e) => fail(exit::USAGE, e),
+        Ok(undo::Undo::Nothing) => fail(exit::NO_EDIT, format!("nothing to undo in {}", root.display())),
+        Ok(undo::Undo::Refused(changed)) => fail(
+            exit::NO_EDIT,
+            format!(
+                "nothing undone: {}; pass --force to put back the files as they were before the fix anyway",
+                changed.join("; ")
+            ),
+        ),
+        Ok(undo::Undo::Done { restored, removed }) => {
+            for f in restored {
+                eprintln!("agentfix: restored {f}");
+            }
+            for f in removed {
+                eprintln!("agentfix: removed {f} (the fix created it)");
+            }
+            ExitCode::SUCCESS
+        }
+    }
 }

@@ -1,0 +1,1056 @@
+//! `agentfix fix --diagnostics`: compiler and linter output read into our
+//! own `diagnostic::Diagnostic`s, each with the file it names.
+//!
+//! The format is told from the content: text whose first character is `{`
+//! is JSON (one document, or one object per line), anything else is plain
+//! `path:line[:column]: message` lines. One function per format, each over
+//! typed serde structs of that tool's shape:
+//!
+//! - plain text: gcc/clang, mypy, ruff (concise), eslint's `unix` formatter,
+//!   `rustc --error-format=short`; an optional `error:`/`warning:`/`note:`
+//!   word, a leading ruff code, a trailing mypy `[code]` or eslint
+//!   `[Error/rule]`. Other lines (source excerpts, carets, summaries) are
+//!   context and skipped; input where no line is a diagnostic is an error
+//!   naming its first line.
+//! - `cargo … --message-format=json` lines (`reason: compiler-message`; other
+//!   reasons are skipped) and `rustc --error-format=json` lines: the first
+//!   primary span of each diagnostic.
+//! - `pyright --outputjson`: `generalDiagnostics`, ranges 0-based.
+//! - `mypy -O json`: one object per line, `line` 1-based, `column` 0-based.
+//! - SARIF 2.1.0: `runs[].results[]`, the first physical location of each.
+//!
+//! Paths are resolved against the workspace root, lexically: nothing here
+//! touches the file system, so a path that leads outside the root is never
+//! opened. Such diagnostics are left out and their paths reported. JSON that
+//! does not fit its shape is an error naming the line it is on.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
+
+use crate::diagnostic::{Diagnostic, Severity};
+use crate::position::LineCol;
+use crate::workspace::normalize;
+
+/// The shapes of input understood.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Plain,
+    Cargo,
+    Rustc,
+    Pyright,
+    Mypy,
+    Sarif,
+}
+
+impl Format {
+    /// How the user's messages name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Plain => "plain text",
+            Format::Cargo => "cargo JSON",
+            Format::Rustc => "rustc JSON",
+            Format::Pyright => "pyright JSON",
+            Format::Mypy => "mypy JSON",
+            Format::Sarif => "SARIF",
+        }
+    }
+}
+
+/// A diagnostic and the file it is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    /// Absolute and lexically normalised, inside the root.
+    pub path: PathBuf,
+    pub diagnostic: Diagnostic,
+}
+
+/// What an input held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failures {
+    /// The format of the input (of its first JSON document, for JSON).
+    pub format: Format,
+    /// In input order, without repeats (cargo reports a diagnostic once per
+    /// target that compiles the file).
+    pub diagnostics: Vec<Located>,
+    /// Paths, as the input wrote them, that lead outside the root (or are
+    /// not local files); their diagnostics are left out.
+    pub outside: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FailuresError {
+    #[error("the diagnostics input is empty: nothing to fix")]
+    Empty,
+    #[error("the diagnostics input ({0}) reports no problem with a line to fix: nothing to fix")]
+    NoDiagnostics(&'static str),
+    #[error("line {line} of the diagnostics input: {why}")]
+    Line { line: usize, why: String },
+}
+
+/// Reads `text` (any of the formats above) with paths relative to `root`
+/// (absolute, normalised).
+pub fn parse(text: &str, root: &Path) -> Result<Failures, FailuresError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let first = text.trim_start();
+    if first.is_empty() {
+        return Err(FailuresError::Empty);
+    }
+    let mut sink = Sink { root, found: Vec::new(), outside: Vec::new() };
+    let format = if first.starts_with('{') { json(text, &mut sink)? } else { plain(text, &mut sink)? };
+    let Sink { found, outside, .. } = sink;
+    if found.is_empty() && outside.is_empty() {
+        return Err(FailuresError::NoDiagnostics(format.name()));
+    }
+    let mut diagnostics: Vec<Located> = Vec::with_capacity(found.len());
+    for d in found {
+        if !diagnostics.contains(&d) {
+            diagnostics.push(d);
+        }
+    }
+    Ok(Failures { format, diagnostics, outside })
+}
+
+/// Collects diagnostics, resolving their paths.
+struct Sink<'a> {
+    root: &'a Path,
+    found: Vec<Located>,
+    outside: Vec<String>,
+}
+
+impl Sink<'_> {
+    /// Adds a diagnostic about `path` (relative to the root, or absolute).
+    fn add(&mut self, path: &str, diagnostic: Diagnostic) {
+        let given = Path::new(path);
+        let joined = if given.is_absolute() { given.to_path_buf() } else { self.root.join(given) };
+        let lexical = normalize(&joined);
+        if path.contains('\0') || !lexical.starts_with(self.root) {
+            self.reject(path);
+        } else {
+            self.found.push(Located { path: lexical, diagnostic });
+        }
+    }
+
+    fn reject(&mut self, path: &str) {
+        if !self.outside.iter().any(|p| p == path) {
+            self.outside.push(path.to_string());
+        }
+    }
+}
+
+/// A 1-based number as a 0-based `u32` (0 counts as 1; past `u32` clamps).
+fn zero_based(n: u64) -> u32 {
+    u32::try_from(n.saturating_sub(1)).unwrap_or(u32::MAX)
+}
+
+/// A 0-based number as a `u32` (negative, "unknown" for mypy, counts as 0).
+fn clamp(n: i64) -> u32 {
+    u32::try_from(n.max(0)).unwrap_or(u32::MAX)
+}
+
+fn diagnostic(
+    line: u32,
+    column: u32,
+    severity: Option<Severity>,
+    message: String,
+    source: Option<&str>,
+    code: Option<String>,
+) -> Diagnostic {
+    Diagnostic {
+        at: LineCol::new(line, column),
+        severity,
+        message,
+        source: source.map(str::to_string),
+        code: code.filter(|c| !c.is_empty()),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Plain text
+
+static PLAIN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?P<path>(?:[A-Za-z]:)?[^:\s][^:]*?):(?P<line>\d+):(?:(?P<col>\d+):)?\s*(?P<rest>.*?)\s*$")
+        .expect("valid regex")
+});
+/// `error:`, `fatal error:`, `warning:`, `note:` … and rustc's short `error[E0308]:`.
+static SEVERITY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)^(?P<sev>fatal error|error|warning|note|info|information|remark|hint|help)(?:\[(?P<code>[^\]]+)\])?\s*:\s*")
+        .expect("valid regex")
+});
+/// ruff's `F401 [*] message`.
+static RUFF_CODE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(?P<code>[A-Z]{1,4}[0-9]{1,5})\s+(?:\[\*\]\s+)?").expect("valid regex"));
+/// eslint's unix formatter: `message [Error/no-unused-vars]`.
+static ESLINT_TAIL: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\s+\[(?P<sev>Error|Warning)(?:/(?P<rule>[^\]]+))?\]$").expect("valid regex"));
+/// mypy's `message  [assignment]` (two spaces, so `list[int]` stays).
+static MYPY_TAIL: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\s\s\[(?P<code>[a-z0-9][a-z0-9-]*)\]$").expect("valid regex"));
+
+fn severity_word(word: &str) -> Severity {
+    match word.to_ascii_lowercase().as_str() {
+        "error" | "fatal error" => Severity::Error,
+        "warning" => Severity::Warning,
+        "hint" | "help" => Severity::Hint,
+        _ => Severity::Information,
+    }
+}
+
+/// `path:line[:column]: [severity:] message` lines; others are context.
+fn plain(text: &str, sink: &mut Sink) -> Result<Format, FailuresError> {
+    let mut any = false;
+    for line in text.lines() {
+        if let Some((path, d)) = plain_line(line) {
+            sink.add(path, d);
+            any = true;
+        }
+    }
+    if any {
+        return Ok(Format::Plain);
+    }
+    let (n, line) = text.lines().enumerate().find(|(_, l)| !l.trim().is_empty()).unwrap_or((0, ""));
+    let mut shown: String = line.trim().chars().take(120).collect();
+    if shown.len() < line.trim().len() {
+        shown.push('…');
+    }
+    Err(FailuresError::Line {
+        line: n + 1,
+        why: format!(
+            "`{shown}` is not a diagnostic, and no line is: expected `path:line[:column]: message` lines, \
+             or JSON from cargo/rustc, `pyright --outputjson`, `mypy -O json` or SARIF 2.1.0"
+        ),
+    })
+}
+
+fn plain_line(line: &str) -> Option<(&str, Diagnostic)> {
+    let caps = PLAIN.captures(line)?;
+    let path = caps.name("path")?.as_str();
+    let number: u64 = caps["line"].parse().unwrap_or(u64::MAX);
+    let column: u64 = caps.name("col").map_or(1, |c| c.as_str().parse().unwrap_or(u64::MAX));
+    let mut rest = caps.name("rest")?.as_str();
+    let (mut severity, mut code) = (None, None);
+    if let Some(s) = SEVERITY.captures(rest) {
+        severity = Some(severity_word(&s["sev"]));
+        code = s.name("code").map(|c| c.as_str().to_string());
+        rest = &rest[s.get(0)?.end()..];
+    } else if let Some(c) = RUFF_CODE.captures(rest) {
+        code = Some(c["code"].to_string());
+        rest = &rest[c.get(0)?.end()..];
+    }
+    if let Some(t) = ESLINT_TAIL.captures(rest) {
+        severity = severity.or(Some(if &t["sev"] == "Error" { Severity::Error } else { Severity::Warning }));
+        code = code.or_else(|| t.name("rule").map(|r| r.as_str().to_string()));
+        rest = &rest[..t.get(0)?.start()];
+    } else if code.is_none()
+        && let Some(t) = MYPY_TAIL.captures(rest)
+    {
+        code = Some(t["code"].to_string());
+        rest = &rest[..t.get(0)?.start()];
+    }
+    let message = rest.trim();
+    // `In file included from a.c:3:` and the like name a place, not a problem.
+    if message.is_empty() {
+        return None;
+    }
+    Some((path, diagnostic(zero_based(number), zero_based(column), severity, message.to_string(), None, code)))
+}
+
+// ---------------------------------------------------------------------------
+// JSON
+
+/// Which tool wrote a JSON object: the keys that tell them apart.
+#[derive(Deserialize)]
+struct Shape {
+    reason: Option<String>,
+    #[serde(rename = "generalDiagnostics")]
+    general_diagnostics: Option<IgnoredAny>,
+    runs: Option<IgnoredAny>,
+    spans: Option<IgnoredAny>,
+    file: Option<IgnoredAny>,
+}
+
+/// Every JSON value of `text` in turn (one document, or one per line).
+fn json(text: &str, sink: &mut Sink) -> Result<Format, FailuresError> {
+    let line_at = |offset: usize| text[..offset].bytes().filter(|&b| b == b'\n').count() + 1;
+    let mut format = None;
+    for item in serde_json::Deserializer::from_str(text).into_iter::<&RawValue>() {
+        let raw = item.map_err(|e| FailuresError::Line { line: e.line(), why: format!("not JSON: {}", bare(&e)) })?;
+        let start = line_at(raw.get().as_ptr() as usize - text.as_ptr() as usize);
+        // An error inside the value: its line from the value's first one.
+        let at = |e: serde_json::Error| FailuresError::Line { line: start + e.line().max(1) - 1, why: bare(&e) };
+        let unknown = || FailuresError::Line {
+            line: start,
+            why: "a JSON value of no known shape: expected cargo or rustc JSON lines, `mypy -O json` lines, \
+                  a `pyright --outputjson` report or a SARIF 2.1.0 log"
+                .into(),
+        };
+        let shape: Shape = serde_json::from_str(raw.get()).map_err(|_| unknown())?;
+        let this = if let Some(reason) = &shape.reason {
+            if reason == "compiler-message" {
+                let m: CargoMessage = serde_json::from_str(raw.get()).map_err(at)?;
+                rustc(m.message, sink);
+            }
+            Format::Cargo
+        } else if shape.general_diagnostics.is_some() {
+            pyright(serde_json::from_str(raw.get()).map_err(at)?, sink);
+            Format::Pyright
+        } else if shape.runs.is_some() {
+            sarif(serde_json::from_str(raw.get()).map_err(at)?, sink)
+                .map_err(|why| FailuresError::Line { line: start, why })?;
+            Format::Sarif
+        } else if shape.spans.is_some() {
+            rustc(serde_json::from_str(raw.get()).map_err(at)?, sink);
+            Format::Rustc
+        } else if shape.file.is_some() {
+            mypy(serde_json::from_str(raw.get()).map_err(at)?, sink);
+            Format::Mypy
+        } else {
+            return Err(unknown());
+        };
+        format.get_or_insert(this);
+    }
+    Ok(format.unwrap_or(Format::Plain))
+}
+
+/// serde_json's message without its ` at line L column C` (the caller
+/// names the line of the input instead).
+fn bare(e: &serde_json::Error) -> String {
+    let s = e.to_string();
+    match s.rfind(" at line ") {
+        Some(i) => format!("{} (column {})", &s[..i], e.column()),
+        None => s,
+    }
+}
+
+// rustc and cargo ------------------------------------------------------------
+
+/// A line of `cargo … --message-format=json` with `reason: compiler-message`.
+#[derive(Deserialize)]
+struct CargoMessage {
+    message: RustcDiagnostic,
+}
+
+/// A line of `rustc --error-format=json` (and the `message` of a cargo line).
+#[derive(Deserialize)]
+struct RustcDiagnostic {
+    message: String,
+    code: Option<RustcCode>,
+    level: String,
+    #[serde(default)]
+    spans: Vec<RustcSpan>,
+}
+
+#[derive(Deserialize)]
+struct RustcCode {
+    code: String,
+}
+
+#[derive(Deserialize)]
+struct RustcSpan {
+    file_name: String,
+    /// 1-based.
+    line_start: u64,
+    /// 1-based, in characters.
+    column_start: u64,
+    is_primary: bool,
+    label: Option<String>,
+}
+
+/// A rustc diagnostic at its first primary span; one without a span
+/// (`aborting due to 1 previous error`) names no place and is skipped.
+fn rustc(d: RustcDiagnostic, sink: &mut Sink) {
+    let Some(span) = d.spans.iter().find(|s| s.is_primary) else { return };
+    let severity = match d.level.as_str() {
+        "warning" => Severity::Warning,
+        "note" | "failure-note" => Severity::Information,
+        "help" => Severity::Hint,
+        _ => Severity::Error,
+    };
+    let code = d.code.map(|c| c.code);
+    let source = if code.as_deref().is_some_and(|c| c.starts_with("clippy::")) { "clippy" } else { "rustc" };
+    let message = match span.label.as_deref().filter(|l| !l.is_empty()) {
+        Some(label) => format!("{}: {label}", d.message),
+        None => d.message,
+    };
+    let line = zero_based(span.line_start);
+    let column = zero_based(span.column_start);
+    sink.add(&span.file_name, diagnostic(line, column, Some(severity), message, Some(source), code));
+}
+
+// pyright ----------------------------------------------------------------------
+
+/// `pyright --outputjson`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PyrightReport {
+    general_diagnostics: Vec<PyrightDiagnostic>,
+}
+
+#[derive(Deserialize)]
+struct PyrightDiagnostic {
+    file: String,
+    severity: PyrightSeverity,
+    message: String,
+    /// Absent for the few diagnostics about a whole file.
+    range: Option<PyrightRange>,
+    rule: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum PyrightSeverity {
+    Error,
+    Warning,
+    Information,
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct PyrightRange {
+    start: PyrightPosition,
+}
+
+/// 0-based, as LSP.
+#[derive(Deserialize)]
+struct PyrightPosition {
+    line: u64,
+    character: u64,
+}
+
+fn pyright(report: PyrightReport, sink: &mut Sink) {
+    for d in report.general_diagnostics {
+        let Some(range) = d.range else {
+            tracing::info!("pyright diagnostic without a range left out: {}", d.message);
+            continue;
+        };
+        let severity = match d.severity {
+            PyrightSeverity::Error => Some(Severity::Error),
+            PyrightSeverity::Warning => Some(Severity::Warning),
+            PyrightSeverity::Information => Some(Severity::Information),
+            PyrightSeverity::Other => None,
+        };
+        let at = range.start;
+        let line = u32::try_from(at.line).unwrap_or(u32::MAX);
+        let column = u32::try_from(at.character).unwrap_or(u32::MAX);
+        sink.add(&d.file, diagnostic(line, column, severity, d.message, Some("pyright"), d.rule));
+    }
+}
+
+// mypy ---------------------------------------------------------------------------
+
+/// A line of `mypy -O json`.
+#[derive(Deserialize)]
+struct MypyMessage {
+    file: String,
+    /// 1-based (-1 when unknown).
+    line: i64,
+    /// 0-based (-1 when unknown).
+    column: i64,
+    message: String,
+    hint: Option<String>,
+    code: Option<String>,
+    severity: MypySeverity,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum MypySeverity {
+    Error,
+    Warning,
+    Note,
+    #[serde(other)]
+    Other,
+}
+
+fn mypy(m: MypyMessage, sink: &mut Sink) {
+    let severity = match m.severity {
+        MypySeverity::Error => Some(Severity::Error),
+        MypySeverity::Warning => Some(Severity::Warning),
+        MypySeverity::Note => Some(Severity::Information),
+        MypySeverity::Other => None,
+    };
+    let message = match m.hint.as_deref().filter(|h| !h.trim().is_empty()) {
+        Some(hint) => format!("{}\n{}", m.message, hint.trim_end()),
+        None => m.message,
+    };
+    let line = clamp(m.line.max(1) - 1);
+    sink.add(&m.file, diagnostic(line, clamp(m.column), severity, message, Some("mypy"), m.code));
+}
+
+// SARIF ------------------------------------------------------------------------------
+
+/// A SARIF 2.1.0 log.
+#[derive(Deserialize)]
+struct SarifLog {
+    version: String,
+    runs: Vec<SarifRun>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SarifRun {
+    tool: Option<SarifTool>,
+    #[serde(default)]
+    results: Vec<SarifResult>,
+    /// What `artifactLocation.index` points into.
+    #[serde(default)]
+    artifacts: Vec<SarifArtifact>,
+    /// What `artifactLocation.uriBaseId` names (`%SRCROOT%` → `file:///w/`).
+    #[serde(default)]
+    original_uri_base_ids: BTreeMap<String, SarifArtifactLocation>,
+}
+
+#[derive(Deserialize)]
+struct SarifTool {
+    driver: SarifDriver,
+}
+
+#[derive(Deserialize)]
+struct SarifDriver {
+    name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SarifResult {
+    rule_id: Option<String>,
+    level: Option<SarifLevel>,
+    message: SarifMessage,
+    #[serde(default)]
+    locations: Vec<SarifLocation>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum SarifLevel {
+    None,
+    Note,
+    Warning,
+    Error,
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct SarifMessage {
+    text: Option<String>,
+    /// A message of the rule's `messageStrings`, when there is no text.
+    id: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SarifLocation {
+    physical_location: Option<SarifPhysicalLocation>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SarifPhysicalLocation {
+    artifact_location: Option<SarifArtifactLocation>,
+    region: Option<SarifRegion>,
+}
+
+#[derive(Deserialize, Clone)]
+#[serde(rename_all = "camelCase")]
+struct SarifArtifactLocation {
+    uri: Option<String>,
+    uri_base_id: Option<String>,
+    index: Option<usize>,
+}
+
+#[derive(Deserialize)]
+struct SarifArtifact {
+    location: Option<SarifArtifactLocation>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SarifRegion {
+    /// 1-based; absent for regions given by byte offsets only.
+    start_line: Option<u64>,
+    /// 1-based, default 1.
+    start_column: Option<u64>,
+}
+
+fn sarif(log: SarifLog, sink: &mut Sink) -> Result<(), String> {
+    if log.version != "2.1.0" {
+        return Err(format!("SARIF version {} is not supported (2.1.0 is)", log.version));
+    }
+    for run in &log.runs {
+        let source = run.tool.as_ref().map(|t| t.driver.name.as_str());
+        for result in &run.results {
+            let Some(physical) = result.locations.iter().find_map(|l| l.physical_location.as_ref()) else { continue };
+            let Some(line) = physical.region.as_ref().and_then(|r| r.start_line) else { continue };
+            let column = physical.region.as_ref().and_then(|r| r.start_column).unwrap_or(1);
+            let Some(location) = physical.artifact_location.as_ref() else { continue };
+            let severity = match result.level {
+                // SARIF's default level.
+                None | Some(SarifLevel::Warning) => Some(Severity::Warning),
+                Some(SarifLevel::Error) => Some(Severity::Error),
+                Some(SarifLevel::Note) => Some(Severity::Information),
+                Some(SarifLevel::None | SarifLevel::Other) => None,
+            };
+            let message = result
+                .message
+                .text
+                .clone()
+                .or_else(|| result.message.id.clone())
+                .or_else(|| result.rule_id.clone())
+                .unwrap_or_else(|| "(no message)".into());
+            let d = diagnostic(zero_based(line), zero_based(column), severity, message, source, result.rule_id.clone());
+            match sarif_path(location, run) {
+                Ok(path) => sink.add(&path, d),
+                Err(shown) => sink.reject(&shown),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The path of an artifact location: a `file:` URI, or a relative reference
+/// against its `uriBaseId` (or the workspace root); `Err` with what to show
+/// for a URI that is not a local file.
+fn sarif_path(location: &SarifArtifactLocation, run: &SarifRun) -> Result<String, String> {
+    let indexed = location.index.and_then(|i| run.artifacts.get(i)).and_then(|a| a.location.as_ref());
+    let (uri, base) = match (&location.uri, indexed) {
+        (Some(uri), _) => (uri.as_str(), location.uri_base_id.as_deref()),
+        (None, Some(l)) => {
+            (l.uri.as_deref().unwrap_or(""), l.uri_base_id.as_deref().or(location.uri_base_id.as_deref()))
+        }
+        (None, None) => ("", None),
+    };
+    if let Some(rest) = uri.strip_prefix("file:") {
+        return file_uri_path(rest).ok_or_else(|| uri.to_string());
+    }
+    if has_scheme(uri) {
+        return Err(uri.to_string());
+    }
+    let relative = percent_decode(uri).ok_or_else(|| uri.to_string())?;
+    let base = base
+        .and_then(|b| run.original_uri_base_ids.get(b))
+        .and_then(|b| b.uri.as_deref())
+        .and_then(|b| b.strip_prefix("file:"))
+        .and_then(file_uri_path);
+    Ok(match base {
+        Some(base) => Path::new(&base).join(relative).to_string_lossy().into_owned(),
+        None => relative,
+    })
+}
+
+/// The path of a `file:` URI after its scheme: `///p`, `//localhost/p` or
+/// `/p`; another host is not a local file.
+fn file_uri_path(rest: &str) -> Option<String> {
+    let path = match rest.strip_prefix("//") {
+        Some(after) => {
+            let slash = after.find('/')?;
+            let host = &after[..slash];
+            if !host.is_empty() && !host.eq_ignore_ascii_case("localhost") {
+                return None;
+            }
+            &after[slash..]
+        }
+        None => rest,
+    };
+    path.starts_with('/').then(|| percent_decode(path)).flatten()
+}
+
+fn has_scheme(uri: &str) -> bool {
+    let Some((scheme, _)) = uri.split_once(':') else { return false };
+    scheme.len() > 1
+        && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+}
+
+/// `%XX` escapes decoded; `None` when the result is not UTF-8.
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROOT: &str = "/w/проект";
+
+    fn parsed(text: &str) -> Failures {
+        parse(text, Path::new(ROOT)).unwrap_or_else(|e| panic!("{e}\n{text}"))
+    }
+
+    /// `(path relative to the root, 1-based line, 1-based column, severity, message, source, code)`.
+    type Row = (String, u64, u64, Option<&'static str>, String, Option<String>, Option<String>);
+
+    fn rows(f: &Failures) -> Vec<Row> {
+        f.diagnostics
+            .iter()
+            .map(|l| {
+                let d = &l.diagnostic;
+                (
+                    l.path.strip_prefix(ROOT).unwrap().to_string_lossy().into_owned(),
+                    d.at.line_number(),
+                    d.at.column_number(),
+                    d.severity.map(Severity::name),
+                    d.message.clone(),
+                    d.source.clone(),
+                    d.code.clone(),
+                )
+            })
+            .collect()
+    }
+
+    fn row(
+        path: &str,
+        line: u64,
+        col: u64,
+        sev: Option<&'static str>,
+        msg: &str,
+        source: Option<&str>,
+        code: Option<&str>,
+    ) -> Row {
+        (path.into(), line, col, sev, msg.into(), source.map(Into::into), code.map(Into::into))
+    }
+
+    #[test]
+    fn gcc_output_with_context_lines_and_crlf() {
+        let text = "src/calc.c: In function ‘main’:\r\nsrc/calc.c:2:10: error: ‘y’ undeclared (first use in this function)\r\n    2 |   return y;\r\n      |          ^\r\nsrc/calc.c:2:10: note: each undeclared identifier is reported only once\r\nIn file included from src/calc.c:1:\r\n/usr/include/stdio.h:9:1: warning: something in a system header\r\n";
+        let f = parsed(text);
+        assert_eq!(f.format, Format::Plain);
+        assert_eq!(
+            rows(&f),
+            vec![
+                row("src/calc.c", 2, 10, Some("error"), "‘y’ undeclared (first use in this function)", None, None),
+                row("src/calc.c", 2, 10, Some("info"), "each undeclared identifier is reported only once", None, None),
+            ]
+        );
+        assert_eq!(f.outside, vec!["/usr/include/stdio.h".to_string()]);
+    }
+
+    #[test]
+    fn mypy_ruff_eslint_and_rustc_short_text() {
+        let text = "\
+app.py:4: error: Incompatible types in assignment (expression has type \"str\", variable has type \"int\")  [assignment]
+app.py:7:5: note: Revealed type is \"list[int]\"
+Found 1 error in 1 file (checked 1 source file)
+lib/ünï.py:1:8: F401 [*] `os` imported but unused
+/w/проект/web/app.js:3:7: 'x' is assigned a value but never used. [Error/no-unused-vars]
+/w/проект/web/app.js:9:1: Unexpected console statement. [Warning/no-console]
+src/main.rs:2:18: error[E0308]: mismatched types
+src/main.rs:5: warning: unused variable: `y`
+
+2 problems
+";
+        let f = parsed(text);
+        assert_eq!(
+            rows(&f),
+            vec![
+                row(
+                    "app.py",
+                    4,
+                    1,
+                    Some("error"),
+                    "Incompatible types in assignment (expression has type \"str\", variable has type \"int\")",
+                    None,
+                    Some("assignment")
+                ),
+                row("app.py", 7, 5, Some("info"), "Revealed type is \"list[int]\"", None, None),
+                row("lib/ünï.py", 1, 8, None, "`os` imported but unused", None, Some("F401")),
+                row(
+                    "web/app.js",
+                    3,
+                    7,
+                    Some("error"),
+                    "'x' is assigned a value but never used.",
+                    None,
+                    Some("no-unused-vars")
+                ),
+                row("web/app.js", 9, 1, Some("warning"), "Unexpected console statement.", None, Some("no-console")),
+                row("src/main.rs", 2, 18, Some("error"), "mismatched types", None, Some("E0308")),
+                row("src/main.rs", 5, 1, Some("warning"), "unused variable: `y`", None, None),
+            ]
+        );
+    }
+
+    /// `cargo build --message-format=json` (abridged from a real run: the
+    /// artifact and build-finished lines are skipped, the same error from
+    /// two targets is kept once, a span-less summary is skipped).
+    #[test]
+    fn cargo_json_lines() {
+        let error = r#"{"reason":"compiler-message","package_id":"path+file:///w/demo#0.1.0","manifest_path":"/w/demo/Cargo.toml","target":{"kind":["lib"],"crate_types":["lib"],"name":"demo","src_path":"/w/demo/src/lib.rs","edition":"2021","doc":true,"doctest":true,"test":true},"message":{"rendered":"error[E0308]: mismatched types\n","$message_type":"diagnostic","children":[],"code":{"code":"E0308","explanation":"Expected type did not match the received type.\n"},"level":"error","message":"mismatched types","spans":[{"byte_end":26,"byte_start":23,"column_end":15,"column_start":12,"expansion":null,"file_name":"src/lib.rs","is_primary":false,"label":"expected due to this","line_end":2,"line_start":2,"suggested_replacement":null,"suggestion_applicability":null,"text":[]},{"byte_end":32,"byte_start":29,"column_end":21,"column_start":18,"expansion":null,"file_name":"src/lib.rs","is_primary":true,"label":"expected `u32`, found `&str`","line_end":2,"line_start":2,"suggested_replacement":null,"suggestion_applicability":null,"text":[]}]}}"#;
+        let lint = r#"{"reason":"compiler-message","package_id":"demo","manifest_path":"/w/demo/Cargo.toml","target":{"name":"demo"},"message":{"rendered":"","$message_type":"diagnostic","children":[{"children":[],"code":null,"level":"help","message":"remove `return`","rendered":null,"spans":[]}],"code":{"code":"clippy::needless_return","explanation":null},"level":"warning","message":"unneeded `return` statement","spans":[{"byte_end":80,"byte_start":70,"column_end":13,"column_start":5,"expansion":null,"file_name":"src/ü.rs","is_primary":true,"label":null,"line_end":9,"line_start":9,"suggested_replacement":null,"suggestion_applicability":null,"text":[]}]}}"#;
+        let summary = r#"{"reason":"compiler-message","package_id":"demo","manifest_path":"/w/demo/Cargo.toml","target":{"name":"demo"},"message":{"rendered":"error: aborting due to 1 previous error\n","$message_type":"diagnostic","children":[],"code":null,"level":"error","message":"aborting due to 1 previous error","spans":[]}}"#;
+        let artifact = r#"{"reason":"compiler-artifact","package_id":"dep 1.0.0","manifest_path":"/home/u/.cargo/registry/dep/Cargo.toml","target":{"name":"dep"},"profile":{},"features":[],"filenames":[],"executable":null,"fresh":true}"#;
+        let text = format!(
+            "{artifact}\r\n{error}\r\n{lint}\r\n{error}\r\n{summary}\r\n{{\"reason\":\"build-finished\",\"success\":false}}\r\n"
+        );
+        let f = parsed(&text);
+        assert_eq!(f.format, Format::Cargo);
+        assert_eq!(
+            rows(&f),
+            vec![
+                row(
+                    "src/lib.rs",
+                    2,
+                    18,
+                    Some("error"),
+                    "mismatched types: expected `u32`, found `&str`",
+                    Some("rustc"),
+                    Some("E0308")
+                ),
+                row(
+                    "src/ü.rs",
+                    9,
+                    5,
+                    Some("warning"),
+                    "unneeded `return` statement",
+                    Some("clippy"),
+                    Some("clippy::needless_return")
+                ),
+            ]
+        );
+    }
+
+    /// `rustc --error-format=json m.rs`, as rustc 1.95 prints it.
+    #[test]
+    fn rustc_json_lines() {
+        let text = r#"{"$message_type":"diagnostic","message":"mismatched types","code":{"code":"E0308","explanation":"Expected type did not match the received type.\n"},"level":"error","spans":[{"file_name":"m.rs","byte_start":29,"byte_end":32,"line_start":2,"line_end":2,"column_start":18,"column_end":21,"is_primary":true,"text":[{"text":"    let x: u32 = \"a\";","highlight_start":18,"highlight_end":21}],"label":"expected `u32`, found `&str`","suggested_replacement":null,"suggestion_applicability":null,"expansion":null}],"children":[],"rendered":"error[E0308]: mismatched types\n"}
+{"$message_type":"diagnostic","message":"aborting due to 1 previous error","code":null,"level":"error","spans":[],"children":[],"rendered":"error: aborting due to 1 previous error\n\n"}
+{"$message_type":"diagnostic","message":"For more information about this error, try `rustc --explain E0308`.","code":null,"level":"failure-note","spans":[],"children":[],"rendered":"For more information about this error, try `rustc --explain E0308`.\n"}
+"#;
+        let f = parsed(text);
+        assert_eq!(f.format, Format::Rustc);
+        assert_eq!(
+            rows(&f),
+            vec![row(
+                "m.rs",
+                2,
+                18,
+                Some("error"),
+                "mismatched types: expected `u32`, found `&str`",
+                Some("rustc"),
+                Some("E0308")
+            )]
+        );
+    }
+
+    /// `pyright --outputjson` (1.1.414), pretty-printed, CRLF, an absolute
+    /// non-ASCII path, a warning and a diagnostic without a range.
+    #[test]
+    fn pyright_report() {
+        let text = "{\r\n    \"version\": \"1.1.414\",\r\n    \"time\": \"1796138007218\",\r\n    \"generalDiagnostics\": [\r\n        {\r\n            \"file\": \"/w/проект/app.py\",\r\n            \"severity\": \"error\",\r\n            \"message\": \"Argument of type \\\"Literal['4']\\\" cannot be assigned to parameter \\\"x\\\" of type \\\"int\\\" in function \\\"double\\\"\\n  \\\"Literal['4']\\\" is not assignable to \\\"int\\\"\",\r\n            \"range\": {\r\n                \"start\": {\"line\": 4, \"character\": 13},\r\n                \"end\": {\"line\": 4, \"character\": 16}\r\n            },\r\n            \"rule\": \"reportArgumentType\"\r\n        },\r\n        {\r\n            \"file\": \"/w/проект/app.py\",\r\n            \"severity\": \"warning\",\r\n            \"message\": \"\\\"value\\\" is possibly unbound\",\r\n            \"range\": {\"start\": {\"line\": 1, \"character\": 6}, \"end\": {\"line\": 1, \"character\": 11}},\r\n            \"rule\": \"reportPossiblyUnbound\"\r\n        },\r\n        {\"file\": \"/w/проект/app.py\", \"severity\": \"information\", \"message\": \"whole file\"}\r\n    ],\r\n    \"summary\": {\"filesAnalyzed\": 1, \"errorCount\": 1, \"warningCount\": 1, \"informationCount\": 0, \"timeInSec\": 0.754}\r\n}\r\n";
+        let f = parsed(text);
+        assert_eq!(f.format, Format::Pyright);
+        assert_eq!(
+            rows(&f),
+            vec![
+                row(
+                    "app.py",
+                    5,
+                    14,
+                    Some("error"),
+                    "Argument of type \"Literal['4']\" cannot be assigned to parameter \"x\" of type \"int\" in function \"double\"\n  \"Literal['4']\" is not assignable to \"int\"",
+                    Some("pyright"),
+                    Some("reportArgumentType")
+                ),
+                row(
+                    "app.py",
+                    2,
+                    7,
+                    Some("warning"),
+                    "\"value\" is possibly unbound",
+                    Some("pyright"),
+                    Some("reportPossiblyUnbound")
+                ),
+            ]
+        );
+        // A clean run: nothing to fix.
+        let clean = r#"{"version": "1.1.414", "generalDiagnostics": [], "summary": {"errorCount": 0}}"#;
+        assert_eq!(parse(clean, Path::new(ROOT)), Err(FailuresError::NoDiagnostics("pyright JSON")));
+    }
+
+    /// `mypy -O json` (1.11+): one object per line, column 0-based, notes.
+    #[test]
+    fn mypy_json_lines() {
+        let text = "{\"file\": \"pkg/mod.py\", \"line\": 4, \"column\": 11, \"message\": \"Incompatible types in assignment (expression has type \\\"str\\\", variable has type \\\"int\\\")\", \"hint\": null, \"code\": \"assignment\", \"severity\": \"error\"}\r\n{\"file\": \"pkg/mod.py\", \"line\": 9, \"column\": -1, \"message\": \"Name \\\"undefined\\\" is not defined\", \"hint\": \"Did you mean \\\"defined\\\"?\", \"code\": \"name-defined\", \"severity\": \"error\"}\r\n{\"file\": \"../elsewhere.py\", \"line\": 1, \"column\": 0, \"message\": \"x\", \"hint\": null, \"code\": null, \"severity\": \"note\"}\r\n";
+        let f = parsed(text);
+        assert_eq!(f.format, Format::Mypy);
+        assert_eq!(
+            rows(&f),
+            vec![
+                row(
+                    "pkg/mod.py",
+                    4,
+                    12,
+                    Some("error"),
+                    "Incompatible types in assignment (expression has type \"str\", variable has type \"int\")",
+                    Some("mypy"),
+                    Some("assignment")
+                ),
+                row(
+                    "pkg/mod.py",
+                    9,
+                    1,
+                    Some("error"),
+                    "Name \"undefined\" is not defined\nDid you mean \"defined\"?",
+                    Some("mypy"),
+                    Some("name-defined")
+                ),
+            ]
+        );
+        assert_eq!(f.outside, vec!["../elsewhere.py".to_string()]);
+    }
+
+    /// SARIF 2.1.0 as ESLint's and Semgrep's formatters write it: a `file:`
+    /// URI, a `%SRCROOT%`-relative one, one by artifact index, another host.
+    #[test]
+    fn sarif_log() {
+        let text = r#"{
+  "version": "2.1.0",
+  "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+  "runs": [{
+    "tool": {"driver": {"name": "ESLint", "rules": [{"id": "no-unused-vars"}]}},
+    "originalUriBaseIds": {"%SRCROOT%": {"uri": "file:///w/%D0%BF%D1%80%D0%BE%D0%B5%D0%BA%D1%82/"}},
+    "artifacts": [{"location": {"uri": "src/b%20c.js", "uriBaseId": "%SRCROOT%"}}],
+    "results": [
+      {"ruleId": "no-unused-vars", "level": "error", "message": {"text": "'x' is assigned a value but never used."},
+       "locations": [{"physicalLocation": {"artifactLocation": {"uri": "file:///w/%D0%BF%D1%80%D0%BE%D0%B5%D0%BA%D1%82/src/a.js", "index": 0}, "region": {"startLine": 3, "startColumn": 7, "endLine": 3, "endColumn": 8}}}]},
+      {"ruleId": "eqeqeq", "message": {"text": "Expected '===' and instead saw '=='."},
+       "locations": [{"physicalLocation": {"artifactLocation": {"uri": "src/a.js", "uriBaseId": "%SRCROOT%"}, "region": {"startLine": 5}}}]},
+      {"ruleId": "no-console", "level": "note", "message": {"text": "Unexpected console statement."},
+       "locations": [{"physicalLocation": {"artifactLocation": {"index": 0}, "region": {"startLine": 1, "startColumn": 1}}}]},
+      {"ruleId": "r", "level": "error", "message": {"text": "remote"},
+       "locations": [{"physicalLocation": {"artifactLocation": {"uri": "file://server/share/a.js"}, "region": {"startLine": 1}}}]},
+      {"ruleId": "r", "level": "error", "message": {"text": "no region"},
+       "locations": [{"physicalLocation": {"artifactLocation": {"uri": "src/a.js"}}}]}
+    ]
+  }]
+}"#;
+        let f = parsed(text);
+        assert_eq!(f.format, Format::Sarif);
+        assert_eq!(
+            rows(&f),
+            vec![
+                row(
+                    "src/a.js",
+                    3,
+                    7,
+                    Some("error"),
+                    "'x' is assigned a value but never used.",
+                    Some("ESLint"),
+                    Some("no-unused-vars")
+                ),
+                row(
+                    "src/a.js",
+                    5,
+                    1,
+                    Some("warning"),
+                    "Expected '===' and instead saw '=='.",
+                    Some("ESLint"),
+                    Some("eqeqeq")
+                ),
+                row(
+                    "src/b c.js",
+                    1,
+                    1,
+                    Some("info"),
+                    "Unexpected console statement.",
+                    Some("ESLint"),
+                    Some("no-console")
+                ),
+            ]
+        );
+        assert_eq!(f.outside, vec!["file://server/share/a.js".to_string()]);
+        let old = r#"{"version": "2.0.0", "runs": []}"#;
+        assert_eq!(
+            parse(old, Path::new(ROOT)),
+            Err(FailuresError::Line { line: 1, why: "SARIF version 2.0.0 is not supported (2.1.0 is)".into() })
+        );
+    }
+
+    #[test]
+    fn paths_outside_the_root_are_left_out_and_named() {
+        let text = "../other/a.py:1: error: up and out\n/etc/passwd:1:1: error: absolute elsewhere\nsub/../../проект/ok.py:2: error: back in\n/w/проектX/a.py:1: error: a sibling with the root as prefix\n";
+        let f = parsed(text);
+        assert_eq!(rows(&f), vec![row("ok.py", 2, 1, Some("error"), "back in", None, None)]);
+        assert_eq!(f.outside, vec!["../other/a.py", "/etc/passwd", "/w/проектX/a.py"]);
+        // All of them outside: no diagnostic, but not "nothing in the input".
+        let f = parsed("/etc/passwd:1:1: error: x\n");
+        assert!(f.diagnostics.is_empty() && f.outside == ["/etc/passwd"]);
+    }
+
+    #[test]
+    fn bad_input_is_an_error_naming_its_line() {
+        let root = Path::new(ROOT);
+        assert_eq!(parse("", root), Err(FailuresError::Empty));
+        assert_eq!(parse(" \r\n\n\t\n", root), Err(FailuresError::Empty));
+        let e = parse("\n\nSuccess: no issues found in 1 source file\n", root).unwrap_err();
+        let FailuresError::Line { line: 3, why } = &e else { panic!("{e:?}") };
+        assert!(why.starts_with("`Success: no issues found in 1 source file` is not a diagnostic"), "{why}");
+        // JSON lines broken by a line of text (cargo's stderr mixed in).
+        let good = r#"{"reason":"build-script-executed","package_id":"x"}"#;
+        let e = parse(&format!("{good}\n   Compiling demo v0.1.0\n"), root).unwrap_err();
+        assert_eq!(e, FailuresError::Line { line: 2, why: "not JSON: expected value (column 4)".into() });
+        // A known shape with a field of the wrong type: the line inside the document.
+        let e = parse(
+            "{\"generalDiagnostics\": [\n  {\"file\": \"a.py\",\n   \"severity\": \"error\",\n   \"message\": 7}\n]}",
+            root,
+        )
+        .unwrap_err();
+        let FailuresError::Line { line: 4, why } = &e else { panic!("{e:?}") };
+        assert!(why.starts_with("invalid type: integer `7`, expected a string"), "{why}");
+        // A missing field.
+        let e = parse("{\"file\": \"a.py\", \"line\": 1}\n", root).unwrap_err();
+        let FailuresError::Line { line: 1, why } = &e else { panic!("{e:?}") };
+        assert!(why.starts_with("missing field `column`"), "{why}");
+        // JSON of no known shape, on its line.
+        let e = parse("{\"reason\":\"build-finished\",\"success\":true}\n{\"x\": 1}\n", root).unwrap_err();
+        let FailuresError::Line { line: 2, why } = &e else { panic!("{e:?}") };
+        assert!(why.starts_with("a JSON value of no known shape"), "{why}");
+        // A clean cargo build: nothing to fix.
+        assert_eq!(
+            parse("{\"reason\":\"build-finished\",\"success\":true}\n", root),
+            Err(FailuresError::NoDiagnostics("cargo JSON"))
+        );
+        // Truncated JSON.
+        let e = parse("{\"generalDiagnostics\": [", root).unwrap_err();
+        assert!(matches!(e, FailuresError::Line { line: 1, .. }), "{e:?}");
+    }
+
+    #[test]
+    fn uris_and_numbers() {
+        assert_eq!(file_uri_path("///a/b%20c").as_deref(), Some("/a/b c"));
+        assert_eq!(file_uri_path("//localhost/a").as_deref(), Some("/a"));
+        assert_eq!(file_uri_path("/a").as_deref(), Some("/a"));
+        assert_eq!(file_uri_path("//host/a"), None);
+        assert_eq!(file_uri_path("a"), None);
+        assert_eq!(percent_decode("%E6%BC%A2%zz%4").as_deref(), Some("漢%zz%4"));
+        assert_eq!(percent_decode("%FF"), None);
+        assert!(has_scheme("https://x") && !has_scheme("src/a.js") && !has_scheme("C:/x"));
+        assert_eq!((zero_based(0), zero_based(1), zero_based(u64::MAX)), (0, 0, u32::MAX));
+        assert_eq!((clamp(-1), clamp(5)), (0, 5));
+        // A huge line number clamps instead of failing.
+        let f = parsed("a.py:99999999999999999999999: error: far\n");
+        assert_eq!(f.diagnostics[0].diagnostic.at.line, u32::MAX);
+    }
+}
