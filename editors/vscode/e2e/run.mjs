@@ -10,7 +10,14 @@
 // applied; the edit is in the buffer unsaved; Ctrl+S writes it; a
 // setting changed while the server runs is in force for the next run; a run
 // with an instruction is cancelled from the progress notification, another
-// with "Agent fix: Cancel"; the key is in no log. Screenshots of each key
+// with "Agent fix: Cancel"; "Agent fix with model…" runs with the model
+// picked from agentfix.models; "Agent fix: follow up…" (Ctrl+.) asks for an
+// instruction (Escape sends nothing) and continues the earlier run, as does
+// "Agent fix: follow up on the last run"; saving with
+// `editor.codeActionsOnSave: source.fixAll` starts no run, while "Agent
+// fix: all problems in this file" sends every diagnostic of the file in one
+// run, whose Refactor Preview labels each hunk with its problem and accepts
+// one problem's hunks alone; the key is in no log. Screenshots of each key
 // step go to $E2E_DIR/screenshots.
 //
 // Environment (ci.sh sets all of them):
@@ -69,6 +76,7 @@ const dirs = {
 };
 const configFile = path.join(DIR, 'code-server.yaml');
 const calc = path.join(dirs.workspace, 'calc.py');
+const stats = path.join(dirs.workspace, 'stats.py');
 
 const ORIGINAL = `def divide(a, b):
     return a / b
@@ -80,6 +88,21 @@ if __name__ == "__main__":
 const FIXED = ORIGINAL.replace('    return a / b\n', '    return a / b if b != 0 else 0.0\n');
 const DIAGNOSTIC = 'ZeroDivisionError: division by zero when b == 0';
 const INSTRUCTION = 'Guard against b == 0 without raising';
+const MODEL = 'claude-haiku-4-5'; // one of agentfix.models' defaults, not the provider's default model
+const FOLLOW_UP = 'Also handle b == 0.0 explicitly';
+const FOLLOW_UP_2 = 'Now explain the guard in one comment';
+// stats.py: two problems from two sources, for "all problems in this file".
+const STATS = `def mean(values):
+    return sum(values) / len(values)
+
+
+def ratio(a, b):
+    return a / b
+`;
+const MEAN_PROBLEM = 'ZeroDivisionError: mean of an empty list';
+const RATIO_PROBLEM = 'Possible division by zero when b == 0';
+const MEAN_FIXED = '    return sum(values) / len(values) if values else 0.0';
+const RATIO_FIXED = '    return a / b if b else 0.0';
 
 // ---- processes -----------------------------------------------------------
 
@@ -161,6 +184,19 @@ function requests() {
     .split('\n')
     .filter(Boolean)
     .map((l) => JSON.parse(l));
+}
+
+/** The request's messages without `cache_control` (its breakpoints move from request to request). */
+function plainMessages(body) {
+  return JSON.parse(JSON.stringify(body.messages, (key, value) => (key === 'cache_control' ? undefined : value)));
+}
+
+/** The text of a message (a string, or its text blocks). */
+function messageText(message) {
+  if (typeof message.content === 'string') {
+    return message.content;
+  }
+  return message.content.filter((b) => b.type === 'text').map((b) => b.text).join('\n');
 }
 
 async function screenshot(name) {
@@ -252,6 +288,31 @@ function extensionLog() {
   return file ? fs.readFileSync(path.join(logs, file), 'utf8') : '';
 }
 
+/** Runs the extension saw end (its output logs one line per run). */
+function runsEnded() {
+  return (extensionLog().match(/\] run(: | failed: )/g) ?? []).length;
+}
+
+/** Opens a workspace file with Ctrl+P. */
+async function openFile(name) {
+  await page.keyboard.press('Control+P');
+  const input = page.locator('.quick-input-widget input').first();
+  await input.waitFor({ state: 'visible', timeout: WAIT });
+  await input.fill(name);
+  const row = page.locator('.quick-input-list .monaco-list-row', { hasText: name }).first();
+  await row.waitFor({ state: 'visible', timeout: WAIT });
+  await row.click();
+  await page.locator('.tab.active', { hasText: name }).waitFor({ timeout: WAIT });
+}
+
+/** Ctrl+. at the cursor, then the quick fix menu's item with `title`. */
+async function pickCodeAction(title) {
+  await page.keyboard.press('Control+.');
+  const item = page.locator('.action-widget .monaco-list-row', { hasText: title }).first();
+  await item.waitFor({ state: 'visible', timeout: WAIT });
+  return item;
+}
+
 /** On failure: the extension's output and the extension host's log, for the CI log. */
 async function dumpLogs() {
   const logs = path.join(dirs.userData, 'logs');
@@ -299,15 +360,33 @@ step('set up the workspace, the settings and the mock model', async () => {
     fs.mkdirSync(d, { recursive: true });
   }
   fs.writeFileSync(calc, ORIGINAL);
+  fs.writeFileSync(stats, STATS);
   fs.writeFileSync(
     path.join(dirs.workspace, '.fake-diagnostics.json'),
-    JSON.stringify([{ file: 'calc.py', match: 'return a / b', message: DIAGNOSTIC, source: 'fake-lint' }]),
+    JSON.stringify([
+      { file: 'calc.py', match: 'return a / b', message: DIAGNOSTIC, source: 'fake-lint' },
+      { file: 'stats.py', match: 'return sum(values) / len(values)', message: MEAN_PROBLEM, source: 'fake-lint' },
+      { file: 'stats.py', match: 'return a / b', message: RATIO_PROBLEM, source: 'fake-types' },
+    ]),
   );
   const replies = [
     { tools: [['toolu_1', 'edit_file', { path: 'calc.py', old_text: '    return a / b', new_text: '    return a / b if b != 0 else 0.0' }]] },
     { text: 'Guarded the division.' },
     { hang: true },
     { hang: true },
+    // "Agent fix with model…"
+    { text: 'Line 2 is fine as it is.' },
+    // The follow-up from Ctrl+., then "follow up on the last run".
+    { text: 'Checked: the guard covers b == 0.0 too.' },
+    { text: 'The guard returns 0.0 instead of raising.' },
+    // "Agent fix: all problems in this file": one edit per problem, then the summary.
+    {
+      tools: [
+        ['toolu_mean', 'edit_file', { path: 'stats.py', old_text: '    return sum(values) / len(values)', new_text: MEAN_FIXED }],
+        ['toolu_ratio', 'edit_file', { path: 'stats.py', old_text: '    return a / b', new_text: RATIO_FIXED }],
+      ],
+    },
+    { text: 'Guarded both divisions.' },
   ];
   const repliesFile = path.join(dirs.logs, 'replies.json');
   fs.writeFileSync(repliesFile, JSON.stringify(replies));
@@ -339,6 +418,8 @@ step('set up the workspace, the settings and the mock model', async () => {
     'files.autoSave': 'off',
     'agentfix.transcripts': false,
     'agentfix.trace.server': 'messages',
+    // Fix-all on save: agentfix must never start a run for it.
+    'editor.codeActionsOnSave': { 'source.fixAll': 'explicit' },
   };
   fs.mkdirSync(path.join(dirs.userData, 'User'), { recursive: true });
   fs.writeFileSync(path.join(dirs.userData, 'User', 'settings.json'), JSON.stringify(settings, null, 2));
@@ -428,14 +509,7 @@ step('"Agent fix: Set API key" stores the key and restarts the server', async ()
 });
 
 step('calc.py opens and the fixture linter marks the division', async () => {
-  await page.keyboard.press('Control+P');
-  const input = page.locator('.quick-input-widget input').first();
-  await input.waitFor({ state: 'visible', timeout: WAIT });
-  await input.fill('calc.py');
-  const row = page.locator('.quick-input-list .monaco-list-row', { hasText: 'calc.py' }).first();
-  await row.waitFor({ state: 'visible', timeout: WAIT });
-  await row.click();
-  await page.locator('.tab.active', { hasText: 'calc.py' }).waitFor({ timeout: WAIT });
+  await openFile('calc.py');
   await page.locator('.monaco-editor .squiggly-error').first().waitFor({ timeout: WAIT });
   assert.match(await editorText(), /return a \/ b/);
 });
@@ -548,6 +622,140 @@ step('"Agent fix" then "Agent fix: Cancel" cancels the run', async () => {
   await screenshot('6-cancelled');
   assert.equal(fs.readFileSync(calc, 'utf8'), FIXED);
   assert.equal(await page.locator('.tab.active.dirty').count(), 0, 'the buffer is untouched');
+});
+
+step('"Agent fix with model…" offers agentfix.models; the run uses the model picked', async () => {
+  const before = runsEnded();
+  await page.locator('.monaco-editor .view-lines').first().click();
+  await goToLine('2');
+  await runCommand('Agent fix with model…');
+  const rows = page.locator('.quick-input-list .monaco-list-row');
+  // The QuickPick replaces the command palette's list: wait for it.
+  await page.locator('.quick-input-widget .quick-input-title', { hasText: 'Agent fix with model' }).waitFor({ state: 'visible', timeout: WAIT });
+  const labels = await waitFor('the models in the QuickPick', async () => {
+    const texts = (await rows.locator('.label-name').allTextContents()).map((t) => t.trim());
+    return texts.includes(MODEL) && texts;
+  });
+  assert.deepEqual(labels, ['claude-haiku-4-5', 'claude-sonnet-4-5', 'claude-opus-4-5'], 'the default agentfix.models');
+  await screenshot('7-pick-a-model');
+  await rows.filter({ has: page.locator('.label-name', { hasText: new RegExp(`^${MODEL}$`) }) }).first().click();
+  await waitFor('the fifth model request', async () => requests().length === 5);
+  assert.equal(requests()[4].body.model, MODEL, 'the run uses the model picked');
+  assert.notEqual(requests()[0].body.model, MODEL, 'other runs use the settings\' model');
+  await waitFor('the run to end', async () => runsEnded() > before);
+  await waitFor('the status bar to show the result', async () => /end_turn/.test(await statusText()));
+});
+
+step('Ctrl+. on the fixed line offers "Agent fix: follow up…": Escape sends nothing, the instruction continues the run', async () => {
+  await page.locator('.monaco-editor .view-lines').first().click();
+  await goToLine('2');
+  // Escape at the instruction: nothing is sent.
+  await (await pickCodeAction('Agent fix: follow up…')).click();
+  const input = page.locator('.quick-input-widget input').first();
+  await input.waitFor({ state: 'visible', timeout: WAIT });
+  await screenshot('8-follow-up-instruction');
+  await input.press('Escape');
+  await input.waitFor({ state: 'hidden', timeout: WAIT });
+  await sleep(1500);
+  assert.equal(requests().length, 5, 'no request after Escape');
+  assert.equal(await page.locator('.notification-toast', { hasText: 'Agent fix' }).filter({ has: page.locator('.monaco-button', { hasText: 'Cancel' }) }).count(), 0, 'no run');
+  // Now with an instruction.
+  const before = runsEnded();
+  await page.locator('.monaco-editor .view-lines').first().click();
+  await goToLine('2');
+  await (await pickCodeAction('Agent fix: follow up…')).click();
+  await answerInputBox(FOLLOW_UP);
+  await waitFor('the sixth model request', async () => requests().length === 6);
+  // The first run's conversation (its last request, then its closing text),
+  // then one user message ending with the instruction.
+  const first = plainMessages(requests()[1].body);
+  const followUp = plainMessages(requests()[5].body);
+  assert.deepEqual(followUp.slice(0, first.length), first, 'the earlier messages, unchanged');
+  assert.equal(followUp[first.length].role, 'assistant');
+  assert.match(messageText(followUp[first.length]), /Guarded the division\./);
+  const last = followUp[followUp.length - 1];
+  assert.equal(last.role, 'user');
+  assert.ok(messageText(last).endsWith(`The user's request: ${FOLLOW_UP}`), messageText(last));
+  await waitFor('the follow-up to end', async () => runsEnded() > before);
+});
+
+step('"Agent fix: follow up on the last run" continues the last run on the file', async () => {
+  const before = runsEnded();
+  await page.locator('.monaco-editor .view-lines').first().click();
+  await goToLine('2');
+  await runCommand('Agent fix: follow up on the last run');
+  await answerInputBox(FOLLOW_UP_2);
+  await waitFor('the seventh model request', async () => requests().length === 7);
+  // The last run on calc.py was the follow-up above: its conversation comes first.
+  const previous = plainMessages(requests()[5].body);
+  const next = plainMessages(requests()[6].body);
+  assert.deepEqual(next.slice(0, previous.length), previous, 'the last run\'s messages, unchanged');
+  assert.match(messageText(next[previous.length]), /Checked: the guard covers b == 0\.0 too\./);
+  assert.ok(messageText(next[next.length - 1]).endsWith(`The user's request: ${FOLLOW_UP_2}`));
+  await waitFor('the follow-up to end', async () => runsEnded() > before);
+  assert.equal(fs.readFileSync(calc, 'utf8'), FIXED, 'the follow-ups proposed nothing');
+});
+
+step('saving with editor.codeActionsOnSave source.fixAll starts no run', async () => {
+  await openFile('stats.py');
+  await waitFor('both problems to be marked', async () => (await page.locator('.monaco-editor .squiggly-error').count()) >= 2);
+  const before = requests().length;
+  // Make the buffer dirty without touching the problems, then save it.
+  await page.locator('.monaco-editor .view-lines').first().click();
+  await page.keyboard.press('Control+End');
+  await page.keyboard.press('Enter');
+  await page.locator('.tab.active.dirty', { hasText: 'stats.py' }).waitFor({ timeout: WAIT });
+  await page.keyboard.press('Control+S');
+  await page.locator('.tab.active:not(.dirty)', { hasText: 'stats.py' }).waitFor({ timeout: WAIT });
+  await waitFor('stats.py to be saved', async () => fs.readFileSync(stats, 'utf8') === STATS + '\n');
+  await sleep(2000);
+  assert.equal(requests().length, before, 'no model request on save');
+  assert.doesNotMatch(await statusText(), /running/);
+  assert.equal(await page.locator('.monaco-editor .squiggly-error').count(), 2, 'both problems still there');
+});
+
+step('"Agent fix: all problems in this file" sends every diagnostic; the preview accepts per problem', async () => {
+  const before = runsEnded();
+  await runCommand('Agent fix: all problems in this file');
+  await waitFor('the eighth model request', async () => requests().length === 8);
+  const prompt = JSON.stringify(requests()[7].body.messages[0]);
+  assert.match(prompt, new RegExp(MEAN_PROBLEM), 'the fake-lint problem');
+  assert.match(prompt, new RegExp(RATIO_PROBLEM), 'the fake-types problem');
+  const preview = page.locator('.bulk-edit-panel');
+  await preview.waitFor({ state: 'visible', timeout: WAIT });
+  assert.equal(requests().length, 9, 'one run: the edits, then the summary');
+  const fileRow = preview.locator('.monaco-list-row', { hasText: 'stats.py' }).first();
+  await fileRow.waitFor({ timeout: WAIT });
+  // One change annotation per problem: `stats.py:<line>: <message>` (the
+  // hunk row's tooltip, or the row of its group when grouped by type).
+  const meanLabel = `stats.py:2: ${MEAN_PROBLEM}`;
+  const ratioLabel = `stats.py:6: ${RATIO_PROBLEM}`;
+  const hunkRow = (label) => preview.locator('.monaco-list-row').filter({ has: page.locator(`[title^="${label}"]`) }).first();
+  await hunkRow(meanLabel).waitFor({ timeout: WAIT });
+  await hunkRow(ratioLabel).waitFor({ timeout: WAIT });
+  // Grouped by type, each problem is a row of its own with a checkbox.
+  await page.locator('.action-label[aria-label="Group Changes By Type"]').first().click();
+  const problemRow = (label) => preview.locator('.monaco-list-row', { hasText: label }).first();
+  await problemRow(meanLabel).waitFor({ timeout: WAIT });
+  await problemRow(ratioLabel).waitFor({ timeout: WAIT });
+  await screenshot('9-fix-all-preview-per-problem');
+  // Accept the first problem only: tick its file row (the row under the problem's).
+  const index = Number(await problemRow(meanLabel).getAttribute('data-index'));
+  const meanFile = preview.locator(`.monaco-list-row[data-index="${index + 1}"]`);
+  assert.match((await meanFile.textContent()) ?? '', /stats\.py/);
+  await meanFile.locator('.monaco-checkbox').first().click();
+  const hunkChecked = (text) => preview.locator('.monaco-list-row', { hasText: text }).locator('.monaco-checkbox.checked').isVisible();
+  await waitFor('the first problem\'s hunk to be checked', async () => hunkChecked('if values else 0.0'));
+  assert.ok(!(await hunkChecked('if b else 0.0')), 'the second problem\'s hunk stays unchecked');
+  await preview.locator('.monaco-button', { hasText: /^Apply$/ }).click();
+  await preview.waitFor({ state: 'hidden', timeout: WAIT });
+  await waitFor('the first fix in the editor', async () => (await editorText()).includes(MEAN_FIXED));
+  const text = await editorText();
+  assert.ok(text.includes('    return a / b\n'), 'the second problem is left as it was');
+  assert.ok(!text.includes(RATIO_FIXED));
+  await waitFor('the run to end', async () => runsEnded() > before);
+  await waitFor('one problem left', async () => (await page.locator('.monaco-editor .squiggly-error').count()) === 1);
+  await screenshot('10-fix-all-one-problem-accepted');
 });
 
 step('the API key appears in no log and no settings file', async () => {

@@ -1,7 +1,8 @@
 // The agentfix extension: starts the agentfix language server with
 // vscode-languageclient and adds what a generic client lacks: the API key
-// from SecretStorage, the "Agent fix" commands, cancellable progress
-// notifications and a status bar item.
+// from SecretStorage, the "Agent fix" commands (with an instruction, with a
+// model picked from `agentfix.models`, follow-ups, all problems of a file),
+// cancellable progress notifications and a status bar item.
 //
 // What it deliberately leaves alone: `workspace/applyEdit`. The client hands
 // the server's one WorkspaceEdit to `workspace.applyEdit`, which applies it
@@ -33,7 +34,22 @@ import {
 } from 'vscode-languageclient/node';
 
 import { ALL_KEY_VARIABLES, effectiveProvider, keyVariable, secretName, serverEnv } from './apiKey';
-import { FIX_COMMAND, type FixArgument, type FixResult, pickFixArgument, resultStatus, runningStatus, tokensOf, turnOf } from './runs';
+import {
+  FIX_COMMAND,
+  type FixArgument,
+  type FixResult,
+  fixAllArgument,
+  followUpArgument,
+  isFollowUp,
+  modelList,
+  pickFixArgument,
+  resultStatus,
+  runningStatus,
+  tokensOf,
+  turnOf,
+  withInstruction,
+  withModel,
+} from './runs';
 import { resolveServerPath } from './serverPath';
 import { configurationFor, isOurSection, SECTION, serverSettingNames, serverSettings, type ServerSettings } from './settings';
 
@@ -81,6 +97,8 @@ class AgentFix {
   /** Progress of runs, by token. */
   private readonly parts = new Map<string, ProgressPart>();
   private last: { text: string; tooltip: string } | undefined;
+  /** The `runId` of the last finished run, by document URI (for "follow up on the last run"). */
+  private readonly lastRuns = new Map<string, string>();
 
   constructor(private readonly context: vscode.ExtensionContext) {
     this.output = vscode.window.createOutputChannel('agentfix');
@@ -92,8 +110,11 @@ class AgentFix {
     const { context } = this;
     const command = (id: string, f: (...args: unknown[]) => unknown) =>
       context.subscriptions.push(vscode.commands.registerCommand(id, f));
-    command('agentfix.run', () => this.guarded(() => this.fixHere(false)));
-    command('agentfix.runWithInstruction', () => this.guarded(() => this.fixHere(true)));
+    command('agentfix.run', () => this.guarded(() => this.fixHere({})));
+    command('agentfix.runWithInstruction', () => this.guarded(() => this.fixHere({ askInstruction: true })));
+    command('agentfix.fixWithModel', () => this.guarded(() => this.fixHere({ askModel: true })));
+    command('agentfix.followUp', () => this.guarded(() => this.followUpLast()));
+    command('agentfix.fixAll', () => this.guarded(() => this.fixAll()));
     command('agentfix.cancel', () => this.cancel());
     command('agentfix.setApiKey', () => this.setApiKey());
     command('agentfix.showOutput', () => this.output.show(true));
@@ -200,9 +221,10 @@ class AgentFix {
       synchronize: { configurationSection: SECTION },
       middleware: {
         // Code actions picked with Ctrl+. run through here too, so that
-        // they can be cancelled and show in the status bar.
+        // they can be cancelled and show in the status bar; a follow-up
+        // ("Agent fix: follow up…") first asks for its instruction.
         executeCommand: (command, args, next) =>
-          command === FIX_COMMAND ? this.runFix(args) : next(command, args),
+          command === FIX_COMMAND ? this.runAction(args) : next(command, args),
         workspace: {
           configuration: async (params, token, next) => {
             const answers: unknown[] = params.items.map((item) =>
@@ -253,6 +275,8 @@ class AgentFix {
   private async stop(): Promise<void> {
     const client = this.client;
     this.client = undefined;
+    // A new server keeps none of the old one's runs.
+    this.lastRuns.clear();
     for (const cts of this.pending) {
       cts.cancel();
     }
@@ -295,12 +319,41 @@ class AgentFix {
 
   // ---- runs -------------------------------------------------------------
 
+  /**
+   * A code action's `agentfix.fix`: a follow-up without an instruction asks
+   * for one first (Escape: nothing is sent); the rest run as they are.
+   */
+  private async runAction(args: unknown[]): Promise<FixResult | undefined> {
+    const argument = args[0];
+    if (isFollowUp(argument) && argument.instruction === undefined) {
+      const instruction = await this.askFollowUpInstruction();
+      if (instruction === undefined) {
+        this.log('follow-up: no instruction given (Escape); nothing sent');
+        return undefined;
+      }
+      args = [withInstruction(argument, instruction), ...args.slice(1)];
+    }
+    return this.runFix(args);
+  }
+
+  /** The instruction of a follow-up; undefined when the user pressed Escape. */
+  private askFollowUpInstruction(): Thenable<string | undefined> {
+    return vscode.window.showInputBox({
+      title: 'Agent fix: follow up',
+      prompt: 'What should the agent do next? (Empty: check the result and finish the fix.)',
+      placeHolder: 'e.g. also handle negative numbers',
+      ignoreFocusOut: true,
+    });
+  }
+
   /** `agentfix.fix` with a cancellation token; feeds the status bar. */
   private async runFix(args: unknown[]): Promise<FixResult | undefined> {
     const client = await this.ready();
     if (!client) {
       return undefined;
     }
+    const argument = args[0] as FixArgument | undefined;
+    const document = typeof argument?.uri === 'string' ? documentKey(argument.uri) : undefined;
     const cts = new vscode.CancellationTokenSource();
     this.pending.add(cts);
     this.last = undefined;
@@ -313,6 +366,9 @@ class AgentFix {
       )) as FixResult | null;
       const view = resultStatus(result ?? {});
       this.last = view;
+      if (document && result?.runId) {
+        this.lastRuns.set(document, result.runId);
+      }
       this.log(`run: ${result?.stopReason}, ${result?.turns} turns, ${result?.inputTokens} in / ${result?.outputTokens} out tokens: ${result?.message}`);
       return result ?? undefined;
     } catch (e) {
@@ -322,6 +378,10 @@ class AgentFix {
         this.log('run: cancelled');
       } else {
         const message = errorText(e);
+        if (document && isFollowUp(argument) && this.lastRuns.get(document) === argument.followUp) {
+          // Refused (no longer kept, or the server restarted): do not offer it again.
+          this.lastRuns.delete(document);
+        }
         this.last = { text: '$(error) Agent fix: failed', tooltip: `${message}\nClick to show the output.` };
         this.log(`run failed: ${message}`);
         if (code === undefined || !SERVER_SHOWED.has(code)) {
@@ -346,20 +406,31 @@ class AgentFix {
     }
   }
 
-  /** "Agent fix" and "Agent fix with instruction…": the fix at the cursor or for the selection. */
-  private async fixHere(withInstruction: boolean): Promise<void> {
+  /** The active editor on a file, or undefined after telling the user what is missing. */
+  private fileEditor(): vscode.TextEditor | undefined {
     const editor = vscode.window.activeTextEditor;
     if (!editor) {
       void vscode.window.showInformationMessage('Agent fix: open a file and put the cursor on a problem (or select code) first.');
-      return;
+      return undefined;
     }
-    const document = editor.document;
-    if (document.uri.scheme !== 'file') {
+    if (editor.document.uri.scheme !== 'file') {
       void vscode.window.showWarningMessage('Agent fix works on files on disk; save this buffer to a file first.');
+      return undefined;
+    }
+    return editor;
+  }
+
+  /**
+   * "Agent fix", "Agent fix with instruction…" and "Agent fix with model…":
+   * the fix at the cursor or for the selection.
+   */
+  private async fixHere(options: { askInstruction?: boolean; askModel?: boolean }): Promise<void> {
+    const editor = this.fileEditor();
+    if (!editor) {
       return;
     }
     let instruction: string | undefined;
-    if (withInstruction) {
+    if (options.askInstruction) {
       instruction = await vscode.window.showInputBox({
         title: 'Agent fix with instruction',
         prompt: 'What should the agent do here?',
@@ -370,10 +441,55 @@ class AgentFix {
         return;
       }
     }
+    let model: string | undefined;
+    if (options.askModel) {
+      model = await this.pickModel(editor.document.uri);
+      if (model === undefined) {
+        return;
+      }
+    }
     const client = await this.ready();
     if (!client) {
       return;
     }
+    let argument = await this.argumentAt(client, editor);
+    if (instruction?.trim()) {
+      argument = { ...argument, instruction: instruction.trim() };
+    }
+    if (model !== undefined) {
+      argument = withModel(argument, model);
+    }
+    await this.runFix([argument]);
+  }
+
+  /** A model of `agentfix.models`, picked by the user; undefined on Escape (or with none listed). */
+  private async pickModel(scope: vscode.Uri): Promise<string | undefined> {
+    const models = modelList(vscode.workspace.getConfiguration(SECTION, scope).get('models'));
+    if (models.length === 0) {
+      const choice = await vscode.window.showInformationMessage(
+        'Agent fix: list the model ids to choose from in the setting agentfix.models.',
+        'Open Settings',
+      );
+      if (choice) {
+        await vscode.commands.executeCommand('workbench.action.openSettings', `${SECTION}.models`);
+      }
+      return undefined;
+    }
+    const configured = this.settings(scope).model;
+    const picked = await vscode.window.showQuickPick(
+      models.map((id) => ({ label: id, description: id === configured ? 'agentfix.model' : undefined })),
+      { title: 'Agent fix with model', placeHolder: 'The model of this run (agentfix.models)', ignoreFocusOut: true },
+    );
+    return picked?.label;
+  }
+
+  /**
+   * The `agentfix.fix` argument at the cursor or for the selection: the
+   * server's first "Agent fix: …" action there (see `pickFixArgument`), with
+   * every diagnostic VS Code has there, whatever its source.
+   */
+  private async argumentAt(client: LanguageClient, editor: vscode.TextEditor): Promise<FixArgument> {
+    const document = editor.document;
     let range: vscode.Range = editor.selection;
     const all = vscode.languages.getDiagnostics(document.uri);
     let diagnostics = all.filter((d) => d.range.intersection(range) !== undefined);
@@ -391,14 +507,62 @@ class AgentFix {
       range: c2p.asRange(range),
       context: { diagnostics: await c2p.asDiagnostics(diagnostics), triggerKind: CodeActionTriggerKind.Invoked },
     });
-    let argument: FixArgument | undefined = pickFixArgument(actions as never, !range.isEmpty);
-    if (!argument) {
-      argument = { uri: c2p.asUri(document.uri), version: document.version, range: c2p.asRange(range), diagnostics: [] };
+    return (
+      pickFixArgument(actions as never, !range.isEmpty) ?? {
+        uri: c2p.asUri(document.uri),
+        version: document.version,
+        range: c2p.asRange(range),
+        diagnostics: [],
+      }
+    );
+  }
+
+  /** "Agent fix: follow up on the last run": continues this file's last run at the cursor. */
+  private async followUpLast(): Promise<void> {
+    const editor = this.fileEditor();
+    if (!editor) {
+      return;
     }
-    if (instruction?.trim()) {
-      argument = { ...argument, instruction: instruction.trim() };
+    const runId = this.lastRuns.get(documentKey(editor.document.uri.toString()));
+    if (!runId) {
+      void vscode.window.showInformationMessage(
+        'Agent fix: no run on this file to follow up on (since the extension started). Run "Agent fix" first.',
+      );
+      return;
     }
-    await this.runFix([argument]);
+    const instruction = await this.askFollowUpInstruction();
+    if (instruction === undefined) {
+      return;
+    }
+    const client = await this.ready();
+    if (!client) {
+      return;
+    }
+    await this.runFix([followUpArgument(await this.argumentAt(client, editor), runId, instruction)]);
+  }
+
+  /** "Agent fix: all problems in this file": one run with every diagnostic VS Code has for the file. */
+  private async fixAll(): Promise<void> {
+    const editor = this.fileEditor();
+    if (!editor) {
+      return;
+    }
+    const document = editor.document;
+    const all = vscode.languages.getDiagnostics(document.uri);
+    if (all.length === 0) {
+      void vscode.window.showInformationMessage('Agent fix: VS Code reports no problems in this file.');
+      return;
+    }
+    const client = await this.ready();
+    if (!client) {
+      return;
+    }
+    const c2p = client.code2ProtocolConverter;
+    const argument = fixAllArgument(c2p.asUri(document.uri), document.version, await c2p.asDiagnostics(all));
+    if (argument) {
+      this.log(`fix-all: ${argument.diagnostics.length} problems in ${vscode.workspace.asRelativePath(document.uri)}`);
+      await this.runFix([argument]);
+    }
   }
 
   /** "Agent fix: Cancel": the progress Cancel of every run, then the requests themselves. */
@@ -595,6 +759,15 @@ function isExecutable(file: string): boolean {
     return true;
   } catch {
     return false;
+  }
+}
+
+/** A document's URI in one spelling, whoever wrote it (the server echoes the client's). */
+function documentKey(uri: string): string {
+  try {
+    return vscode.Uri.parse(uri).toString();
+  } catch {
+    return uri;
   }
 }
 

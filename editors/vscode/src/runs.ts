@@ -1,20 +1,36 @@
-// Pure helpers of a run: which code action "Agent fix" runs, what the
-// progress reports say, and how a result reads in the status bar.
+// Pure helpers of a run: which code action "Agent fix" runs, the arguments
+// of the other commands (model, follow-up, fix-all), what the progress
+// reports say, and how a result reads in the status bar.
 
 /** The server's command, carried by every `Agent fix: …` code action. */
 export const FIX_COMMAND = 'agentfix.fix';
 
-/** `agentfix.fix`'s argument (README, "Code actions"). */
+/** An LSP position (0-based line and character). */
+export interface Position {
+  line: number;
+  character: number;
+}
+
+/** An LSP range. */
+export interface Range {
+  start: Position;
+  end: Position;
+}
+
+/** `agentfix.fix`'s argument (README, "The `agentfix.fix` contract"). */
 export interface FixArgument {
   uri: string;
   version?: number | null;
   range: unknown;
   diagnostics: unknown[];
   instruction?: string;
+  model?: string;
+  followUp?: string;
 }
 
 /** The command's result (README, "The command's result"). */
 export interface FixResult {
+  runId?: string;
   applied?: boolean;
   stopReason?: string;
   turns?: number;
@@ -36,7 +52,9 @@ export interface ActionLike {
  * The argument of the action "Agent fix" runs: with a selection, the
  * `Agent fix: selection` action; otherwise (or without one) the first
  * `Agent fix: …` action, which is the first diagnostic's. Undefined when the
- * server offered none (no diagnostic there and no selection).
+ * server offered none (no diagnostic there and no selection). A follow-up
+ * (`followUp`) or a fix-all (`source.fixAll…`) is never picked: "Agent fix"
+ * starts a fresh run on what is under the cursor.
  */
 export function pickFixArgument(actions: readonly ActionLike[] | null | undefined, hasSelection: boolean): FixArgument | undefined {
   const fixes: { action: ActionLike; argument: FixArgument }[] = [];
@@ -47,7 +65,7 @@ export function pickFixArgument(actions: readonly ActionLike[] | null | undefine
     // A Command has `command: string` and `arguments`; a CodeAction has `command: Command`.
     const command = typeof action.command === 'string' ? { command: action.command, arguments: action.arguments } : action.command;
     const argument = command?.command === FIX_COMMAND ? command.arguments?.[0] : undefined;
-    if (argument && typeof argument === 'object') {
+    if (argument && typeof argument === 'object' && !isFollowUp(argument) && !action.kind?.startsWith('source.fixAll')) {
       fixes.push({ action, argument: argument as FixArgument });
     }
   }
@@ -58,6 +76,79 @@ export function pickFixArgument(actions: readonly ActionLike[] | null | undefine
     }
   }
   return fixes[0]?.argument;
+}
+
+/** Whether an `agentfix.fix` argument continues an earlier run. */
+export function isFollowUp(argument: unknown): argument is FixArgument & { followUp: string } {
+  const followUp = (argument as { followUp?: unknown } | null | undefined)?.followUp;
+  return typeof followUp === 'string' && followUp !== '';
+}
+
+/**
+ * A follow-up action's argument with what the user typed: the instruction
+ * trimmed; an empty one is left out (the server then asks the model to check
+ * the result and finish the fix).
+ */
+export function withInstruction(argument: FixArgument, instruction: string | undefined): FixArgument {
+  const { instruction: _old, ...rest } = argument;
+  const text = instruction?.trim();
+  return text ? { ...rest, instruction: text } : rest;
+}
+
+/** The argument with the model of this run (over the settings' `model`). */
+export function withModel(argument: FixArgument, model: string): FixArgument {
+  const id = model.trim();
+  return id ? { ...argument, model: id } : argument;
+}
+
+/** "Agent fix: follow up on the last run": the argument at the cursor, continuing `runId`. */
+export function followUpArgument(argument: FixArgument, runId: string, instruction: string | undefined): FixArgument {
+  return withInstruction({ ...argument, followUp: runId }, instruction);
+}
+
+/** The model ids of `agentfix.models`: strings, trimmed, non-empty, each once. */
+export function modelList(setting: unknown): string[] {
+  const models: string[] = [];
+  for (const item of Array.isArray(setting) ? setting : []) {
+    const id = typeof item === 'string' ? item.trim() : '';
+    if (id && !models.includes(id)) {
+      models.push(id);
+    }
+  }
+  return models;
+}
+
+function before(a: Position, b: Position): boolean {
+  return a.line < b.line || (a.line === b.line && a.character < b.character);
+}
+
+/** The smallest range holding every one of `ranges` (which must not be empty). */
+export function spanOf(ranges: readonly Range[]): Range {
+  let { start, end } = ranges[0];
+  for (const r of ranges.slice(1)) {
+    start = before(r.start, start) ? r.start : start;
+    end = before(end, r.end) ? r.end : end;
+  }
+  return { start: { ...start }, end: { ...end } };
+}
+
+/**
+ * "Agent fix: all problems in this file": one run with every diagnostic of
+ * the document (LSP shape, as the protocol converter gives them), in
+ * document order, over the range spanning them. Undefined without any.
+ */
+export function fixAllArgument(
+  uri: string,
+  version: number | null | undefined,
+  diagnostics: readonly { range: Range }[],
+): FixArgument | undefined {
+  if (diagnostics.length === 0) {
+    return undefined;
+  }
+  const sorted = [...diagnostics].sort((a, b) =>
+    before(a.range.start, b.range.start) ? -1 : before(b.range.start, a.range.start) ? 1 : 0,
+  );
+  return { uri, version, range: spanOf(sorted.map((d) => d.range)), diagnostics: sorted };
 }
 
 /** The turn a progress message names (`turn 2: read_file calc.py`). */

@@ -19,8 +19,12 @@
 /** The settings section, in VS Code and in `workspace/configuration`. */
 export const SECTION = 'agentfix';
 
-/** Settings the extension itself uses; never sent to the server. */
-export const CLIENT_ONLY: ReadonlySet<string> = new Set(['serverPath', 'trace.server']);
+/**
+ * Settings the extension itself uses; never sent to the server (which
+ * ignores unknown settings anyway): `models` is the list "Agent fix with
+ * model…" offers, each run's choice going in the command's `model`.
+ */
+export const CLIENT_ONLY: ReadonlySet<string> = new Set(['serverPath', 'trace.server', 'models']);
 
 /** Scopes whose values VS Code takes from user (or remote) settings only. */
 const USER_ONLY_SCOPES: ReadonlySet<string> = new Set(['application', 'machine']);

@@ -1,7 +1,21 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { formatTokens, pickFixArgument, resultStatus, runningStatus, tokensOf, turnOf } from '../runs';
+import {
+  fixAllArgument,
+  followUpArgument,
+  formatTokens,
+  isFollowUp,
+  modelList,
+  pickFixArgument,
+  resultStatus,
+  runningStatus,
+  spanOf,
+  tokensOf,
+  turnOf,
+  withInstruction,
+  withModel,
+} from '../runs';
 
 const arg = (n: number) => ({ uri: 'file:///w/calc.py', version: 3, range: { n }, diagnostics: [] });
 
@@ -28,6 +42,67 @@ test('plain Command answers work too; no action gives undefined', () => {
   assert.equal(pickFixArgument([], false), undefined);
   assert.equal(pickFixArgument(null, true), undefined);
   assert.equal(pickFixArgument([{ title: 'Agent fix: x', command: { title: 't', command: 'agentfix.fix' } }], false), undefined);
+});
+
+test('"Agent fix" never picks a follow-up or a fix-all: it starts afresh on what is under the cursor', () => {
+  const followUp = { ...arg(2), followUp: 'run-1' };
+  const actions = [
+    { title: 'Agent fix: all 2 problems in this file', kind: 'source.fixAll.agentfix', command: { title: 't', command: 'agentfix.fix', arguments: [arg(9)] } },
+    { title: 'Agent fix: follow up…', kind: 'refactor.rewrite', command: { title: 't', command: 'agentfix.fix', arguments: [followUp] } },
+    { title: 'Agent fix: line 2', kind: 'refactor.rewrite', command: { title: 't', command: 'agentfix.fix', arguments: [arg(1)] } },
+  ];
+  assert.deepEqual(pickFixArgument(actions, false), arg(1));
+  assert.deepEqual(pickFixArgument(actions, true), arg(1));
+  assert.equal(pickFixArgument(actions.slice(0, 2), false), undefined);
+});
+
+test('the model of one run goes in `model`; blank is no model', () => {
+  assert.deepEqual(withModel(arg(1), 'claude-haiku-4-5'), { ...arg(1), model: 'claude-haiku-4-5' });
+  assert.deepEqual(withModel(arg(1), '  gpt-4.1-mini '), { ...arg(1), model: 'gpt-4.1-mini' });
+  assert.deepEqual(withModel(arg(1), '   '), arg(1));
+  assert.deepEqual(withModel({ ...arg(1), instruction: 'x' }, 'm'), { ...arg(1), instruction: 'x', model: 'm' });
+});
+
+test('agentfix.models: strings only, trimmed, each once', () => {
+  assert.deepEqual(modelList(['claude-haiku-4-5', ' claude-opus-4-5 ', '', 3, 'claude-haiku-4-5', null]), ['claude-haiku-4-5', 'claude-opus-4-5']);
+  assert.deepEqual(modelList(undefined), []);
+  assert.deepEqual(modelList('claude-haiku-4-5'), []);
+});
+
+test('a follow-up action gets the instruction typed; empty leaves it out', () => {
+  const action = { ...arg(1), followUp: 'run-7' };
+  assert.ok(isFollowUp(action));
+  assert.ok(!isFollowUp(arg(1)));
+  assert.ok(!isFollowUp({ ...arg(1), followUp: '' }));
+  assert.ok(!isFollowUp(null));
+  assert.deepEqual(withInstruction(action, '  also handle negative numbers \n'), { ...action, instruction: 'also handle negative numbers' });
+  assert.deepEqual(withInstruction(action, ''), action);
+  assert.deepEqual(withInstruction({ ...action, instruction: 'old' }, '  '), action);
+  assert.equal('instruction' in withInstruction(action, ' '), false);
+});
+
+test('"follow up on the last run": the argument at the cursor, the run id, the instruction', () => {
+  const here = { uri: 'file:///w/calc.py', version: 9, range: { start: { line: 1, character: 4 }, end: { line: 1, character: 4 } }, diagnostics: [] };
+  assert.deepEqual(followUpArgument(here, 'run-3', 'use math.isclose'), { ...here, followUp: 'run-3', instruction: 'use math.isclose' });
+  assert.deepEqual(followUpArgument(here, 'run-3', ''), { ...here, followUp: 'run-3' });
+  // The cursor's own action may have been a follow-up on another run: the last run wins.
+  assert.equal(followUpArgument({ ...here, followUp: 'run-1' }, 'run-3', 'x').followUp, 'run-3');
+});
+
+const at = (l1: number, c1: number, l2: number, c2: number) => ({ start: { line: l1, character: c1 }, end: { line: l2, character: c2 } });
+
+test('fix-all: every diagnostic, in document order, over the range spanning them', () => {
+  const a = { range: at(5, 11, 5, 16), message: 'second', source: 'fake-types' };
+  const b = { range: at(1, 4, 1, 16), message: 'first', source: 'fake-lint' };
+  const c = { range: at(5, 2, 7, 0), message: 'third', source: 'fake-lint' };
+  const argument = fixAllArgument('file:///w/stats.py', 4, [a, b, c]);
+  assert.deepEqual(argument, { uri: 'file:///w/stats.py', version: 4, range: at(1, 4, 7, 0), diagnostics: [b, c, a] });
+  assert.deepEqual(fixAllArgument('file:///w/stats.py', 4, [b])?.range, b.range);
+  assert.equal(fixAllArgument('file:///w/stats.py', 4, []), undefined);
+  assert.deepEqual(spanOf([at(3, 9, 3, 10), at(3, 2, 3, 5)]), at(3, 2, 3, 10));
+  // The span is a copy: the diagnostics' ranges are left as they are.
+  const span = spanOf([b.range]);
+  assert.notEqual(span.start, b.range.start);
 });
 
 test('progress messages give the turn', () => {

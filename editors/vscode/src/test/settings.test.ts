@@ -34,8 +34,11 @@ test('types, enums and minimums match the schema', () => {
     if (!theirs) {
       continue; // reported by the test above
     }
-    const types: string[] = theirs.type ?? ['string'];
-    assert.ok(types.includes(ours.type), `agentfix.${name}: type ${ours.type} is not one of ${types}`);
+    const types: string[] = [theirs.type ?? 'string'].flat();
+    // Ours may be a union too (`["number", "null"]` for maxCostUsd): every member must be theirs.
+    for (const type of [ours.type].flat()) {
+      assert.ok(types.includes(type), `agentfix.${name}: type ${type} is not one of ${types}`);
+    }
     assert.equal(ours.minimum, theirs.minimum, `agentfix.${name}: minimum`);
   }
 });
