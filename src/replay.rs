@@ -16,6 +16,7 @@ use crate::config::{Config, Settings};
 use crate::diagnostic::{Diagnostic, Severity};
 use crate::downstream::Downstream;
 use crate::fix::{self, FixResult, Target};
+use crate::follow_up::{PastRun, ProposedFile};
 use crate::model::{ModelError, ModelErrorKind, ModelRequest, ModelResponse, StreamUpdate};
 use crate::position::{LineCol, LineRange};
 use crate::providers::ModelClient;
@@ -321,6 +322,74 @@ pub async fn replay(path: &Path, root: Option<&Path>) -> Result<Report, String> 
     })
 }
 
+/// The newest transcript in `dir` of a run on `target` (an absolute path)
+/// in the workspace `root`, for `agentfix fix --continue`.
+pub fn latest_run(dir: &Path, root: &Path, target: &Path) -> Result<PathBuf, String> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => Some(entries),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(format!("cannot read the transcripts in {}: {e}", dir.display())),
+    };
+    let mut paths: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .collect();
+    // Newest first; the name (time, pid, n) breaks ties.
+    paths.sort_by(|a, b| b.cmp(a));
+    paths
+        .into_iter()
+        .map(|(_, p)| p)
+        .find(|p| {
+            // Only the first line is read: the start record names root and target.
+            let first = std::fs::File::open(p).ok().and_then(|f| {
+                use std::io::BufRead;
+                std::io::BufReader::new(f).lines().next()?.ok()
+            });
+            matches!(first.as_deref().map(transcript::parse_line), Some(Ok(Record::Start(s))) if s.root == root && s.target.path == target)
+        })
+        .ok_or_else(|| {
+            format!(
+                "no earlier run on {} in {} to continue (transcripts are read from {})",
+                target.display(),
+                root.display(),
+                dir.display()
+            )
+        })
+}
+
+/// The run a transcript recorded, as a follow-up continues it: the
+/// conversation as it ended and what it proposed (the base texts from the
+/// files it read).
+pub fn past_run(path: &Path) -> Result<PastRun, String> {
+    let recording = Recording::load(path)?;
+    let end = &recording.end;
+    if end.messages.is_empty() {
+        return Err(format!(
+            "{} records no conversation to continue (written by an older agentfix, or the run sent nothing)",
+            path.display()
+        ));
+    }
+    let base = |p: &Path| end.files.iter().find(|f| f.path == p).and_then(|f| f.text.clone());
+    let proposed = end
+        .changes
+        .iter()
+        .map(|c| ProposedFile {
+            path: c.path.clone(),
+            display: c
+                .path
+                .strip_prefix(&recording.start.root)
+                .map_or_else(|_| c.path.display().to_string(), |p| p.display().to_string()),
+            original: if c.created { None } else { base(&c.path) },
+            proposed: c.new_text.clone(),
+        })
+        .collect();
+    Ok(PastRun { messages: end.messages.iter().cloned().map(Into::into).collect(), proposed })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,5 +406,57 @@ mod tests {
         assert!(e.starts_with(&format!("{}:2: not a transcript record: ", path.display())), "{e}");
         std::fs::write(&path, "").unwrap();
         assert_eq!(replay(&path, None).await.expect_err("refused"), "the transcript has no `start` record");
+    }
+
+    #[test]
+    fn the_latest_run_on_a_file_is_found_and_read_back_for_a_follow_up() {
+        use crate::agent::{Outcome, Stop};
+        use crate::model::{Message, Usage};
+        use crate::workspace::{FileBase, FileChange};
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::resolve(&Settings::default(), &Settings::default(), &|_| None).unwrap();
+        let root = Path::new("/ws");
+        let write = |target: &str, messages: Vec<Message>| {
+            let t = transcript::Transcript::create(dir.path(), vec![]).unwrap();
+            let target = TargetRecord { path: root.join(target), lines: (1, 1), instruction: None, problems: vec![] };
+            t.start(&config, root, target, "sys", &[]);
+            let outcome =
+                Outcome { stop: Stop::EndTurn, turns: 1, usage: Usage::default(), summary: "s".into(), messages };
+            let files =
+                [FileBase { path: root.join("calc.py"), source: "disk", version: None, text: Some("old\n".into()) }];
+            let changes = [FileChange {
+                path: root.join("calc.py"),
+                display: "calc.py".into(),
+                version: None,
+                pin: None,
+                original: Some("old\n".into()),
+                new_text: "new\n".into(),
+                reasons: vec![],
+            }];
+            t.end(&outcome, &files, &changes, 1);
+            // Distinct modification times.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            t.path().to_path_buf()
+        };
+        let conversation = vec![Message::user_text("fix calc.py"), Message::user_text("later")];
+        let _older = write("calc.py", vec![Message::user_text("older")]);
+        let newest = write("calc.py", conversation.clone());
+        let _other = write("other.py", vec![Message::user_text("other")]);
+        assert_eq!(latest_run(dir.path(), root, &root.join("calc.py")).unwrap(), newest);
+        let e = latest_run(dir.path(), Path::new("/elsewhere"), &root.join("calc.py")).unwrap_err();
+        assert!(e.contains("no earlier run on /ws/calc.py in /elsewhere"), "{e}");
+        let past = past_run(&newest).unwrap();
+        assert_eq!(past.messages, conversation);
+        assert_eq!(
+            past.proposed,
+            vec![ProposedFile {
+                path: root.join("calc.py"),
+                display: "calc.py".into(),
+                original: Some("old\n".into()),
+                proposed: "new\n".into()
+            }]
+        );
+        let empty = write("calc.py", vec![]);
+        assert!(past_run(&empty).unwrap_err().contains("records no conversation to continue"));
     }
 }

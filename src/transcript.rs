@@ -230,6 +230,10 @@ pub struct EndRecord {
     pub elapsed_ms: u64,
     pub files: Vec<FileRecord>,
     pub changes: Vec<ChangeRecord>,
+    /// The conversation as it ended (after any context edits), for a
+    /// follow-up (`agentfix fix --continue`); absent in older transcripts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<MessageRecord>,
 }
 
 /// A file the run read, as it read it.
@@ -558,6 +562,7 @@ impl Transcript {
             elapsed_ms,
             files: files.iter().map(FileRecord::from).collect(),
             changes: changes.iter().map(ChangeRecord::from).collect(),
+            messages: outcome.messages.iter().map(MessageRecord::from).collect(),
         }));
     }
 }
@@ -578,7 +583,7 @@ pub fn parse(text: &str) -> Result<Vec<Record>, (usize, String)> {
         .collect()
 }
 
-fn parse_line(line: &str) -> Result<Record, String> {
+pub fn parse_line(line: &str) -> Result<Record, String> {
     let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
     // The version first: a newer format may not decode as this one.
     if v["type"] == "start" {

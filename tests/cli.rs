@@ -386,3 +386,46 @@ fn apply_writes_nothing_when_no_backup_can_be_saved() {
     assert!(stderr(&out).contains("; nothing written"), "{}", stderr(&out));
     assert_eq!(std::fs::read_to_string(root.join("calc.py")).unwrap(), "def div(a, b):\n    return a / b\n");
 }
+
+#[test]
+fn continue_follows_up_on_the_last_run_from_its_transcript() {
+    let (_d, root) = workspace();
+    let mock = MockModel::start();
+    // Nothing to continue yet.
+    let out = run(&root, &mock, &["fix", "calc.py", "--continue"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no earlier run on"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A run, applied; then a follow-up with an instruction and no lines.
+    push_fix(&mock);
+    let out = run(&root, &mock, &["fix", "calc.py", "--line", "2", "--apply"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    mock.push(text_reply("Nothing else to change."));
+    let out = run(&root, &mock, &["fix", "calc.py", "--continue", "--instruction", "also log it", "--effort", "low"]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(stderr.contains("agentfix: continuing the run of "), "{stderr}");
+    let requests = mock.requests();
+    let (first_run, follow_up) = (&requests[1].body["messages"], &requests[2].body["messages"]);
+    let (earlier, now) = (first_run.as_array().unwrap(), follow_up.as_array().unwrap());
+    assert_eq!(now.len(), earlier.len() + 2, "the earlier messages, its answer, the follow-up");
+    assert_eq!(now[0]["content"][0]["text"], earlier[0]["content"][0]["text"], "the same task: the same prefix");
+    let report = now.last().unwrap()["content"][0]["text"].as_str().unwrap().to_string();
+    assert!(report.contains("- `calc.py`: your proposal was applied in full."), "{report}");
+    assert!(report.ends_with("The user's request: also log it"), "{report}");
+    assert_eq!(requests[2].body["thinking"], json!({"type": "enabled", "budget_tokens": 2048}), "--effort low");
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+    // Transcripts off: --continue says why it cannot.
+    let out = agentfix(
+        &root,
+        &["fix", "calc.py", "--continue"],
+        &[("AGENTFIX_TRANSCRIPTS", "0"), ("ANTHROPIC_API_KEY", "k")],
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("transcripts are off"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -959,12 +959,16 @@ fn a_run_can_pick_its_model_and_a_follow_up_continues_its_conversation() {
     f.mock.push(text_reply("Guarded the division by zero."));
     let mut arg = f.fix_argument("calc.py", diag(1, 11, 16, "Possible division by zero"));
     arg["model"] = json!("claude-haiku-4-5");
+    arg["effort"] = json!("low");
     let first = f.execute(arg);
     assert_eq!(first["result"]["applied"], true, "{first}");
     let run_id = first["result"]["runId"].as_str().unwrap().to_string();
     assert!(run_id.starts_with("run-"), "{run_id}");
     let requests = f.mock.requests();
     assert!(requests.iter().all(|r| r.body["model"] == "claude-haiku-4-5"), "the run's own model");
+    // And its own effort: a low thinking budget (on the first request; the
+    // scripted replies carry no thinking block to continue from).
+    assert_eq!(requests[0].body["thinking"], json!({"type": "enabled", "budget_tokens": 2048}));
     // The user changes the guard's value after applying it.
     let applied = f.editor.buffer_text(&path).unwrap();
     assert!(applied.contains("return 0\n"), "{applied}");

@@ -477,17 +477,21 @@ impl Run<'_> {
     fn output_room(&self, bytes: u64, want: u32) -> Result<u32, Stop> {
         let least = want.min(MIN_OUTPUT_TOKENS);
         let prompt = (self.budget.estimate(bytes) as f64 * self.billed_share).ceil() as u64;
-        let room = self.limits.max_tokens.saturating_sub(self.usage.billed() + prompt);
+        // What the provider may add to the output it is asked for (a
+        // thinking budget) counts against the bounds too.
+        let extra = u64::from(self.model.output_ceiling(want).saturating_sub(want));
+        let room = self.limits.max_tokens.saturating_sub(self.usage.billed() + prompt + extra);
         let room = u32::try_from(room).unwrap_or(u32::MAX).min(want);
         if room < least {
             return Err(Stop::TokenBudget);
         }
         let Some(cap) = self.limits.max_cost else { return Ok(room) };
         // The prompt at the input price (its billed share already weighs
-        // the cache), the output at the output price.
+        // the cache), the output (and any thinking) at the output price.
         let spent = cap.price.cost(&self.usage.tokens());
         let left = cap.usd - spent - prompt as f64 * cap.price.input / 1_000_000.0;
-        let affordable = if cap.price.output > 0.0 { left * 1_000_000.0 / cap.price.output } else { f64::MAX };
+        let affordable =
+            if cap.price.output > 0.0 { left * 1_000_000.0 / cap.price.output - extra as f64 } else { f64::MAX };
         let room = room.min(affordable.max(0.0).floor().min(f64::from(u32::MAX)) as u32);
         if room < least || left < 0.0 {
             return Err(Stop::CostBudget);

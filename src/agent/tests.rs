@@ -22,6 +22,8 @@ struct Scripted {
     /// `count_tokens` answers bytes / 4 × this; `None`: no counting.
     count_factor: Option<f64>,
     counted: Mutex<u32>,
+    /// Output the provider adds to every request (a thinking budget).
+    thinking: u32,
 }
 
 impl Scripted {
@@ -33,6 +35,7 @@ impl Scripted {
             shapes: Mutex::new(Vec::new()),
             count_factor: None,
             counted: Mutex::new(0),
+            thinking: 0,
         }
     }
 
@@ -67,6 +70,10 @@ impl ModelClient for Scripted {
 
     async fn check(&self) -> Result<String, ModelError> {
         Ok("scripted".into())
+    }
+
+    fn output_ceiling(&self, requested: u32) -> u32 {
+        requested + self.thinking
     }
 
     async fn count_tokens(&self, request: ModelRequest<'_>) -> Result<Option<u64>, ModelError> {
@@ -958,4 +965,22 @@ async fn the_providers_count_makes_the_budget_exact() {
     assert!(matches!(edits[..], [(7, EditReason::Budget, _)]), "{edits:?}");
     // Only past 40 % of the ceiling is the count asked for.
     assert!((2..7).contains(&counted), "{counted}");
+}
+
+#[tokio::test]
+async fn a_thinking_budget_counts_against_max_tokens() {
+    // 2,000 tokens of thinking on top of what each request asks for: the
+    // requests ask for that much less, and the run ends sooner.
+    let replies =
+        || (0..20).map(|i| reply(vec![call(&format!("t{i}"), "echo", json!({"i": i}))], StopReason::ToolUse)).collect();
+    let limits = Limits { max_tokens: 2_500, ..LIMITS };
+    let plain = Scripted::new(replies());
+    let (without, _) = go(&plain, &tools(), limits).await;
+    let thinking = Scripted { thinking: 2_000, ..Scripted::new(replies()) };
+    let (with, _) = go(&thinking, &tools(), limits).await;
+    assert_eq!((without.stop, with.stop), (Stop::MaxTurns, Stop::TokenBudget));
+    assert!(with.turns < without.turns, "{} vs {}", with.turns, without.turns);
+    assert_eq!(plain.shapes.lock().unwrap()[0].0, 1000);
+    let first = thinking.shapes.lock().unwrap()[0].0;
+    assert!(first < 500, "the first request leaves room for its thinking: {first}");
 }

@@ -16,10 +16,11 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::RunEvent;
-use crate::config::{Config, ProviderKind, Settings};
+use crate::config::{Config, Effort, ProviderKind, Settings};
 use crate::diagnostic::Diagnostic;
 use crate::downstream::SymbolSource;
 use crate::fix::{self, ProgressLines, Setup, Target, Verdict};
+use crate::follow_up::PastRun;
 use crate::instructions::{Cut, Instructions};
 use crate::position::LineRange;
 use crate::providers;
@@ -40,7 +41,7 @@ pub mod exit {
 
 /// Arguments of `agentfix fix`.
 #[derive(Debug, clap::Args)]
-#[command(group = clap::ArgGroup::new("lines").args(["line", "range", "diagnostics"]).required(true).multiple(true))]
+#[command(group = clap::ArgGroup::new("lines").args(["line", "range", "diagnostics", "continue_run"]).required(true).multiple(true))]
 pub struct FixArgs {
     /// The file with the problem.
     pub path: PathBuf,
@@ -74,6 +75,15 @@ pub struct FixArgs {
     /// settings' `model`).
     #[arg(long, value_name = "ID", value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub model: Option<String>,
+    /// The effort for this run (`low`, `medium`, `high`: a thinking budget
+    /// or `reasoning_effort`, for models that have it), over every other
+    /// setting.
+    #[arg(long, value_name = "EFFORT", value_parser = parse_effort)]
+    pub effort: Option<Effort>,
+    /// Continue the last run on this file (read from its transcript): its
+    /// conversation, what became of its proposal, then --instruction.
+    #[arg(long = "continue", id = "continue_run")]
+    pub continue_run: bool,
     /// Editor settings to apply on top (JSON, as in initializationOptions;
     /// as `agentfix check --settings`).
     #[arg(long, value_name = "JSON")]
@@ -82,6 +92,12 @@ pub struct FixArgs {
     /// setting); repeatable. Others are denied.
     #[arg(long = "allow-command", value_name = "NAME")]
     pub allow_command: Vec<String>,
+}
+
+/// `low`, `medium` or `high`.
+fn parse_effort(s: &str) -> Result<Effort, String> {
+    serde_json::from_value(serde_json::Value::String(s.trim().to_ascii_lowercase()))
+        .map_err(|_| format!("`{s}` is not an effort (known: low, medium, high)"))
 }
 
 /// `L1-L2`, 1-based, `L1 <= L2`.
@@ -117,7 +133,7 @@ pub struct UndoArgs {
 
 /// The editor layer given on the command line: `--settings JSON`, with
 /// `--model` over it. `Err` says what is wrong with the JSON.
-fn editor_layer(json: Option<&str>, model: Option<&str>) -> Result<Settings, String> {
+fn editor_layer(json: Option<&str>, model: Option<&str>, effort: Option<Effort>) -> Result<Settings, String> {
     let mut settings = match json.map(serde_json::from_str::<serde_json::Value>) {
         None => Settings::default(),
         Some(Ok(v)) => Settings::from_json(&v).map_err(|e| e.to_string())?,
@@ -125,6 +141,9 @@ fn editor_layer(json: Option<&str>, model: Option<&str>) -> Result<Settings, Str
     };
     if let Some(model) = model {
         settings.model = Some(model.to_string());
+    }
+    if effort.is_some() {
+        settings.effort = effort;
     }
     Ok(settings)
 }
@@ -219,7 +238,7 @@ pub async fn check(args: CheckArgs) -> ExitCode {
             problems += 1;
         }
     }
-    let editor = match editor_layer(args.settings.as_deref(), None) {
+    let editor = match editor_layer(args.settings.as_deref(), None, None) {
         Ok(s) => s,
         Err(e) => {
             println!("settings: {e}");
@@ -376,6 +395,10 @@ pub async fn fix(args: FixArgs) -> ExitCode {
         Err(e) => return fail(exit::USAGE, e),
     };
     let root = workspace.primary_root().to_path_buf();
+    let past = match past_run(&args, &setup, &root, &target.path) {
+        Ok(p) => p,
+        Err(e) => return fail(exit::USAGE, e),
+    };
     let cancel = CancellationToken::new();
     let on_ctrl_c = cancel.clone();
     tokio::spawn(async move {
@@ -395,9 +418,18 @@ pub async fn fix(args: FixArgs) -> ExitCode {
     let symbols: Arc<dyn SymbolSource> = downstream.clone();
     let overlay = Arc::new(Overlay::new(Arc::new(workspace), Arc::new(NoBuffers)));
     let approver: Arc<dyn Approver> = Arc::new(AllowList(args.allow_command.clone()));
-    let result =
-        fix::run(&setup.config, &*setup.model, overlay, Some(symbols), Some(approver), &target, None, &cancel, &events)
-            .await;
+    let result = fix::run(
+        &setup.config,
+        &*setup.model,
+        overlay,
+        Some(symbols),
+        Some(approver),
+        &target,
+        past.as_ref(),
+        &cancel,
+        &events,
+    )
+    .await;
     downstream.stop_all().await;
     deliver(&result, args.apply.then_some(root.as_path()))
 }
@@ -415,8 +447,8 @@ fn prepare(args: &FixArgs) -> Result<(Setup, Workspace, Target), String> {
         Ok(_) => return Err(format!("{} is not a file", args.path.display())),
         Err(e) => return Err(format!("{}: {e}", args.path.display())),
     };
-    let editor =
-        editor_layer(args.settings.as_deref(), args.model.as_deref()).map_err(|e| format!("--settings: {e}"))?;
+    let editor = editor_layer(args.settings.as_deref(), args.model.as_deref(), args.effort)
+        .map_err(|e| format!("--settings: {e}"))?;
     let setup = Setup::load(Some(&root), &editor).map_err(|e| e.to_string())?;
     let workspace = setup.workspace(vec![root.clone()]);
     if !workspace.contains(&path) {
@@ -428,9 +460,28 @@ fn prepare(args: &FixArgs) -> Result<(Setup, Workspace, Target), String> {
             workspace.display(&path)
         ));
     }
-    let (lines, problems) = choose_lines(args, &workspace, &path)?;
+    let (lines, problems) = match choose_lines(args, &workspace, &path) {
+        // A follow-up needs no lines: its message says what to look at.
+        Err(_) if args.continue_run && args.line.is_none() && args.range.is_none() && args.diagnostics.is_none() => {
+            (LineRange::line(0), Vec::new())
+        }
+        other => other?,
+    };
     let target = Target { path, lines, problems, instruction: args.instruction.clone() };
     Ok((setup, workspace, target))
+}
+
+/// With `--continue`, the last run on the target, from its transcript.
+fn past_run(args: &FixArgs, setup: &Setup, root: &Path, target: &Path) -> Result<Option<PastRun>, String> {
+    if !args.continue_run {
+        return Ok(None);
+    }
+    let Some(dir) = &setup.config.transcripts.dir else {
+        return Err("--continue reads the last run from its transcript, and transcripts are off (`transcripts`)".into());
+    };
+    let path = crate::replay::latest_run(dir, root, target)?;
+    eprintln!("agentfix: continuing the run of {}", path.display());
+    crate::replay::past_run(&path).map(Some)
 }
 
 /// The most `--diagnostics` input read (as a model error body's cap is

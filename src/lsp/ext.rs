@@ -35,6 +35,10 @@ pub struct FixArguments {
     /// The model of this run, over the settings' `model`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The effort of this run (`low`, `medium`, `high`), over the
+    /// settings' `effort`; for models that have it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<crate::config::Effort>,
     /// The `runId` of an earlier run this one continues: its conversation,
     /// what became of its proposal, then `instruction`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -136,6 +140,7 @@ mod tests {
             diagnostics: Vec::new(),
             instruction: Some("be brief".into()),
             model: Some("claude-haiku-4-5".into()),
+            effort: Some(crate::config::Effort::High),
             follow_up: Some("run-3".into()),
         };
         let mut documented = readme_fields(SECTION, "Argument");

@@ -195,7 +195,7 @@ async fn start(
                 let msg = format!(
                     "Agent fix cannot follow up on {id}: agentfix keeps the last {KEPT_RUNS} runs of this session, and that one is not among them (or the server restarted). Start a new Agent fix."
                 );
-                return Err(refuse(client, MessageType::WARNING, msg, Error::invalid_params).await);
+                return Err(refuse(client, MessageType::WARNING, msg, request_failed).await);
             }
         },
     };
@@ -209,6 +209,9 @@ async fn start(
     let mut settings = state.editor_settings();
     if let Some(model) = args.model.as_ref().filter(|m| !m.trim().is_empty()) {
         settings.model = Some(model.trim().to_string());
+    }
+    if args.effort.is_some() {
+        settings.effort = args.effort;
     }
     let setup = match Setup::load(roots.first().map(PathBuf::as_path), &settings) {
         Ok(s) => s,

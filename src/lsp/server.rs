@@ -312,6 +312,7 @@ impl LanguageServer for Backend {
                 diagnostics: offer.diagnostics.clone(),
                 instruction: None,
                 model: None,
+                effort: None,
                 follow_up: offer.follow_up,
             }
             .to_value();
