@@ -135,11 +135,23 @@ fn spawn(command: &[String], name: &str, root: &Path, env_allow: &[String]) -> R
         .map_err(|e| DownstreamError::Spawn(format!("cannot start `{}`: {e}", command.join(" "))))
 }
 
+/// 10 ms steps the writer waits, after a failed write, for the reader to
+/// report the server's exit (the truer reason).
+const WRITE_FAILURE_GRACE_STEPS: u32 = 20;
+
 /// Writes queued frames to the server's stdin.
 fn spawn_writer(shared: Arc<Shared>, mut stdin: ChildStdin, mut out_rx: mpsc::UnboundedReceiver<Vec<u8>>) {
     tokio::spawn(async move {
         while let Some(bytes) = out_rx.recv().await {
             if stdin.write_all(&bytes).await.is_err() || stdin.flush().await.is_err() {
+                // Almost always the server exited: give the reader, which
+                // sees its stdout end, a moment to say so first.
+                for _ in 0..WRITE_FAILURE_GRACE_STEPS {
+                    if shared.dead.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
                 shared.die("its stdin closed".into());
                 break;
             }
