@@ -107,6 +107,9 @@ H.run(":AgentFixAll: every diagnostic, review per problem", function()
   H.eq(ALL, H.read_file(root .. "/calc.py"), "file on disk")
 
   -- Every diagnostic reached the model, at the columns sent.
+  H.wait(function()
+    return #H.mock_requests(log) >= 1
+  end, 5000, "the mock's log of the request")
   local prompt = vim.fn.json_encode(H.mock_requests(log)[1].body.messages)
   H.truthy(prompt:find("line 2, column 5: warning: add() does not add", 1, true), "problem 1 in the prompt: " .. prompt)
   local col = string.format("line 7, column %d: error: str + name may fail", PLUS[enc] + 1)

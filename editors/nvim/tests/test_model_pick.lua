@@ -51,8 +51,12 @@ H.run(":AgentFixModel sends the picked model; a cancelled pick sends nothing", f
     return af.last_result ~= nil
   end, 15000, "the command's result")
   H.eq(true, af.last_result.applied, "applied: " .. vim.inspect(af.last_result))
-  local reqs = H.mock_requests(log)
-  H.truthy(#reqs >= 1, "the model was asked")
+  -- The mock writes its log apart from its answers: wait for both requests.
+  local reqs
+  H.wait(function()
+    reqs = H.mock_requests(log)
+    return #reqs >= 2
+  end, 5000, "the model was asked")
   for i, r in ipairs(reqs) do
     H.eq("model-big", r.body.model, "model of request " .. i)
   end
