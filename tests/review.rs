@@ -301,6 +301,40 @@ fn an_apply_the_editor_did_not_perform_is_noticed() {
     assert_eq!(shown["type"], 2);
 }
 
+#[test]
+fn a_review_that_applied_some_files_of_a_proposal_is_not_a_dropped_edit() {
+    let mut f = start(Value::Null);
+    let other = f.root.join("other.py");
+    std::fs::write(&other, "x = 1\n").unwrap();
+    f.editor.open(&f.calc(), "python", 1, CALC);
+    f.editor.open(&other, "python", 1, "x = 1\n");
+    // The user keeps calc.py's change and unticks other.py's.
+    f.editor.apply_only = Some(vec![file_uri(&f.calc())]);
+    f.mock.push(reply(&[
+        edit("t1", "a / b", "a // b", "int division"),
+        (
+            "t2".into(),
+            "edit_file",
+            json!({"path": "other.py", "old_text": "x = 1", "new_text": "x = 2", "reason": "r"}),
+        ),
+    ]));
+    f.mock.push(text_reply("Integer division."));
+    let id = f.send_fix(1);
+    let resp = f.editor.wait_response(id, Duration::from_secs(30));
+    assert_eq!(resp["result"]["applied"], true);
+    f.editor.pump(Duration::from_secs(3));
+    let warned = f.editor.notifications("window/showMessage").into_iter().any(|m| {
+        m["params"]["message"]
+            .as_str()
+            .or(m["message"].as_str())
+            .unwrap_or_default()
+            .starts_with("The editor said it applied")
+    });
+    assert!(!warned, "{:?}", f.editor.notifications("window/showMessage"));
+    assert!(f.editor.buffer_text(&f.calc()).unwrap().contains("a // b"));
+    assert_eq!(f.editor.buffer_text(&other).unwrap(), "x = 1\n");
+}
+
 fn command_init(auto: bool) -> Value {
     json!({"commands": {"show": ["sh", "-c", "cat calc.py; echo done > marker"], "autoApprove": auto}})
 }

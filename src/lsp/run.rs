@@ -451,8 +451,11 @@ async fn apply_edit(
             // didChange only once the command has returned.
             let (session, client) = (session.clone(), client.clone());
             tokio::spawn(async move {
-                let missing = confirm_applied(&session, &files).await;
-                if !missing.is_empty() {
+                let (missing, checked) = confirm_applied(&session, &files).await;
+                // Some files changed and others did not: the user applied
+                // part of it in a review (VS Code's extension unticks whole
+                // files), not a dropped edit.
+                if !missing.is_empty() && missing.len() == checked {
                     let msg = format!(
                         "The editor said it applied the agent's proposal, but {} did not change (a stale edit may have been dropped). Run Agent fix again.",
                         missing.join(", ")
@@ -536,20 +539,22 @@ const CONFIRM_TIMEOUT: Duration = Duration::from_secs(2);
 /// The open documents an applied edit did not change: some clients answer
 /// `applied: true` after silently dropping an edit for a stale version, so
 /// the `didChange` that must follow is the real confirmation.
-async fn confirm_applied(session: &Session, files: &[convert::FileEdit]) -> Vec<String> {
+/// Returns them, and how many open documents were checked.
+async fn confirm_applied(session: &Session, files: &[convert::FileEdit]) -> (Vec<String>, usize) {
     let deadline = Instant::now() + CONFIRM_TIMEOUT;
     loop {
-        let missing: Vec<String> = files
+        let open: Vec<(&convert::FileEdit, bool)> = files
             .iter()
             .filter(|f| !f.hunks.is_empty())
             .filter_map(|f| {
                 let sent = f.version?;
                 let doc = session.docs.get_by_path(&f.path)?;
-                (doc.version <= sent).then(|| f.display.clone())
+                Some((f, doc.version <= sent))
             })
             .collect();
+        let missing: Vec<String> = open.iter().filter(|(_, same)| *same).map(|(f, _)| f.display.clone()).collect();
         if missing.is_empty() || Instant::now() >= deadline {
-            return missing;
+            return (missing, open.len());
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }

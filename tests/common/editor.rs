@@ -69,6 +69,9 @@ pub struct Editor {
     /// with `applied: false`, as VS Code does), and a `didChange` is sent for each changed
     /// buffer. False mimics a client that answers `applied: true` and changes nothing.
     pub apply_to_buffers: bool,
+    /// With [`Editor::apply_to_buffers`]: the URIs whose changes are applied (`None`: all),
+    /// like a review in which the user unticked the other files.
+    pub apply_only: Option<Vec<String>>,
     /// The answer to every `window/showMessageRequest` (default null: dismissed).
     pub message_request_answer: Value,
     /// The open buffers: uri → (version, text).
@@ -138,6 +141,7 @@ impl Editor {
             answer_progress_create: true,
             configuration: Value::Null,
             apply_to_buffers: true,
+            apply_only: None,
             message_request_answer: Value::Null,
             buffers: HashMap::new(),
         }
@@ -372,6 +376,9 @@ impl Editor {
         let mut updates: Vec<(String, String)> = Vec::new();
         for op in edit["documentChanges"].as_array().into_iter().flatten() {
             let Some(uri) = op["textDocument"]["uri"].as_str() else { continue };
+            if self.apply_only.as_ref().is_some_and(|only| !only.iter().any(|u| u == uri)) {
+                continue;
+            }
             let Some((version, text)) = self.buffers.get(uri) else { continue };
             if let Some(v) = op["textDocument"]["version"].as_i64()
                 && v != i64::from(*version)
