@@ -18,7 +18,9 @@
 // `editor.codeActionsOnSave: source.fixAll` starts no run, while "Agent
 // fix: all problems in this file" sends every diagnostic of the file in one
 // run, whose Refactor Preview labels each hunk with its problem, ticks them
-// all, and applies the rest when one problem is unticked; the key is in no log. Screenshots of each key
+// all, and applies the rest when one problem is unticked; with
+// agentfix.review "unticked" the changes start unticked, and Apply with none
+// ticked says "nothing applied"; the key is in no log. Screenshots of each key
 // step go to $E2E_DIR/screenshots.
 //
 // Environment (ci.sh sets all of them):
@@ -388,6 +390,9 @@ step('set up the workspace, the settings and the mock model', async () => {
       ],
     },
     { text: 'Guarded both divisions.' },
+    // With agentfix.review "unticked": a proposal nothing of which is applied.
+    { tools: [['toolu_r', 'edit_file', { path: 'stats.py', old_text: '    return a / b', new_text: RATIO_FIXED }]] },
+    { text: 'Guarded the ratio.' },
   ];
   const repliesFile = path.join(dirs.logs, 'replies.json');
   fs.writeFileSync(repliesFile, JSON.stringify(replies));
@@ -766,6 +771,33 @@ step('"Agent fix: all problems in this file" sends every diagnostic; the preview
   await waitFor('the run to end', async () => runsEnded() > before);
   await waitFor('one problem left', async () => (await page.locator('.monaco-editor .squiggly-error').count()) === 1);
   await screenshot('10-fix-all-one-problem-accepted');
+});
+
+step('agentfix.review "unticked": the changes start unticked; Apply with none ticked applies nothing and says so', async () => {
+  fs.writeFileSync(path.join(dirs.workspace, '.e2e-settings.json'), JSON.stringify({ 'agentfix.review': 'unticked' }));
+  await runCommand('agentfix e2e: Apply settings');
+  await page.getByText('agentfix e2e: applied agentfix.review').first().waitFor({ timeout: WAIT });
+  const before = runsEnded();
+  await page.locator('.monaco-editor .view-lines').first().click();
+  await goToLine('6:12');
+  await runCommand('Agent fix');
+  const preview = page.locator('.bulk-edit-panel');
+  await preview.waitFor({ state: 'visible', timeout: WAIT });
+  const hunk = preview.locator('.monaco-list-row', { hasText: 'if b else 0.0' }).first();
+  await hunk.waitFor({ timeout: WAIT });
+  assert.equal(requests().length, 11, 'one more run: the edit, then the summary');
+  assert.ok(!(await hunk.locator('.monaco-checkbox.checked').isVisible()), 'the change starts unticked');
+  await preview.locator('.monaco-button', { hasText: /^Apply$/ }).click();
+  await preview.waitFor({ state: 'hidden', timeout: WAIT });
+  await page.locator('.notification-toast', { hasText: 'Agent fix: nothing applied.' }).first().waitFor({ timeout: WAIT });
+  await waitFor('the run to end', async () => runsEnded() > before);
+  await screenshot('11-nothing-applied');
+  assert.ok(!(await editorText()).includes(RATIO_FIXED), 'nothing applied');
+  assert.equal(
+    await page.locator('.notification-toast', { hasText: "did not apply the agent's proposal" }).count(),
+    0,
+    'the server\'s "did not apply" message is not repeated',
+  );
 });
 
 step('the API key appears in no log and no settings file', async () => {

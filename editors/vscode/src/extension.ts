@@ -736,7 +736,9 @@ class AgentFix {
       );
       const first = snapshots[0]?.uri;
       const folder = (first && vscode.workspace.getWorkspaceFolder(first)) || vscode.workspace.workspaceFolders?.[0];
-      const sentinel = sentinelTarget(files, folder?.uri.toString());
+      // `agentfix.review: unticked`: the edit as the server sent it (each change needs confirmation).
+      const tickAll = vscode.workspace.getConfiguration(SECTION, first).get<string>('review') !== 'unticked';
+      const sentinel = tickAll ? sentinelTarget(files, folder?.uri.toString()) : undefined;
       const edit = await p2c.asWorkspaceEdit(sentinel ? (ticked(sent) as typeof params.edit) : params.edit);
       if (sentinel) {
         // Opens the preview, is not listed in it, and would change nothing (review.ts).
