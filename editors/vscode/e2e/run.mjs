@@ -5,9 +5,10 @@
 // settings through the configuration API.
 //
 // The story: set the API key with the command; Ctrl+. on the error, pick
-// "Agent fix: …"; the proposal opens in the Refactor Preview (the server
-// annotates every hunk as needing confirmation), where the hunk is ticked and
-// applied; the edit is in the buffer unsaved; Ctrl+S writes it; a
+// "Agent fix: …"; the proposal opens in the Refactor Preview with its hunk
+// ticked (the extension takes the server's applyEdit), the run's summary and
+// cost in a notification and the progress gone; Apply applies it and the
+// extension says what was applied; the edit is in the buffer unsaved; Ctrl+S writes it; a
 // setting changed while the server runs is in force for the next run; a run
 // with an instruction is cancelled from the progress notification, another
 // with "Agent fix: Cancel"; "Agent fix with model…" runs with the model
@@ -16,8 +17,10 @@
 // "Agent fix: follow up on the last run"; saving with
 // `editor.codeActionsOnSave: source.fixAll` starts no run, while "Agent
 // fix: all problems in this file" sends every diagnostic of the file in one
-// run, whose Refactor Preview labels each hunk with its problem and accepts
-// one problem's hunks alone; the key is in no log. Screenshots of each key
+// run, whose Refactor Preview labels each hunk with its problem, ticks them
+// all, and applies the rest when one problem is unticked; with
+// agentfix.review "unticked" the changes start unticked, and Apply with none
+// ticked says "nothing applied"; the key is in no log. Screenshots of each key
 // step go to $E2E_DIR/screenshots.
 //
 // Environment (ci.sh sets all of them):
@@ -387,6 +390,9 @@ step('set up the workspace, the settings and the mock model', async () => {
       ],
     },
     { text: 'Guarded both divisions.' },
+    // With agentfix.review "unticked": a proposal nothing of which is applied.
+    { tools: [['toolu_r', 'edit_file', { path: 'stats.py', old_text: '    return a / b', new_text: RATIO_FIXED }]] },
+    { text: 'Guarded the ratio.' },
   ];
   const repliesFile = path.join(dirs.logs, 'replies.json');
   fs.writeFileSync(repliesFile, JSON.stringify(replies));
@@ -524,31 +530,38 @@ step('Ctrl+. on the error offers "Agent fix: …"', async () => {
   await item.click();
 });
 
-step('the proposal opens in the Refactor Preview, one checkbox per hunk; Apply puts it in the buffer', async () => {
-  // The server marks every hunk with a change annotation that needs
-  // confirmation, so VS Code shows the Refactor Preview instead of applying;
-  // a server without annotations would have the edit land directly.
+/** Progress notifications of runs (they have a Cancel button). */
+function progressToasts() {
+  return page.locator('.notification-toast', { hasText: 'Agent fix' }).filter({ has: page.locator('.monaco-button', { hasText: 'Cancel' }) });
+}
+
+step('the proposal opens in the Refactor Preview with its hunk ticked, its summary and cost shown, the progress gone; Apply applies it', async () => {
+  // The extension takes the server's applyEdit: every hunk ticked, the
+  // preview opened all the same.
   const preview = page.locator('.bulk-edit-panel');
+  await preview.waitFor({ state: 'visible', timeout: WAIT });
   const fixed = async () => (await editorText()).includes('return a / b if b != 0 else 0.0');
-  await waitFor('the Refactor Preview (or the edit)', async () => (await preview.isVisible()) || (await fixed()));
-  if (await preview.isVisible()) {
-    const fileRow = preview.locator('.monaco-list-row', { hasText: 'calc.py' }).first();
-    await fileRow.waitFor({ timeout: WAIT });
-    const hunks = preview.locator('.monaco-list-row', { hasText: 'if b != 0 else 0.0' });
-    assert.equal(await hunks.count(), 1, 'one hunk row');
-    assert.equal(fs.readFileSync(calc, 'utf8'), ORIGINAL, 'nothing applied while the preview is open');
-    assert.ok(!(await fixed()), 'nothing in the buffer while the preview is open');
-    await screenshot('2-refactor-preview');
-    // VS Code leaves hunks that need confirmation unchecked: tick the file (all its hunks).
-    const fileBox = fileRow.locator('.monaco-checkbox').first();
-    if (!(await fileBox.evaluate((e) => e.classList.contains('checked')))) {
-      await fileBox.click();
-    }
-    await waitFor('the hunk to be checked', async () => hunks.first().locator('.monaco-checkbox.checked').isVisible());
-    await preview.locator('.monaco-button', { hasText: /^Apply$/ }).click();
-    await preview.waitFor({ state: 'hidden', timeout: WAIT });
-  }
+  const fileRow = preview.locator('.monaco-list-row', { hasText: 'calc.py' }).first();
+  await fileRow.waitFor({ timeout: WAIT });
+  const hunks = preview.locator('.monaco-list-row', { hasText: 'if b != 0 else 0.0' });
+  assert.equal(await hunks.count(), 1, 'one hunk row, and nothing else listed');
+  assert.equal(fs.readFileSync(calc, 'utf8'), ORIGINAL, 'nothing applied while the preview is open');
+  assert.ok(!(await fixed()), 'nothing in the buffer while the preview is open');
+  await waitFor('the hunk to be ticked', async () => hunks.first().locator('.monaco-checkbox.checked').isVisible());
+  assert.ok(await fileRow.locator('.monaco-checkbox.checked').first().isVisible(), 'the file is ticked');
+  // The run's summary and what it took (the applyEdit label), for as long as the review lasts.
+  const summary = () => page.locator('.notification-toast', { hasText: /Agent fix: Guarded the division\. \(1 file, 1 hunk; 2 turns, [\d.,k]+ tokens(, \$[\d.]+)?\)/ });
+  await summary().first().waitFor({ state: 'visible', timeout: WAIT });
+  // The run's progress closed when the proposal came.
+  await waitFor('the progress notification to close', async () => (await progressToasts().filter({ hasText: /turn \d+:/ }).count()) === 0);
+  assert.match(await statusText(), /review the proposal/);
+  await sleep(500); // let the toast finish sliding in
+  await screenshot('2-refactor-preview');
+  await preview.locator('.monaco-button', { hasText: /^Apply$/ }).click();
+  await preview.waitFor({ state: 'hidden', timeout: WAIT });
   await waitFor('the edit in the editor', fixed);
+  await summary().first().waitFor({ state: 'hidden', timeout: WAIT });
+  await page.locator('.notification-toast', { hasText: 'Agent fix: applied 1 of 1 change to calc.py.' }).first().waitFor({ timeout: WAIT });
 });
 
 step('the fix is in the editor buffer, unsaved', async () => {
@@ -714,7 +727,7 @@ step('saving with editor.codeActionsOnSave source.fixAll starts no run', async (
   assert.equal(await page.locator('.monaco-editor .squiggly-error').count(), 2, 'both problems still there');
 });
 
-step('"Agent fix: all problems in this file" sends every diagnostic; the preview accepts per problem', async () => {
+step('"Agent fix: all problems in this file" sends every diagnostic; the preview ticks all, unticking one problem applies the rest', async () => {
   const before = runsEnded();
   await runCommand('Agent fix: all problems in this file');
   await waitFor('the eighth model request', async () => requests().length === 8);
@@ -733,29 +746,58 @@ step('"Agent fix: all problems in this file" sends every diagnostic; the preview
   const hunkRow = (label) => preview.locator('.monaco-list-row').filter({ has: page.locator(`[title^="${label}"]`) }).first();
   await hunkRow(meanLabel).waitFor({ timeout: WAIT });
   await hunkRow(ratioLabel).waitFor({ timeout: WAIT });
+  const hunkChecked = (text) => preview.locator('.monaco-list-row', { hasText: text }).locator('.monaco-checkbox.checked').isVisible();
+  await waitFor('both hunks to be ticked', async () => (await hunkChecked('if values else 0.0')) && (await hunkChecked('if b else 0.0')));
   // Grouped by type, each problem is a row of its own with a checkbox.
   await page.locator('.action-label[aria-label="Group Changes By Type"]').first().click();
   const problemRow = (label) => preview.locator('.monaco-list-row', { hasText: label }).first();
   await problemRow(meanLabel).waitFor({ timeout: WAIT });
   await problemRow(ratioLabel).waitFor({ timeout: WAIT });
   await screenshot('9-fix-all-preview-per-problem');
-  // Accept the first problem only: tick its file row (the row under the problem's).
-  const index = Number(await problemRow(meanLabel).getAttribute('data-index'));
-  const meanFile = preview.locator(`.monaco-list-row[data-index="${index + 1}"]`);
-  assert.match((await meanFile.textContent()) ?? '', /stats\.py/);
-  await meanFile.locator('.monaco-checkbox').first().click();
-  const hunkChecked = (text) => preview.locator('.monaco-list-row', { hasText: text }).locator('.monaco-checkbox.checked').isVisible();
-  await waitFor('the first problem\'s hunk to be checked', async () => hunkChecked('if values else 0.0'));
-  assert.ok(!(await hunkChecked('if b else 0.0')), 'the second problem\'s hunk stays unchecked');
+  // Reject the second problem: untick its file row (the row under the problem's).
+  const index = Number(await problemRow(ratioLabel).getAttribute('data-index'));
+  const ratioFile = preview.locator(`.monaco-list-row[data-index="${index + 1}"]`);
+  assert.match((await ratioFile.textContent()) ?? '', /stats\.py/);
+  await ratioFile.locator('.monaco-checkbox').first().click();
+  await waitFor('the second problem\'s hunk to be unticked', async () => !(await hunkChecked('if b else 0.0')));
+  assert.ok(await hunkChecked('if values else 0.0'), 'the first problem\'s hunk stays ticked');
   await preview.locator('.monaco-button', { hasText: /^Apply$/ }).click();
   await preview.waitFor({ state: 'hidden', timeout: WAIT });
   await waitFor('the first fix in the editor', async () => (await editorText()).includes(MEAN_FIXED));
   const text = await editorText();
   assert.ok(text.includes('    return a / b\n'), 'the second problem is left as it was');
   assert.ok(!text.includes(RATIO_FIXED));
+  await page.locator('.notification-toast', { hasText: 'Agent fix: applied 1 of 2 changes to stats.py.' }).first().waitFor({ timeout: WAIT });
   await waitFor('the run to end', async () => runsEnded() > before);
   await waitFor('one problem left', async () => (await page.locator('.monaco-editor .squiggly-error').count()) === 1);
   await screenshot('10-fix-all-one-problem-accepted');
+});
+
+step('agentfix.review "unticked": the changes start unticked; Apply with none ticked applies nothing and says so', async () => {
+  fs.writeFileSync(path.join(dirs.workspace, '.e2e-settings.json'), JSON.stringify({ 'agentfix.review': 'unticked' }));
+  await runCommand('agentfix e2e: Apply settings');
+  await page.getByText('agentfix e2e: applied agentfix.review').first().waitFor({ timeout: WAIT });
+  const before = runsEnded();
+  await page.locator('.monaco-editor .view-lines').first().click();
+  await goToLine('6:12');
+  await runCommand('Agent fix');
+  const preview = page.locator('.bulk-edit-panel');
+  await preview.waitFor({ state: 'visible', timeout: WAIT });
+  const hunk = preview.locator('.monaco-list-row', { hasText: 'if b else 0.0' }).first();
+  await hunk.waitFor({ timeout: WAIT });
+  assert.equal(requests().length, 11, 'one more run: the edit, then the summary');
+  assert.ok(!(await hunk.locator('.monaco-checkbox.checked').isVisible()), 'the change starts unticked');
+  await preview.locator('.monaco-button', { hasText: /^Apply$/ }).click();
+  await preview.waitFor({ state: 'hidden', timeout: WAIT });
+  await page.locator('.notification-toast', { hasText: 'Agent fix: nothing applied.' }).first().waitFor({ timeout: WAIT });
+  await waitFor('the run to end', async () => runsEnded() > before);
+  await screenshot('11-nothing-applied');
+  assert.ok(!(await editorText()).includes(RATIO_FIXED), 'nothing applied');
+  assert.equal(
+    await page.locator('.notification-toast', { hasText: "did not apply the agent's proposal" }).count(),
+    0,
+    'the server\'s "did not apply" message is not repeated',
+  );
 });
 
 step('the API key appears in no log and no settings file', async () => {

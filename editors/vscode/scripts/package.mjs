@@ -58,5 +58,11 @@ if (!fs.existsSync(vsce)) {
 }
 // vscode:prepublish bundles dist/extension.js (esbuild). The extension has
 // no runtime node_modules: esbuild inlines vscode-languageclient.
-run(process.execPath, [vsce, 'package', '--no-dependencies', '--skip-license', '--allow-missing-repository', '--out', out], here);
+// README.md's screenshot stays a relative link (images/ is packaged): the
+// extension has no repository URL for vsce to rewrite it to.
+run(
+  process.execPath,
+  [vsce, 'package', '--no-dependencies', '--skip-license', '--allow-missing-repository', '--no-rewrite-relative-links', '--out', out],
+  here,
+);
 console.log(`package: wrote ${out}`);

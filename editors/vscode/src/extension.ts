@@ -4,14 +4,18 @@
 // model picked from `agentfix.models`, follow-ups, all problems of a file),
 // cancellable progress notifications and a status bar item.
 //
-// What it deliberately leaves alone: `workspace/applyEdit`. The client hands
-// the server's one WorkspaceEdit to `workspace.applyEdit`, which applies it
-// to the open buffers (unsaved) or, when change annotations ask for
-// confirmation, opens the Refactor Preview.
+// It also takes the server's `workspace/applyEdit` (the run's one proposal)
+// from the client's default handler: the progress closes, the proposal opens
+// in VS Code's Refactor Preview with every hunk ticked (see review.ts), the
+// run's summary and cost are shown, and once the user applied what they kept
+// the extension says what was applied and answers the server.
 
 import * as fs from 'node:fs';
 import * as vscode from 'vscode';
 import {
+  type ApplyWorkspaceEditParams,
+  ApplyWorkspaceEditRequest,
+  type ApplyWorkspaceEditResult,
   CodeActionRequest,
   CodeActionTriggerKind,
   DidChangeConfigurationNotification,
@@ -25,6 +29,8 @@ import {
   ResponseError,
   RevealOutputChannelOn,
   type ServerOptions,
+  ShowMessageNotification,
+  MessageType,
   type StaticFeature,
   WorkDoneProgress,
   WorkDoneProgressCancelNotification,
@@ -50,6 +56,17 @@ import {
   withInstruction,
   withModel,
 } from './runs';
+import {
+  appliedHunks,
+  appliedMessage,
+  applyAnswer,
+  fileHunks,
+  type FileOutcome,
+  type LspWorkspaceEdit,
+  type OffsetHunk,
+  sentinelTarget,
+  ticked,
+} from './review';
 import { resolveServerPath } from './serverPath';
 import { configurationFor, isOurSection, SECTION, serverSettingNames, serverSettings, type ServerSettings } from './settings';
 
@@ -58,6 +75,8 @@ const SERVER_SHOWED = new Set([-32803, -32603]);
 const REQUEST_CANCELLED = -32800;
 /** How long "Agent fix: Cancel" waits for a progress-cancelled run before cancelling its request. */
 const CANCEL_GRACE_MS = 2000;
+/** The server's message when the editor answered `applied: false` (ours already said so). */
+const NOT_APPLIED = "The editor did not apply the agent's proposal";
 
 let extension: AgentFix | undefined;
 
@@ -80,6 +99,8 @@ interface ProgressPart {
   progress?: vscode.Progress<{ message?: string }>;
   finish?: () => void;
   done: boolean;
+  /** Its notification was closed (the proposal arrived) before the server's `end`. */
+  hidden?: boolean;
   dispose: () => void;
 }
 
@@ -99,6 +120,10 @@ class AgentFix {
   private last: { text: string; tooltip: string } | undefined;
   /** The `runId` of the last finished run, by document URI (for "follow up on the last run"). */
   private readonly lastRuns = new Map<string, string>();
+  /** The label of the proposal under review, while the Refactor Preview is open. */
+  private reviewing: string | undefined;
+  /** When the extension last answered a proposal with `applied: false` (after saying so itself). */
+  private refusedAt = 0;
 
   constructor(private readonly context: vscode.ExtensionContext) {
     this.output = vscode.window.createOutputChannel('agentfix');
@@ -257,6 +282,7 @@ class AgentFix {
     };
     const client = new LanguageClient('agentfix', 'agentfix', serverOptions, clientOptions);
     client.registerFeature(new ProgressNotifications(client, this));
+    client.registerFeature(new ProposalReview(client, this));
     client.onDidChangeState(() => this.refreshStatus());
     this.client = client;
     this.startError = undefined;
@@ -630,7 +656,7 @@ class AgentFix {
       { location: vscode.ProgressLocation.Notification, title: begin.title, cancellable: begin.cancellable ?? false },
       (progress, cancelled) =>
         new Promise<void>((resolve) => {
-          if (part.done) {
+          if (part.done || part.hidden) {
             resolve();
             return;
           }
@@ -659,9 +685,138 @@ class AgentFix {
     this.refreshStatus();
   }
 
+  /** Closes the progress notifications (the proposal is there); the runs stay cancellable. */
+  private hideProgress(): void {
+    for (const part of this.parts.values()) {
+      part.hidden = true;
+      part.progress = undefined;
+      part.finish?.();
+    }
+  }
+
+  // ---- the review -------------------------------------------------------
+
+  /**
+   * `workspace/applyEdit`: the run's proposal. Opens it in the Refactor
+   * Preview with every hunk ticked, says what it is (summary, size, cost)
+   * and, after the review, what was applied; answers `applied: true` when
+   * anything was (the server reads the documents for what became of each
+   * hunk), else `applied: false` with the reason.
+   */
+  async review(client: LanguageClient, params: ApplyWorkspaceEditParams): Promise<ApplyWorkspaceEditResult> {
+    this.hideProgress();
+    const p2c = client.protocol2CodeConverter;
+    const sent = params.edit as LspWorkspaceEdit;
+    const label = params.label ?? 'Agent fix: proposal';
+    const files = fileHunks(sent);
+    this.log(`proposal: ${label}`);
+    // As the client's own handler: an edit for another version of an open buffer is refused.
+    for (const f of files) {
+      if (typeof f.version === 'number' && f.version >= 0) {
+        const uri = p2c.asUri(f.uri).toString();
+        const open = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri);
+        if (open && open.version !== f.version) {
+          return { applied: false, failureReason: `${vscode.workspace.asRelativePath(open.uri)} changed since the proposal was made` };
+        }
+      }
+    }
+    this.reviewing = label;
+    this.refreshStatus();
+    try {
+      // The text of each file before the review, and its hunks as offsets in it.
+      const snapshots = await Promise.all(
+        files.map(async (f) => {
+          const uri = p2c.asUri(f.uri);
+          const document = f.created ? undefined : await openDocument(uri);
+          const offset = (position: { line: number; character: number }) =>
+            document ? document.offsetAt(p2c.asPosition(position)) : 0;
+          const hunks: OffsetHunk[] = f.hunks.map((h) => ({ start: offset(h.range.start), end: offset(h.range.end), newText: h.newText }));
+          return { uri, name: vscode.workspace.asRelativePath(uri), before: document?.getText() ?? '', hunks };
+        }),
+      );
+      const first = snapshots[0]?.uri;
+      const folder = (first && vscode.workspace.getWorkspaceFolder(first)) || vscode.workspace.workspaceFolders?.[0];
+      // `agentfix.review: unticked`: the edit as the server sent it (each change needs confirmation).
+      const tickAll = vscode.workspace.getConfiguration(SECTION, first).get<string>('review') !== 'unticked';
+      const sentinel = tickAll ? sentinelTarget(files, folder?.uri.toString()) : undefined;
+      const edit = await p2c.asWorkspaceEdit(sentinel ? (ticked(sent) as typeof params.edit) : params.edit);
+      if (sentinel) {
+        // Opens the preview, is not listed in it, and would change nothing (review.ts).
+        edit.createFile(p2c.asUri(sentinel), { ignoreIfExists: true }, { needsConfirmation: true, label: 'Agent fix' });
+      }
+      const ok = await this.withSummary(label, () => vscode.workspace.applyEdit(edit, { isRefactoring: true }));
+      const outcomes: FileOutcome[] = [];
+      for (const s of snapshots) {
+        const after = (await openDocument(s.uri))?.getText() ?? '';
+        const picks = appliedHunks(s.before, after, s.hunks);
+        outcomes.push({ name: s.name, total: s.hunks.length, applied: picks?.filter(Boolean).length });
+      }
+      const message = appliedMessage(outcomes);
+      const answer = applyAnswer(outcomes);
+      this.log(`review: ${message} (workspace.applyEdit: ${ok})`);
+      if (!answer.applied) {
+        this.refusedAt = Date.now();
+      }
+      void vscode.window.showInformationMessage(message);
+      return answer;
+    } finally {
+      this.reviewing = undefined;
+      this.refreshStatus();
+    }
+  }
+
+  /**
+   * The proposal's label (summary, size, cost) in a notification while the
+   * review lasts: it closes with the preview, and its Cancel discards the
+   * proposal. (A plain message would be cut to one line, and stay.)
+   */
+  private async withSummary<T>(label: string, review: () => Thenable<T>): Promise<T> {
+    let close = () => {};
+    void vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: label, cancellable: true },
+      (progress, cancelled) =>
+        new Promise<void>((resolve) => {
+          close = resolve;
+          progress.report({ message: 'untick in the Refactor Preview what you reject, then Apply.' });
+          cancelled.onCancellationRequested(() => {
+            void vscode.commands.executeCommand('refactorPreview.discard').then(undefined, () => undefined);
+          });
+        }),
+    );
+    try {
+      return await review();
+    } finally {
+      close();
+    }
+  }
+
+  /** The server's `window/showMessage`, as the client shows it, less what the review already said. */
+  showServerMessage(type: MessageType, message: string): void {
+    if (message.startsWith(NOT_APPLIED) && Date.now() - this.refusedAt < 60_000) {
+      this.log(`server: ${message}`);
+      return;
+    }
+    switch (type) {
+      case MessageType.Error:
+        void vscode.window.showErrorMessage(message);
+        break;
+      case MessageType.Warning:
+        void vscode.window.showWarningMessage(message);
+        break;
+      default:
+        void vscode.window.showInformationMessage(message);
+    }
+  }
+
   // ---- status bar -------------------------------------------------------
 
   private refreshStatus(): void {
+    if (this.reviewing) {
+      this.status.text = '$(checklist) Agent fix: review the proposal';
+      this.status.tooltip = `${this.reviewing}\nUntick in the Refactor Preview what you reject, then Apply (or Discard).`;
+      this.status.command = undefined;
+      return;
+    }
     const runs = Math.max(this.pending.size, this.parts.size);
     if (runs > 0) {
       const latest = [...this.parts.values()].pop();
@@ -745,6 +900,41 @@ class ProgressNotifications implements StaticFeature {
   }
 
   clear(): void {}
+}
+
+/** Takes the server's `workspace/applyEdit` and `window/showMessage` from the client's default handlers. */
+class ProposalReview implements StaticFeature {
+  constructor(
+    private readonly client: LanguageClient,
+    private readonly owner: AgentFix,
+  ) {}
+
+  fillClientCapabilities(): void {}
+
+  initialize(): void {
+    // Registered after the client's own handlers (features initialize last), so these replace them.
+    this.client.onRequest(ApplyWorkspaceEditRequest.type, (params) => this.owner.review(this.client, params));
+    this.client.onNotification(ShowMessageNotification.type, (params) => this.owner.showServerMessage(params.type, params.message));
+  }
+
+  getState(): FeatureState {
+    return { kind: 'static' };
+  }
+
+  clear(): void {}
+}
+
+/** The document at `uri`, opened in the background if need be; undefined when there is none. */
+async function openDocument(uri: vscode.Uri): Promise<vscode.TextDocument | undefined> {
+  const open = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri.toString());
+  if (open) {
+    return open;
+  }
+  try {
+    return await vscode.workspace.openTextDocument(uri);
+  } catch {
+    return undefined;
+  }
 }
 
 function isExecutable(file: string): boolean {

@@ -22,9 +22,10 @@ export const SECTION = 'agentfix';
 /**
  * Settings the extension itself uses; never sent to the server (which
  * ignores unknown settings anyway): `models` is the list "Agent fix with
- * model…" offers, each run's choice going in the command's `model`.
+ * model…" offers, each run's choice going in the command's `model`;
+ * `review` is how a proposal opens in the Refactor Preview.
  */
-export const CLIENT_ONLY: ReadonlySet<string> = new Set(['serverPath', 'trace.server', 'models']);
+export const CLIENT_ONLY: ReadonlySet<string> = new Set(['serverPath', 'trace.server', 'models', 'review']);
 
 /** Scopes whose values VS Code takes from user (or remote) settings only. */
 const USER_ONLY_SCOPES: ReadonlySet<string> = new Set(['application', 'machine']);

@@ -89,6 +89,8 @@ test('a new server setting is a package.json change: it is sent by its name, nes
     'tools.grep': { globalValue: false },
     serverPath: { globalValue: '/x/agentfix' },
     'trace.server': { globalValue: 'verbose' },
+    models: { globalValue: ['claude-haiku-4-5'] },
+    review: { globalValue: 'unticked' },
   };
   const settings = serverSettings(serverSettingNames(m), (n) => values[n]);
   assert.deepEqual(settings, {

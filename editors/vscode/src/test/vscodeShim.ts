@@ -1,5 +1,5 @@
 // Just enough of the `vscode` module for vscode-languageclient's code
-// converter (code2ProtocolConverter) to run under plain node, so that unit
+// converters (code2ProtocolConverter, protocol2CodeConverter) to run under plain node, so that unit
 // tests convert diagnostics exactly as the extension does. Install it before
 // requiring anything that imports `vscode`.
 
@@ -46,7 +46,18 @@ export class Diagnostic {
   ) {}
 }
 
-const known: Record<string, unknown> = { Position, Range, Uri, Diagnostic, DiagnosticSeverity, DiagnosticTag };
+/** The entries a WorkspaceEdit was given, in order. */
+export class WorkspaceEdit {
+  readonly entries: { kind: 'replace' | 'create'; uri: Uri; range?: Range; newText?: string; options?: unknown; metadata?: unknown }[] = [];
+  replace(uri: Uri, range: Range, newText: string, metadata?: unknown): void {
+    this.entries.push({ kind: 'replace', uri, range, newText, metadata });
+  }
+  createFile(uri: Uri, options?: unknown, metadata?: unknown): void {
+    this.entries.push({ kind: 'create', uri, options, metadata });
+  }
+}
+
+const known: Record<string, unknown> = { Position, Range, Uri, Diagnostic, DiagnosticSeverity, DiagnosticTag, WorkspaceEdit };
 
 /** Anything else the library touches when it loads: a class to extend, or an empty enum. */
 const shim = new Proxy(known, {
