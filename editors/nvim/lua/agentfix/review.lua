@@ -523,18 +523,19 @@ function Session:render()
       n = n + 1
       if fi == self.file_index then
         local hl = ({ pending = "AgentfixPending", accepted = "AgentfixAccepted", rejected = "AgentfixRejected" })[h.state]
-        local text = string.format(" hunk %d/%d: %s ", n, total, h.state)
+        -- The state first: the end of a long label goes past a half-screen window.
+        local text = string.format(" %s · hunk %d/%d ", h.state, n, total)
         local a = self:annotation_of(h)
         local chunks
         if a then
           local size = #self:group_of(h)
           text = string.format(
-            " hunk %d/%d · %s%s: %s ",
+            " %s · hunk %d/%d · %s%s ",
+            h.state,
             n,
             total,
             a.label,
-            size > 1 and string.format(" (%d hunks)", size) or "",
-            h.state
+            size > 1 and string.format(" (%d hunks)", size) or ""
           )
           chunks = { { text, hl } }
           local d = type(a.description) == "string" and a.description or ""
