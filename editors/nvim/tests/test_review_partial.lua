@@ -4,6 +4,20 @@
 local H = dofile(os.getenv("AGENTFIX_TEST_DIR") .. "/helpers.lua")
 
 H.run("diff review: accept one hunk, reject the other", function()
+  -- Every note the plugin echoes, without history, fits one line of the
+  -- echo area (no hit-enter prompt at 80 columns).
+  local echoed = {}
+  local orig_echo = vim.api.nvim_echo
+  vim.api.nvim_echo = function(chunks, history, opts)
+    local text = ""
+    for _, c in ipairs(chunks) do
+      text = text .. c[1]
+    end
+    if not history and text:find("^agentfix") then
+      table.insert(echoed, { text = text, room = tonumber(vim.v.echospace) })
+    end
+    return orig_echo(chunks, history, opts)
+  end
   local url, log = H.start_mock(H.TWO_EDITS)
   local af, buf, root = H.fix_calc(url)
 
@@ -64,6 +78,11 @@ H.run("diff review: accept one hunk, reject the other", function()
   H.truthy((af.last_message or ""):find("^applied 1 of 2 hunks to calc.py; undo with u"), "message: " .. tostring(af.last_message))
   H.eq(true, vim.bo[buf].modified, "buffer modified (unsaved)")
   H.eq(1, #vim.api.nvim_list_tabpages(), "review tab closed")
+  H.truthy(#echoed > 0, "notes echoed")
+  for _, e in ipairs(echoed) do
+    H.truthy(vim.fn.strdisplaywidth(e.text) <= e.room, string.format("note fits %d columns: %s", e.room, e.text))
+  end
+  vim.api.nvim_echo = orig_echo
   -- One undo restores the original text.
   vim.api.nvim_set_current_buf(buf)
   vim.cmd("silent undo")

@@ -79,7 +79,7 @@ end
 
 local function echo(msg, hl)
   if M.config.echo_progress then
-    vim.api.nvim_echo({ { "agentfix: " .. msg, hl or "Normal" } }, false, {})
+    vim.api.nvim_echo({ { review.fit("agentfix: " .. msg), hl or "Normal" } }, false, {})
   end
 end
 

@@ -6,8 +6,11 @@
 -- proposal is one hunk, labelled with its state. Hunks that share a change
 -- annotation (the hunks of one problem of a fix-all) are one group: `a`/`r`
 -- accept or reject the whole group, and the annotation's label ("calc.py:2:
--- <message>") is shown on each of its hunks. Keys (in both windows):
+-- <message>") is shown on each of its hunks. A header window above both
+-- sides, as wide as the tab, holds the proposal's label, the counts and the
+-- keys, wrapped to its width. Keys (in both windows):
 --   a  accept the hunk (group) under the cursor     r  reject it
+--      (both then move the cursor to the next pending hunk)
 --   A  accept every hunk                    R  reject every hunk
 --   ]f [f  next / previous file             q  finish: apply the accepted hunks
 --   ?  help
@@ -61,6 +64,22 @@ function M.open_sessions()
 end
 
 M.last_result = nil
+
+--- `msg` cut (with "…") to the room the echo area has on one line
+--- (v:echospace: the columns less the ruler and showcmd), so that a progress
+--- or final note never brings up the hit-enter prompt on an 80-column screen.
+function M.fit(msg)
+  local room = tonumber(vim.v.echospace) or (vim.o.columns - 12)
+  room = math.max(room, 20)
+  if vim.fn.strdisplaywidth(msg) <= room then
+    return msg
+  end
+  local out = vim.fn.strcharpart(msg, 0, room)
+  while vim.fn.strdisplaywidth(out) > room - 1 do
+    out = vim.fn.strcharpart(out, 0, vim.fn.strchars(out) - 1)
+  end
+  return out .. "…"
+end
 
 local function hl_setup()
   vim.cmd("highlight default link AgentfixPending WarningMsg")
@@ -901,7 +920,7 @@ function Session:finish()
   -- Short notes only: the server reports the outcome too (window/showMessage
   -- when nothing was applied, the command's result otherwise).
   if result.applied then
-    vim.api.nvim_echo({ { "agentfix: " .. M.last_summary .. "; undo with u", "Normal" } }, false, {})
+    vim.api.nvim_echo({ { M.fit("agentfix: " .. M.last_summary .. "; undo with u"), "Normal" } }, false, {})
   elseif result.failureReason ~= "rejected by the user" then
     vim.api.nvim_echo({ { "agentfix: not applied: " .. result.failureReason, "WarningMsg" } }, true, {})
   end
