@@ -214,7 +214,9 @@ EOF
 }
 
 stop_kak() {
-  kak_send "evaluate-commands -buffer *debug* %{ write -force %{$case_dir/debug.txt} }" 2>/dev/null || true
+  # (Without the README's write alias, which skips writes from no client.)
+  kak_send "try %{ unalias global write }
+    evaluate-commands -buffer *debug* %{ write -force %{$case_dir/debug.txt} }" 2>/dev/null || true
   sleep 0.3
   kak_send 'kill!' 2>/dev/null || true
   tmux -L "$tmux_sock" kill-session -t "$session" 2>/dev/null || true
