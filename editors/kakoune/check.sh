@@ -53,8 +53,20 @@ echo "== $("$AGENTFIX_BIN" --version)"
 work="$(mktemp -d)"
 pids=()
 tmux_sock="agentfix-kak-check-$$"
+# The kakoune-lsp daemons of this run (their TMPDIR is ours), by process id.
+own_kak_lsp() {
+  local p
+  for p in $(pgrep -x kak-lsp 2>/dev/null || true); do
+    if { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qx "TMPDIR=$TMPDIR"; then
+      echo "$p"
+    fi
+  done
+}
 cleanup() {
   tmux -L "$tmux_sock" kill-server 2>/dev/null || true
+  for p in $(own_kak_lsp); do
+    kill "$p" 2>/dev/null || true
+  done
   for p in "${pids[@]}"; do
     kill "$p" 2>/dev/null || true
   done
@@ -217,6 +229,10 @@ stop_kak() {
   # (Without the README's write alias, which skips writes from no client.)
   kak_send "try %{ unalias global write }
     evaluate-commands -buffer *debug* %{ write -force %{$case_dir/debug.txt} }" 2>/dev/null || true
+  sleep 0.3
+  # kakoune-lsp runs as a daemon of its own: tell it to stop (it stops its
+  # servers), then end the session.
+  kak_send 'try %{ lsp-exit }' 2>/dev/null || true
   sleep 0.3
   kak_send 'kill!' 2>/dev/null || true
   tmux -L "$tmux_sock" kill-session -t "$session" 2>/dev/null || true
