@@ -20,6 +20,7 @@ H.run('review = "apply" applies directly; settings reach the server', function()
   H.eq(expected, table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n") .. "\n", "buffer")
   H.eq(H.CALC, H.read_file(root .. "/calc.py"), "file on disk")
   H.eq(true, af.last_result.applied, "applied")
+  H.truthy((af.last_message or ""):find("^applied 2 of 2 hunks to calc.py;"), "message: " .. tostring(af.last_message))
   H.wait(function()
     return #H.mock_requests(log) >= 1
   end, 5000, "the mock's request log")

@@ -90,7 +90,11 @@ H.run(":AgentFixAll: every diagnostic, review per problem", function()
   end, 5000, "hunk 1 accepted")
   H.eq("accepted", s.files[1].hunks[2].state, "hunk 2 (same problem) accepted with it")
   H.eq("pending", s.files[1].hunks[3].state, "hunk 3 (other problem) still pending")
-  local h3 = H.cursor_on_hunk(s, 3)
+  -- The cursor skipped hunk 2 (decided with hunk 1) to the next pending one.
+  local h3 = s.files[1].hunks[3]
+  H.wait(function()
+    return vim.api.nvim_win_get_cursor(s.new_win)[1] == h3.new_first + 1
+  end, 5000, "the cursor on hunk 3 after a")
   H.feed("r")
   H.wait(function()
     return h3.state == "rejected"
@@ -104,6 +108,7 @@ H.run(":AgentFixAll: every diagnostic, review per problem", function()
   local expected = ALL:gsub("def add%(a, b%):", "def add(a: int, b: int) -> int:"):gsub("return a %- b", "return a + b")
   H.eq(expected, table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n") .. "\n", "buffer: problem 1 only")
   H.eq(true, af.last_result.applied, "applied")
+  H.truthy((af.last_message or ""):find("^applied 2 of 3 hunks to calc.py;"), "message: " .. tostring(af.last_message))
   H.eq(ALL, H.read_file(root .. "/calc.py"), "file on disk")
 
   -- Every diagnostic reached the model, at the columns sent.

@@ -38,6 +38,11 @@ H.run("diff review: an edited file and a new file", function()
     return af.last_result ~= nil
   end, 10000, "the command's result")
   H.eq(true, af.last_result.applied, "applied")
+  H.truthy(
+    (af.last_message or ""):find("^applied 2 of 2 hunks to 2 files %(calc.py: 1 of 1, test_calc.py: 1 of 1%)")
+      or (af.last_message or ""):find("^applied 2 of 2 hunks to 2 files %(test_calc.py: 1 of 1, calc.py: 1 of 1%)"),
+    "message: " .. tostring(af.last_message)
+  )
   local nb = vim.fn.bufnr(root .. "/test_calc.py")
   H.truthy(nb ~= -1, "a buffer for the new file")
   H.eq({ "from calc import add", "", "assert add(1, 2) == 3" }, vim.api.nvim_buf_get_lines(nb, 0, -1, false), "new buffer")

@@ -5,8 +5,14 @@ local H = dofile(os.getenv("AGENTFIX_TEST_DIR") .. "/helpers.lua")
 H.run("diff review: reject all", function()
   local url = H.start_mock(H.TWO_EDITS)
   local af, buf, root = H.fix_calc(url, 0)
+  -- A buffer already has the review's title (an earlier review of calc.py
+  -- still open, say): the new one is made unique.
+  local other = vim.api.nvim_create_buf(false, true)
+  vim.bo[other].buftype = "nofile"
+  vim.api.nvim_buf_set_name(other, "agentfix review: calc.py")
   local review = require("agentfix.review")
   local s = H.wait_review()
+  H.eq("agentfix review: calc.py (2)", vim.fn.bufname(vim.api.nvim_win_get_buf(s.new_win)), "unique title")
   vim.api.nvim_set_current_win(s.new_win)
   H.feed("R")
   H.wait(function()

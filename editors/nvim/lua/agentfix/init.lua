@@ -79,7 +79,7 @@ end
 
 local function echo(msg, hl)
   if M.config.echo_progress then
-    vim.api.nvim_echo({ { "agentfix: " .. msg, hl or "Normal" } }, false, {})
+    vim.api.nvim_echo({ { review.fit("agentfix: " .. msg), hl or "Normal" } }, false, {})
   end
 end
 
@@ -127,6 +127,7 @@ local function finish_run(run, result, err)
       break
     end
   end
+  M.last_message = nil
   if err then
     M.last_result = { error = err, cancelled = run.cancelled or nil }
     if run.cancelled then
@@ -152,13 +153,14 @@ local function finish_run(run, result, err)
       end
     end
     if result and result.applied then
-      echo(string.format(
-        "%s (%d turn(s), %d+%d tokens)",
-        result.message or "applied",
+      M.last_message = string.format(
+        "%s; undo with u (%d turn(s), %d+%d tokens)",
+        run.summary or result.message or "applied",
         result.turns or 0,
         result.inputTokens or 0,
         result.outputTokens or 0
-      ))
+      )
+      echo(M.last_message)
     elseif result and result.stopReason == "cancelled" then
       echo("cancelled; nothing was changed")
     end
@@ -344,6 +346,13 @@ local function client_config(root)
               r.message = state
             end
             pcall(vim.cmd, "redrawstatus")
+          end,
+          -- The final message says what the review applied, not the
+          -- proposal's size (the server's label).
+          on_summary = function(text)
+            for _, r in ipairs(active_runs(ctx.client_id)) do
+              r.summary = text
+            end
           end,
         })
       end,

@@ -6,8 +6,11 @@
 -- proposal is one hunk, labelled with its state. Hunks that share a change
 -- annotation (the hunks of one problem of a fix-all) are one group: `a`/`r`
 -- accept or reject the whole group, and the annotation's label ("calc.py:2:
--- <message>") is shown on each of its hunks. Keys (in both windows):
+-- <message>") is shown on each of its hunks. A header window above both
+-- sides, as wide as the tab, holds the proposal's label, the counts and the
+-- keys, wrapped to its width. Keys (in both windows):
 --   a  accept the hunk (group) under the cursor     r  reject it
+--      (both then move the cursor to the next pending hunk)
 --   A  accept every hunk                    R  reject every hunk
 --   ]f [f  next / previous file             q  finish: apply the accepted hunks
 --   ?  help
@@ -61,6 +64,22 @@ function M.open_sessions()
 end
 
 M.last_result = nil
+
+--- `msg` cut (with "…") to the room the echo area has on one line
+--- (v:echospace: the columns less the ruler and showcmd), so that a progress
+--- or final note never brings up the hit-enter prompt on an 80-column screen.
+function M.fit(msg)
+  local room = tonumber(vim.v.echospace) or (vim.o.columns - 12)
+  room = math.max(room, 20)
+  if vim.fn.strdisplaywidth(msg) <= room then
+    return msg
+  end
+  local out = vim.fn.strcharpart(msg, 0, room)
+  while vim.fn.strdisplaywidth(out) > room - 1 do
+    out = vim.fn.strcharpart(out, 0, vim.fn.strchars(out) - 1)
+  end
+  return out .. "…"
+end
 
 local function hl_setup()
   vim.cmd("highlight default link AgentfixPending WarningMsg")
@@ -343,15 +362,157 @@ function Session:set_all(state)
   self:render()
 end
 
+--- Puts the cursor of the review window `win` (default: the current one, or
+--- the proposed side) on hunk `h`, showing its file first.
+function Session:goto_hunk(h, win)
+  for i, f in ipairs(self.files) do
+    if f == h.file and i ~= self.file_index then
+      self:show_file(i)
+    end
+  end
+  win = win or vim.api.nvim_get_current_win()
+  if win ~= self.old_win and win ~= self.new_win then
+    win = self.new_win
+  end
+  local side = (win == self.old_win) and "old" or "new"
+  local buf = h.file[side .. "_buf"]
+  local line = math.min(h[side .. "_first"] + 1, vim.api.nvim_buf_line_count(buf))
+  pcall(vim.api.nvim_win_set_cursor, win, { line, 0 })
+end
+
+--- The first pending hunk after `h` (across files, wrapping around), or nil.
+function Session:next_pending(h)
+  local all = self:all_hunks()
+  local at = 0
+  for i, x in ipairs(all) do
+    if x == h then
+      at = i
+    end
+  end
+  for k = 1, #all do
+    local x = all[(at + k - 1) % #all + 1]
+    if x.state == "pending" then
+      return x
+    end
+  end
+  return nil
+end
+
+--- Accepts or rejects the hunk (group) under the cursor, then moves the
+--- cursor to the next pending hunk, if any.
+function Session:decide_at_cursor(state)
+  local h = self:hunk_at_cursor()
+  if not h or self.done then
+    return
+  end
+  local win = vim.api.nvim_get_current_win()
+  self:set(h, state)
+  local nxt = self:next_pending(h)
+  if nxt then
+    self:goto_hunk(nxt, win)
+  end
+end
+
 function Session:accept_at_cursor()
-  self:set(self:hunk_at_cursor(), "accepted")
+  self:decide_at_cursor("accepted")
 end
 
 function Session:reject_at_cursor()
-  self:set(self:hunk_at_cursor(), "rejected")
+  self:decide_at_cursor("rejected")
 end
 
-local help = "a/r accept/reject hunk (with its problem's) · A/R all · ]f/[f file · q finish"
+-- At most 80 columns with the "agentfix: " before it.
+local help = "a/r hunk (with its problem's) · A/R all · ]f/[f file · q finish"
+-- The key line of the review's header, in pieces that wrap between them.
+local keys = { "a/r accept/reject hunk", "A/R all", "]f/[f file", "q finish", "? help" }
+
+--- Joins `pieces` with " · " into lines of at most `width` display cells
+--- (a piece longer than a line gets a line of its own, cut by 'wrap').
+local function wrap_pieces(pieces, width)
+  local lines, cur = {}, nil
+  for _, p in ipairs(pieces) do
+    if cur and vim.fn.strdisplaywidth(cur .. " · " .. p) <= width then
+      cur = cur .. " · " .. p
+    else
+      if cur then
+        table.insert(lines, cur)
+      end
+      cur = p
+    end
+  end
+  if cur then
+    table.insert(lines, cur)
+  end
+  return lines
+end
+
+--- Splits `text` at spaces into lines of at most `width` display cells.
+local function wrap_words(text, width)
+  local words = {}
+  for w in text:gmatch("%S+") do
+    table.insert(words, w)
+  end
+  local lines, cur = {}, nil
+  for _, w in ipairs(words) do
+    if cur and vim.fn.strdisplaywidth(cur .. " " .. w) <= width then
+      cur = cur .. " " .. w
+    else
+      if cur then
+        table.insert(lines, cur)
+      end
+      cur = w
+    end
+  end
+  if cur then
+    table.insert(lines, cur)
+  end
+  return lines
+end
+
+--- The header's lines for a window `width` cells wide: the proposal's label
+--- (wrapped at spaces), the file and counts, and the keys.
+function Session:header_lines(width)
+  width = math.max(width, 20)
+  local c = self:counts()
+  local total = c.total
+  local counts = string.format("%d accepted, %d rejected, %d pending", c.accepted, c.rejected, c.pending)
+  local ngroups = #self:groups()
+  if ngroups < total then
+    counts = string.format("%d problems, %d hunks: %s", ngroups, total, counts)
+  end
+  local f = self.files[self.file_index]
+  local where = (#self.files > 1 and string.format("file %d/%d: ", self.file_index, #self.files) or "") .. f.display
+  local lines = wrap_words(self.label or "Agent fix", width)
+  local nlabel = #lines
+  vim.list_extend(lines, wrap_pieces({ where, counts }, width))
+  local k = vim.deepcopy(keys)
+  if #self.files < 2 then
+    table.remove(k, 3) -- ]f/[f
+  end
+  local nkeys = #lines
+  vim.list_extend(lines, wrap_pieces(k, width))
+  return lines, nlabel, nkeys
+end
+
+--- Fills the header window (created if needed, above both diff windows and
+--- as wide as the tab) and fits its height to its lines.
+function Session:render_header()
+  if not (self.header_win and vim.api.nvim_win_is_valid(self.header_win)) then
+    return
+  end
+  local width = vim.api.nvim_win_get_width(self.header_win)
+  local lines, nlabel, nkeys = self:header_lines(width)
+  local buf = self.header_buf
+  vim.bo[buf].modifiable = true
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].modifiable = false
+  vim.api.nvim_buf_clear_namespace(buf, ns, 0, -1)
+  for i = 0, #lines - 1 do
+    local hl = (i < nlabel and "Title") or (i < nkeys and "Normal") or "Special"
+    pcall(vim.api.nvim_buf_add_highlight, buf, ns, hl, i, 0, -1)
+  end
+  pcall(vim.api.nvim_win_set_height, self.header_win, #lines)
+end
 
 function Session:render()
   if self.done or not self.new_win then
@@ -368,21 +529,12 @@ function Session:render()
   local function esc(t)
     return (t:gsub("%%", "%%%%"))
   end
-  local counts = string.format("%d accepted, %d rejected, %d pending", c.accepted, c.rejected, c.pending)
-  local ngroups = #self:groups()
-  if ngroups < total then
-    counts = string.format("%d problems, %d hunks: %s", ngroups, total, counts)
-  end
-  local files = #self.files > 1 and string.format("file %d/%d ", self.file_index, #self.files) or ""
-  local label = self.label or "Agent fix"
-  if vim.fn.exists("+winbar") == 1 then
-    vim.wo[self.new_win].winbar = esc(label)
-    vim.wo[self.old_win].winbar = esc("current text (not changed until q)")
-    vim.wo[self.new_win].statusline = esc("proposed: " .. files .. f.display .. " · " .. counts .. " · " .. help)
-  else
-    vim.wo[self.new_win].statusline = esc(counts .. " · " .. help .. " · " .. label)
-  end
-  vim.wo[self.old_win].statusline = esc("current: " .. files .. f.display)
+  -- The label, counts and keys are in the header window (full width,
+  -- wrapped); the status lines only say which side is which, short enough
+  -- for half of an 80-column screen.
+  self:render_header()
+  vim.wo[self.new_win].statusline = esc(string.format("proposed: %s (%d/%d decided)", f.display, c.total - c.pending, c.total))
+  vim.wo[self.old_win].statusline = esc("current (unchanged until q): " .. f.display)
   -- Hunk numbers run across files.
   local n = 0
   for fi, ff in ipairs(self.files) do
@@ -390,18 +542,19 @@ function Session:render()
       n = n + 1
       if fi == self.file_index then
         local hl = ({ pending = "AgentfixPending", accepted = "AgentfixAccepted", rejected = "AgentfixRejected" })[h.state]
-        local text = string.format(" hunk %d/%d: %s ", n, total, h.state)
+        -- The state first: the end of a long label goes past a half-screen window.
+        local text = string.format(" %s · hunk %d/%d ", h.state, n, total)
         local a = self:annotation_of(h)
         local chunks
         if a then
           local size = #self:group_of(h)
           text = string.format(
-            " hunk %d/%d · %s%s: %s ",
+            " %s · hunk %d/%d · %s%s ",
+            h.state,
             n,
             total,
             a.label,
-            size > 1 and string.format(" (%d hunks)", size) or "",
-            h.state
+            size > 1 and string.format(" (%d hunks)", size) or ""
           )
           chunks = { { text, hl } }
           local d = type(a.description) == "string" and a.description or ""
@@ -426,11 +579,21 @@ function Session:render()
   end
 end
 
+--- `name`, or `name (N)` when a buffer already has that name.
+local function unique_name(name)
+  local candidate, n = name, 1
+  while vim.fn.bufexists(candidate) == 1 do
+    n = n + 1
+    candidate = string.format("%s (%d)", name, n)
+  end
+  return candidate
+end
+
 local function scratch(name, lines, filetype)
   local buf = vim.api.nvim_create_buf(false, true)
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
-  pcall(vim.api.nvim_buf_set_name, buf, name)
   vim.bo[buf].buftype = "nofile"
+  pcall(vim.api.nvim_buf_set_name, buf, name)
   vim.bo[buf].bufhidden = "hide"
   vim.bo[buf].swapfile = false
   vim.bo[buf].modifiable = false
@@ -492,7 +655,7 @@ function Session:actions()
       self:finish()
     end,
     ["?"] = function()
-      vim.api.nvim_echo({ { "agentfix review: " .. help, "Normal" } }, false, {})
+      vim.api.nvim_echo({ { "agentfix: " .. help, "Normal" } }, false, {})
     end,
   }
 end
@@ -504,9 +667,14 @@ function Session:open_ui()
   local empty = vim.api.nvim_get_current_buf()
   self.old_win = vim.api.nvim_get_current_win()
   for _, f in ipairs(self.files) do
-    local tag = string.format("agentfix://%d/", self.id)
-    f.old_buf = scratch(tag .. "current/" .. f.display, compat.text_lines(f.old), f.filetype)
-    f.new_buf = scratch(tag .. "proposed/" .. f.display, compat.text_lines(f.new), f.filetype)
+    -- The tab's title is the name of its current window's buffer, and the
+    -- tab line shortens every part of it before a "/" (agentfix://1/proposed/x
+    -- showed as "a//1/p/x"): a plain name, the relative path's "/" shown as
+    -- "∕" (U+2215), made unique with " (N)" when a review of the same file
+    -- is already open.
+    local title = "agentfix review: " .. f.display:gsub("/", "∕")
+    f.new_buf = scratch(unique_name(title), compat.text_lines(f.new), f.filetype)
+    f.old_buf = scratch(unique_name(title .. " (current text)"), compat.text_lines(f.old), f.filetype)
     for _, buf in ipairs({ f.old_buf, f.new_buf }) do
       for lhs, fn in pairs(self:actions()) do
         vim.api.nvim_buf_set_keymap(buf, "n", lhs, "", { callback = fn, nowait = true, noremap = true, silent = true })
@@ -524,9 +692,63 @@ function Session:open_ui()
   then
     pcall(vim.api.nvim_buf_delete, empty, { force = true })
   end
+  -- The header: the label, counts and keys, wrapped to the tab's width, in
+  -- a window above both sides (status lines and winbars are one line each
+  -- and cut at half the screen).
+  vim.cmd("topleft 1split")
+  self.header_win = vim.api.nvim_get_current_win()
+  self.header_buf = scratch(unique_name("agentfix review header"), { "" }, nil)
+  vim.api.nvim_win_set_buf(self.header_win, self.header_buf)
+  for opt, v in pairs({
+    diff = false,
+    scrollbind = false,
+    cursorbind = false,
+    foldenable = false,
+    foldcolumn = "0",
+    number = false,
+    relativenumber = false,
+    signcolumn = "no",
+    list = false,
+    wrap = true,
+    linebreak = true,
+    winfixheight = true,
+    cursorline = false,
+    statusline = " ",
+  }) do
+    pcall(function()
+      vim.wo[self.header_win][opt] = v
+    end)
+  end
+  vim.api.nvim_set_current_win(self.new_win)
   self:show_file(1)
   -- Closing a review window without `q` rejects everything.
   self.augroup = vim.api.nvim_create_augroup("agentfix_review_" .. self.id, { clear = true })
+  -- The header is not for the cursor: entering it goes on to a side.
+  vim.api.nvim_create_autocmd("WinLeave", {
+    group = self.augroup,
+    callback = function()
+      self.last_win = vim.api.nvim_get_current_win()
+    end,
+  })
+  vim.api.nvim_create_autocmd("WinEnter", {
+    group = self.augroup,
+    callback = function()
+      if vim.api.nvim_get_current_win() == self.header_win and not self.done then
+        local to = (self.last_win == self.new_win) and self.old_win or self.new_win
+        vim.schedule(function()
+          if not self.done and vim.api.nvim_win_is_valid(to) and vim.api.nvim_get_current_win() == self.header_win then
+            vim.api.nvim_set_current_win(to)
+          end
+        end)
+      end
+    end,
+  })
+  vim.api.nvim_create_autocmd("VimResized", {
+    group = self.augroup,
+    callback = function()
+      self:render()
+    end,
+  })
   vim.api.nvim_create_autocmd("WinClosed", {
     group = self.augroup,
     callback = function(args)
@@ -544,6 +766,12 @@ end
 function Session:close_ui()
   if self.augroup then
     pcall(vim.api.nvim_del_augroup_by_id, self.augroup)
+  end
+  if self.header_win and vim.api.nvim_win_is_valid(self.header_win) then
+    pcall(vim.api.nvim_win_close, self.header_win, true)
+  end
+  if self.header_buf and vim.api.nvim_buf_is_valid(self.header_buf) then
+    pcall(vim.api.nvim_buf_delete, self.header_buf, { force = true })
   end
   if self.tab and vim.api.nvim_tabpage_is_valid(self.tab) then
     if #vim.api.nvim_list_tabpages() > 1 then
@@ -564,6 +792,41 @@ function Session:close_ui()
       end
     end
   end
+end
+
+--- What the review applied, in words: "applied 1 of 2 hunks to calc.py",
+--- "applied 3 of 4 hunks to 2 files (calc.py: 1 of 2, test_calc.py: 2 of 2)"
+--- or "applied nothing (2 hunks rejected)". From the hunks' states, not the
+--- server's label (which counts the whole proposal).
+function Session:summary()
+  local c = self:counts()
+  local function hunks(n)
+    return n == 1 and "1 hunk" or (n .. " hunks")
+  end
+  if c.accepted == 0 then
+    return string.format("applied nothing (%s rejected)", hunks(c.total))
+  end
+  local touched = {}
+  for _, f in ipairs(self.files) do
+    local a = 0
+    for _, h in ipairs(f.hunks) do
+      if h.state == "accepted" then
+        a = a + 1
+      end
+    end
+    if a > 0 then
+      table.insert(touched, { f = f, accepted = a })
+    end
+  end
+  local head = string.format("applied %d of %s", c.accepted, hunks(c.total))
+  if #touched == 1 then
+    return head .. " to " .. touched[1].f.display
+  end
+  local parts = {}
+  for _, t in ipairs(touched) do
+    table.insert(parts, string.format("%s: %d of %d", t.f.display, t.accepted, #t.f.hunks))
+  end
+  return string.format("%s to %d files (%s)", head, #touched, table.concat(parts, ", "))
 end
 
 --- Applies the accepted hunks to the real buffers and computes the answer.
@@ -649,15 +912,20 @@ function Session:finish()
   self.result = result
   M.last_result = result
   sessions[self.id] = nil
-  local c = self:counts()
+  if result.applied then
+    M.last_summary = self:summary()
+  else
+    M.last_summary = "applied nothing"
+  end
   -- Short notes only: the server reports the outcome too (window/showMessage
   -- when nothing was applied, the command's result otherwise).
   if result.applied then
-    vim.api.nvim_echo({
-      { string.format("agentfix: applied %d of %d hunk(s); undo with u", c.accepted, c.total), "Normal" },
-    }, false, {})
+    vim.api.nvim_echo({ { M.fit("agentfix: " .. M.last_summary .. "; undo with u"), "Normal" } }, false, {})
   elseif result.failureReason ~= "rejected by the user" then
     vim.api.nvim_echo({ { "agentfix: not applied: " .. result.failureReason, "WarningMsg" } }, true, {})
+  end
+  if self.on_summary then
+    self.on_summary(M.last_summary)
   end
   if self.on_done then
     self.on_done(result)
@@ -696,7 +964,7 @@ function Session:modal()
     [tc("<Tab>")] = tc("<C-w>w"),
   }
   local actions = self:actions()
-  vim.api.nvim_echo({ { "agentfix review (this Neovim waits here until q): " .. help, "ModeMsg" } }, false, {})
+  vim.api.nvim_echo({ { "agentfix review: this Neovim waits here until q", "ModeMsg" } }, false, {})
   self.in_modal = true
   while not self.done do
     vim.cmd("redraw")
@@ -731,7 +999,8 @@ function Session:modal()
 end
 
 --- The `workspace/applyEdit` handler for the agentfix client.
---- `opts`: { review = "diff" | "apply", root = path, on_state = function(state)? }
+--- `opts`: { review = "diff" | "apply", root = path, on_state = function(state)?,
+--- on_summary = function(text)? (what was applied, when the review ends) }
 function M.handle(params, client, opts)
   local enc = client.offset_encoding or "utf-16"
   local files, problem = parse(params.edit or {}, enc, opts.root)
@@ -748,6 +1017,7 @@ function M.handle(params, client, opts)
     enc = enc,
     label = params.label,
     client_id = client.id,
+    on_summary = opts.on_summary,
   }, Session)
   next_id = next_id + 1
   for _, h in ipairs(s:all_hunks()) do
@@ -762,6 +1032,10 @@ function M.handle(params, client, opts)
     s.done = true
     local result = s:apply()
     M.last_result = result
+    M.last_summary = result.applied and s:summary() or "applied nothing"
+    if opts.on_summary then
+      opts.on_summary(M.last_summary)
+    end
     if result.applied then
       vim.api.nvim_echo({ { (params.label or "agentfix") .. " — applied; undo with u", "Normal" } }, true, {})
     else
