@@ -779,12 +779,20 @@ mod tests {
 
     #[test]
     fn a_compatible_server_whose_model_calls_no_tool_is_told_how_to_pass_tools_and_texts_are_cut() {
-        let limits = Limits::default();
+        let limits = Limits {
+            max_turns: 4,
+            max_tokens: 1000,
+            max_output_tokens: 100,
+            context_budget: 100_000,
+            context_editing: crate::config::ContextEditing::Economy,
+            timeout: Duration::from_secs(9),
+            max_cost: None,
+        };
         let talk = "I'm ready to help.\nWhat's the task?\nTell me more.\nAnd more.";
         let outcome = Outcome {
             stop: Stop::EndTurn,
             turns: 1,
-            usage: Usage::default(),
+            usage: crate::model::Usage::default(),
             summary: talk.into(),
             messages: vec![Message::user_text("fix")],
         };
