@@ -822,6 +822,32 @@ fn prompt_too_long_is_recovered_by_editing_the_context_for_both_providers() {
 }
 
 #[test]
+fn llama_servers_context_overflow_is_recovered_by_editing_the_context() {
+    // cpp-ctx-2048: HTTP 400 exceed_context_size_error, the sizes in n_prompt_tokens and n_ctx.
+    let ws = workspace("maxTurns = 20\ncontextEditing = \"budget\"\n");
+    for i in 0..BIG_MODULES {
+        std::fs::write(ws.root.join(format!("m{i}.py")), big_module(i)).unwrap();
+    }
+    let mock = MockModel::start();
+    for i in 0..BIG_MODULES {
+        mock.push(openai_tools(&[(&format!("call_read{i}"), "read_file", json!({"path": format!("m{i}.py")}))]));
+    }
+    let message = "request (40000 tokens) exceeds the available context size (30000 tokens), try increasing it";
+    let body = json!({"error": {"code": 400, "message": message, "type": "exceed_context_size_error",
+        "n_prompt_tokens": 40000, "n_ctx": 30000}});
+    mock.push(Reply::Status { status: 400, headers: vec![], body });
+    let (id, name, input) = edit_call("call_edit");
+    mock.push(openai_tools(&[(&id, name, input)]));
+    mock.push(openai_text("Guarded b == 0."));
+    let out = fix_with(&ws, &compatible_env(&mock));
+    assert_fixed(&ws, &out);
+    let requests = mock.requests();
+    assert_eq!(requests.len(), BIG_MODULES + 3, "{}", stderr(&out));
+    let retried = requests[BIG_MODULES + 1].body.to_string();
+    assert!(retried.contains(&format!("[read_file m0.py{STUB}")), "{retried:.300}");
+}
+
+#[test]
 fn the_context_budget_keeps_every_request_under_it_for_both_providers() {
     for api in ["anthropic", "openai"] {
         let budget = [("AGENTFIX_CONTEXT_BUDGET", "25000".to_string())];
