@@ -355,6 +355,37 @@ pub enum NoEdit {
     Finished(String),
     /// A limit or a failing tool stopped the run first; the reason says which.
     Stopped(String),
+    /// An OpenAI-compatible server's model answered its first turn without
+    /// calling any tool: the server most likely dropped the tools
+    /// ([`NO_TOOL_CALL`] says how to make it pass them). The model's text,
+    /// cut by [`brief`].
+    NoToolCall(String),
+}
+
+/// What a compatible server needs to show the tools to its model.
+pub const NO_TOOL_CALL: &str = "the model called no tool; the server may not have passed the tools to it \
+     (llama-server: start it with --jinja and a chat template that supports tools; \
+     llama-cpp-python: --chat_format chatml-function-calling)";
+
+/// Lines and characters of a model's text shown in a message.
+const BRIEF_LINES: usize = 3;
+const BRIEF_CHARS: usize = 300;
+
+/// `text` cut to its first [`BRIEF_LINES`] non-empty lines and
+/// [`BRIEF_CHARS`] characters, with `…` where something was left out: a
+/// small model's rambling answer is no message to show whole.
+pub fn brief(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().map(str::trim_end).filter(|l| !l.trim().is_empty()).collect();
+    let mut out = lines.iter().take(BRIEF_LINES).copied().collect::<Vec<_>>().join("\n");
+    let mut cut = lines.len() > BRIEF_LINES;
+    if out.chars().count() > BRIEF_CHARS {
+        out = out.chars().take(BRIEF_CHARS).collect::<String>().trim_end().to_string();
+        cut = true;
+    }
+    if cut {
+        out.push('…');
+    }
+    out
 }
 
 /// The edits of a run, to review.
@@ -371,12 +402,15 @@ pub struct Proposal {
 
 impl Verdict {
     /// Decides how a run that ended with `outcome` and left `changes` went.
+    /// `compatible`: the provider is an OpenAI-compatible server, which may
+    /// drop the tools silently.
     fn of(
         outcome: &Outcome,
         changes: Vec<FileChange>,
         cancelled: bool,
         limits: &Limits,
         partial: PartialEdits,
+        compatible: bool,
     ) -> Self {
         let reason = outcome.stop.describe(limits);
         if cancelled || outcome.stop == Stop::Cancelled {
@@ -387,9 +421,13 @@ impl Verdict {
             return Verdict::Discarded { files: changes.len(), reason };
         }
         if changes.is_empty() {
+            let no_call = !outcome.messages.iter().any(|m| m.tool_calls().next().is_some());
             return Verdict::NoEdit(match &outcome.stop {
                 Stop::ModelError(e) => NoEdit::ModelError(e.message.clone()),
-                s if s.is_natural() => NoEdit::Finished(outcome.summary.trim().to_string()),
+                s if s.is_natural() && compatible && outcome.turns == 1 && no_call => {
+                    NoEdit::NoToolCall(brief(outcome.summary.trim()))
+                }
+                s if s.is_natural() => NoEdit::Finished(brief(outcome.summary.trim())),
                 _ => NoEdit::Stopped(reason),
             });
         }
@@ -407,17 +445,22 @@ impl Verdict {
 pub struct Spend {
     pub tokens: TokenCounts,
     pub cost_usd: Option<f64>,
+    /// The server reported no usage for some response; its tokens are
+    /// estimated from the bytes ([`Usage::estimated`]).
+    pub estimated: bool,
 }
 
 impl Spend {
     pub fn of(usage: &Usage, price: Option<Price>) -> Self {
         let tokens = usage.tokens();
-        Self { tokens, cost_usd: price.map(|p| p.cost(&tokens)) }
+        Self { tokens, cost_usd: price.map(|p| p.cost(&tokens)), estimated: usage.estimated }
     }
 
-    /// `41k tokens, $0.07` (or without the cost), for labels and messages.
+    /// `41k tokens, $0.07` (or without the cost; `~41k tokens (estimated)`
+    /// when the server reported none), for labels and messages.
     pub fn describe(&self) -> String {
         let tokens = format_tokens(self.tokens.prompt() + self.tokens.output);
+        let tokens = if self.estimated { format!("~{tokens} (estimated)") } else { tokens };
         match self.cost_usd {
             Some(c) => format!("{tokens}, {}", format_usd(c)),
             None => tokens,
@@ -557,7 +600,8 @@ pub(crate) async fn run_with_system(
     if let Some(t) = &transcript {
         t.end(&outcome, &overlay.bases(), &changes, started.elapsed().as_millis() as u64);
     }
-    let verdict = Verdict::of(&outcome, changes, cancel.is_cancelled(), &limits, config.partial_edits);
+    let compatible = config.provider.kind == crate::config::ProviderKind::OpenaiCompatible;
+    let verdict = Verdict::of(&outcome, changes, cancel.is_cancelled(), &limits, config.partial_edits, compatible);
     let spend = Spend::of(&outcome.usage, config.price());
     FixResult { outcome, verdict, spend, limits, transcript: transcript.map(|t| t.path().to_path_buf()) }
 }
@@ -700,7 +744,7 @@ mod tests {
         };
         let (offer, discard) = (PartialEdits::Offer, PartialEdits::Discard);
         let v = |stop, changes: Vec<FileChange>, cancelled, partial| {
-            Verdict::of(&outcome(stop), changes, cancelled, &limits, partial)
+            Verdict::of(&outcome(stop), changes, cancelled, &limits, partial, false)
         };
         // Cancelled wins, by the loop or by the token after it ended.
         assert_eq!(v(Stop::Cancelled, vec![change.clone()], false, offer), Verdict::Cancelled);
@@ -731,6 +775,35 @@ mod tests {
             v(Stop::MaxTurns, vec![], false, discard),
             Verdict::NoEdit(NoEdit::Stopped("the run reached maxTurns (4)".into()))
         );
+    }
+
+    #[test]
+    fn a_compatible_server_whose_model_calls_no_tool_is_told_how_to_pass_tools_and_texts_are_cut() {
+        let limits = Limits {
+            max_turns: 4,
+            max_tokens: 1000,
+            max_output_tokens: 100,
+            context_budget: 100_000,
+            context_editing: crate::config::ContextEditing::Economy,
+            timeout: Duration::from_secs(9),
+            max_cost: None,
+        };
+        let talk = "I'm ready to help.\nWhat's the task?\nTell me more.\nAnd more.";
+        let outcome = Outcome {
+            stop: Stop::EndTurn,
+            turns: 1,
+            usage: crate::model::Usage::default(),
+            summary: talk.into(),
+            messages: vec![Message::user_text("fix")],
+        };
+        let v = |compatible| Verdict::of(&outcome, vec![], false, &limits, PartialEdits::Offer, compatible);
+        let cut = "I'm ready to help.\nWhat's the task?\nTell me more.…";
+        assert_eq!(v(true), Verdict::NoEdit(NoEdit::NoToolCall(cut.into())));
+        assert_eq!(v(false), Verdict::NoEdit(NoEdit::Finished(cut.into())));
+        assert!(NO_TOOL_CALL.contains("--jinja") && NO_TOOL_CALL.contains("--chat_format chatml-function-calling"));
+        let long = brief(&"x".repeat(1000));
+        assert_eq!((long.chars().count(), long.ends_with('…')), (301, true));
+        assert_eq!(brief("short"), "short");
     }
 
     #[test]

@@ -189,6 +189,9 @@ pub struct Usage {
     /// Of `input_tokens`, those written to the prompt cache (Anthropic
     /// `cache_creation_input_tokens`).
     pub cache_write_tokens: u64,
+    /// The server reported no usage: the figures are estimated from the
+    /// bytes sent and received (of one response, or of any in a run).
+    pub estimated: bool,
 }
 
 impl Usage {
@@ -201,6 +204,7 @@ impl Usage {
         self.output_tokens += other.output_tokens;
         self.cache_read_tokens += other.cache_read_tokens;
         self.cache_write_tokens += other.cache_write_tokens;
+        self.estimated |= other.estimated;
     }
 
     /// Prompt tokens neither read from nor written to the cache.

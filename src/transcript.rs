@@ -392,6 +392,9 @@ struct UsageDef {
     cache_read_tokens: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     cache_write_tokens: u64,
+    /// Absent unless the server reported no usage.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    estimated: bool,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -614,7 +617,13 @@ mod tests {
         struct W(#[serde(with = "UsageDef")] Usage);
         let plain = W(Usage { input_tokens: 10, output_tokens: 2, ..Default::default() });
         assert_eq!(serde_json::to_string(&plain).unwrap(), r#"{"input_tokens":10,"output_tokens":2}"#);
-        let cached = W(Usage { input_tokens: 10, output_tokens: 2, cache_read_tokens: 6, cache_write_tokens: 3 });
+        let cached = W(Usage {
+            input_tokens: 10,
+            output_tokens: 2,
+            cache_read_tokens: 6,
+            cache_write_tokens: 3,
+            estimated: false,
+        });
         let line = serde_json::to_string(&cached).unwrap();
         assert_eq!(line, r#"{"input_tokens":10,"output_tokens":2,"cache_read_tokens":6,"cache_write_tokens":3}"#);
         assert_eq!(serde_json::from_str::<W>(&line).unwrap(), cached);

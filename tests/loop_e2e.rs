@@ -396,6 +396,89 @@ fn openai_compatible_quirks_are_normalised() {
     }
 }
 
+/// A compatible server at the mock, no key.
+fn compatible_env(mock: &MockModel) -> Vec<(&'static str, String)> {
+    mock.set_openai_auth_optional(true);
+    vec![
+        ("AGENTFIX_PROVIDER", "openai-compatible".to_string()),
+        ("OPENAI_BASE_URL", format!("{}/v1", mock.base_url())),
+        ("AGENTFIX_MODEL", "smollm2".to_string()),
+    ]
+}
+
+#[test]
+fn llama_cpp_python_gets_tool_choice_auto_unstreamed_string_content_and_estimated_usage() {
+    let ws = workspace("");
+    let mock = MockModel::start();
+    mock.set_llama_cpp_python(true);
+    let (id, name, input) = edit_call("call__0_edit_file");
+    mock.push(openai_tools(&[(&id, name, input)]));
+    mock.push(openai_text("Guarded b == 0."));
+    let out = fix_with(&ws, &compatible_env(&mock));
+    assert_fixed(&ws, &out);
+    let r = mock.requests();
+    // The stream that ended after one ping, then the same request whole; the second turn
+    // unstreamed from the start, with "" beside its tool call.
+    assert_eq!(r.len(), 3, "{}", stderr(&out));
+    assert_eq!((&r[0].body["stream"], &r[0].body["tool_choice"]), (&json!(true), &json!("auto")));
+    assert_eq!(r[1].body["stream"], false);
+    assert!(r[1].body.get("stream_options").is_none());
+    assert_eq!(r[2].body["stream"], false);
+    let assistant = r[2].body["messages"].as_array().unwrap().iter().find(|m| m["role"] == "assistant").unwrap();
+    assert_eq!(assistant["content"], "");
+    // The duplicate in function_call ("edit_file:") was not a second call.
+    let tools = r[2].body["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").count();
+    assert_eq!(tools, 1);
+    let err = stderr(&out);
+    assert!(err.contains("estimated: the server reported no usage") && err.contains(" ~"), "{err}");
+    assert_eq!(err.matches("asks for unstreamed answers from now on").count(), 1, "{err}");
+}
+
+#[test]
+fn a_server_setting_error_is_not_retried_and_says_which_setting() {
+    // cpp-nojinja: llama-server without --jinja answers every request with tools 500.
+    let ws = workspace("");
+    let mock = MockModel::start();
+    let body = json!({"error": {"code": 500, "message": "tools param requires --jinja flag", "type": "server_error"}});
+    mock.push(Reply::Status { status: 500, headers: vec![], body });
+    let out = fix_with(&ws, &compatible_env(&mock));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("start llama-server with --jinja"), "{}", stderr(&out));
+    assert_eq!(mock.requests().len(), 1, "not retried");
+}
+
+#[test]
+fn a_compatible_model_that_calls_no_tool_is_told_how_to_make_the_server_pass_tools() {
+    // probe-py-notc-stream: the tools never reached the model, which talks instead.
+    let ws = workspace("");
+    let mock = MockModel::start();
+    let talk = (1..=8).map(|i| format!("Line {i} of a long answer about nothing in particular.")).collect::<Vec<_>>();
+    mock.push(openai_text(&talk.join("\n")));
+    let out = fix_with(&ws, &compatible_env(&mock));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("the model called no tool") && err.contains("--chat_format chatml-function-calling"), "{err}");
+    assert!(err.contains("Line 3 of") && !err.contains("Line 4 of") && err.contains('…'), "{err}");
+}
+
+#[test]
+fn check_finds_the_model_in_the_list_where_the_lookup_is_404() {
+    let ws = workspace("");
+    let mock = MockModel::start();
+    mock.set_llama_cpp_python(true);
+    let env = compatible_env(&mock);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let out = run(&ws, &env, &["check"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}{}", stderr(&out));
+    assert!(said.contains("/v1/models, which lists smollm2 (GET") && said.contains("was 404"), "{said}");
+    let other = [("AGENTFIX_MODEL", "qwen"), env[0], env[1]];
+    let out = run(&ws, &other, &["check"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}{}", stderr(&out));
+    assert!(said.contains("the server has one model, smollm2, and answers with it"), "{said}");
+}
+
 #[test]
 fn openai_quota_errors_are_final() {
     let ws = workspace("");
@@ -736,6 +819,32 @@ fn prompt_too_long_is_recovered_by_editing_the_context_for_both_providers() {
         assert!(last.contains(&format!("[read_file m0.py{STUB}")), "{api}: {last:.300}");
         assert!(last.contains("def helper_7_199"), "{api}: the newest read is whole");
     }
+}
+
+#[test]
+fn llama_servers_context_overflow_is_recovered_by_editing_the_context() {
+    // cpp-ctx-2048: HTTP 400 exceed_context_size_error, the sizes in n_prompt_tokens and n_ctx.
+    let ws = workspace("maxTurns = 20\ncontextEditing = \"budget\"\n");
+    for i in 0..BIG_MODULES {
+        std::fs::write(ws.root.join(format!("m{i}.py")), big_module(i)).unwrap();
+    }
+    let mock = MockModel::start();
+    for i in 0..BIG_MODULES {
+        mock.push(openai_tools(&[(&format!("call_read{i}"), "read_file", json!({"path": format!("m{i}.py")}))]));
+    }
+    let message = "request (40000 tokens) exceeds the available context size (30000 tokens), try increasing it";
+    let body = json!({"error": {"code": 400, "message": message, "type": "exceed_context_size_error",
+        "n_prompt_tokens": 40000, "n_ctx": 30000}});
+    mock.push(Reply::Status { status: 400, headers: vec![], body });
+    let (id, name, input) = edit_call("call_edit");
+    mock.push(openai_tools(&[(&id, name, input)]));
+    mock.push(openai_text("Guarded b == 0."));
+    let out = fix_with(&ws, &compatible_env(&mock));
+    assert_fixed(&ws, &out);
+    let requests = mock.requests();
+    assert_eq!(requests.len(), BIG_MODULES + 3, "{}", stderr(&out));
+    let retried = requests[BIG_MODULES + 1].body.to_string();
+    assert!(retried.contains(&format!("[read_file m0.py{STUB}")), "{retried:.300}");
 }
 
 #[test]

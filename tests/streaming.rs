@@ -152,19 +152,27 @@ fn long_text(len: usize) -> String {
 // ---------------------------------------------------------------------------------------------
 // Long answers
 
+/// The text of the transcript a run names on its stderr.
+fn transcript_of(run: &Run) -> String {
+    let path = run.stderr.lines().find_map(|l| l.strip_prefix("agentfix: transcript: ")).expect("a transcript");
+    std::fs::read_to_string(path.trim()).unwrap()
+}
+
 #[test]
 fn a_long_streamed_answer_costs_linear_time() {
     // 256 KB in 7-character deltas (~37,000 events): quadratic assembly took ~36 s here
     // (128 KB: 8.9 s); linear work is well under a second. The bound is generous on purpose.
+    // The CLI shows the first lines of the model's text; the transcript has all of it.
     let ws = workspace("");
     let mock = MockModel::start();
     let text = long_text(256 * 1024);
     mock.push(edit_reply());
     mock.push(text_reply(&text));
-    let run = fix(&ws, &anthropic(&mock));
+    let run = fix(&ws, &with(anthropic(&mock), &[("AGENTFIX_TRANSCRIPT_DIR", ws.root.join(".t").to_str().unwrap())]));
     assert_fixed(&run);
-    assert!(run.stderr.contains(text.trim_end_matches("THE-END").lines().last().unwrap().trim()), "whole text kept");
-    assert!(run.stderr.contains("THE-END"));
+    let recorded = transcript_of(&run);
+    assert!(recorded.contains(text.trim_end_matches("THE-END").lines().last().unwrap().trim()), "whole text kept");
+    assert!(recorded.contains("THE-END"));
     eprintln!("256 KB streamed: {:?}", run.elapsed);
     assert!(run.elapsed < Duration::from_secs(15), "256 KB of streamed text took {:?}", run.elapsed);
 
@@ -173,9 +181,9 @@ fn a_long_streamed_answer_costs_linear_time() {
     let mock = MockModel::start();
     mock.push(openai_edit_reply());
     mock.push(openai_text(&text));
-    let run = fix(&ws, &compatible(&mock));
+    let run = fix(&ws, &with(compatible(&mock), &[("AGENTFIX_TRANSCRIPT_DIR", ws.root.join(".t").to_str().unwrap())]));
     assert_fixed(&run);
-    assert!(run.stderr.contains("THE-END"));
+    assert!(transcript_of(&run).contains("THE-END"));
     eprintln!("256 KB streamed: {:?}", run.elapsed);
     assert!(run.elapsed < Duration::from_secs(15), "256 KB of streamed text took {:?}", run.elapsed);
 }

@@ -275,7 +275,7 @@ async fn the_run_budget_counts_cache_reads_at_a_tenth() {
                 raw: None,
             },
             stop_reason: StopReason::ToolUse,
-            usage: Usage { input_tokens: 1000, output_tokens: 10, cache_read_tokens: 900, cache_write_tokens: 0 },
+            usage: Usage { input_tokens: 1000, output_tokens: 10, cache_read_tokens: 900, ..Default::default() },
         })
     };
     let model = Scripted::new((0..6).map(cached).collect());

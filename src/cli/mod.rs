@@ -591,15 +591,17 @@ fn deliver(result: &fix::FixResult, apply: Option<&Path>) -> ExitCode {
         String::new()
     };
     let cost = result.spend.cost_usd.map(|c| format!(", {}", crate::pricing::format_usd(c))).unwrap_or_default();
+    // A server without usage (llama-cpp-python): four bytes a token.
+    let (about, estimated) = if u.estimated { ("~", " (estimated: the server reported no usage)") } else { ("", "") };
     eprintln!(
-        "agentfix: {} after {} turn(s), {} input{cached} + {} output tokens{cost}",
+        "agentfix: {} after {} turn(s), {about}{} input{cached} + {about}{} output tokens{estimated}{cost}",
         outcome.stop.describe(&result.limits),
         outcome.turns,
         u.input_tokens,
         u.output_tokens
     );
     if !outcome.summary.is_empty() {
-        eprintln!("agentfix: {}", outcome.summary.trim());
+        eprintln!("agentfix: {}", crate::fix::brief(outcome.summary.trim()));
     }
     if result.model_failed() {
         return ExitCode::from(exit::MODEL);
@@ -614,6 +616,9 @@ fn deliver(result: &fix::FixResult, apply: Option<&Path>) -> ExitCode {
                 exit::NO_EDIT,
                 format!("the run stopped early; {files} edited file(s) discarded (partialEdits = discard)"),
             );
+        }
+        Verdict::NoEdit(crate::fix::NoEdit::NoToolCall(_)) => {
+            return fail(exit::NO_EDIT, format!("no edit proposed: {}", crate::fix::NO_TOOL_CALL));
         }
         Verdict::NoEdit(_) => return fail(exit::NO_EDIT, "no edit proposed"),
         Verdict::Proposal(p) => &p.changes,

@@ -353,6 +353,12 @@ fn no_proposal(verdict: &Verdict, support: ClientSupport, delivery: Delivery) ->
         Verdict::NoEdit(NoEdit::ModelError(message)) => format!("Agent fix failed: {message}"),
         Verdict::NoEdit(NoEdit::Finished(summary)) => format!("Agent fix proposed no edit. {summary}"),
         Verdict::NoEdit(NoEdit::Stopped(reason)) => format!("Agent fix proposed no edit: {reason}."),
+        Verdict::NoEdit(NoEdit::NoToolCall(said)) if said.is_empty() => {
+            format!("Agent fix proposed no edit: {}.", fix::NO_TOOL_CALL)
+        }
+        Verdict::NoEdit(NoEdit::NoToolCall(said)) => {
+            format!("Agent fix proposed no edit: {}. The model said: {said}", fix::NO_TOOL_CALL)
+        }
         Verdict::Proposal(_) => {
             debug_assert!(!support.apply_edit && delivery == Delivery::ApplyEdit);
             "Agent fix has a proposal, but this editor does not support workspace/applyEdit.".to_string()

@@ -709,6 +709,7 @@ pub fn decode_response(v: Value) -> Result<ModelResponse, ModelError> {
         output_tokens: n("output_tokens"),
         cache_read_tokens: n("cache_read_input_tokens"),
         cache_write_tokens: n("cache_creation_input_tokens"),
+        estimated: false,
     };
     Ok(ModelResponse { message: Message { role: Role::Assistant, content, raw: Some(raw) }, stop_reason, usage })
 }
@@ -751,7 +752,7 @@ mod tests {
         // Every prompt token counts as input; the cached ones are kept apart too.
         assert_eq!(
             resp.usage,
-            Usage { input_tokens: 17, output_tokens: 5, cache_read_tokens: 3, cache_write_tokens: 4 }
+            Usage { input_tokens: 17, output_tokens: 5, cache_read_tokens: 3, cache_write_tokens: 4, estimated: false }
         );
         assert_eq!(resp.usage.uncached_input(), 10);
         assert_eq!(resp.message.tool_calls().count(), 1);

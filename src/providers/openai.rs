@@ -20,6 +20,8 @@
 //! when `effort` is set: servers ignore the fields they do not know.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -47,6 +49,14 @@ impl Flavor {
             Flavor::Compatible => "OpenAI-compatible",
         }
     }
+
+    /// The `provider` setting that names it.
+    fn provider(self) -> &'static str {
+        match self {
+            Flavor::OpenAi => "openai",
+            Flavor::Compatible => "openai-compatible",
+        }
+    }
 }
 
 pub struct OpenAi {
@@ -55,7 +65,15 @@ pub struct OpenAi {
     flavor: Flavor,
     /// `reasoning_effort` of every request (`effort`, where it is sent).
     reasoning_effort: Option<Effort>,
+    /// Set once a stream ended without a single data event (llama-cpp-python
+    /// cannot stream with `tool_choice: "auto"`): from then on this client
+    /// asks for whole answers.
+    unstreamed: AtomicBool,
 }
+
+/// How long an unstreamed answer is waited for: the whole generation comes
+/// before the first byte (the run's `timeoutSecs` still applies).
+const UNSTREAMED_WAIT: Duration = Duration::from_secs(600);
 
 /// Whether `model` is one of OpenAI's reasoning models (o1, o3, o4-mini,
 /// GPT-5 and their dated or sized variants), which take `reasoning_effort`
@@ -68,7 +86,13 @@ pub fn is_reasoning_model(model: &str) -> bool {
 
 impl OpenAi {
     pub fn new(endpoint: Endpoint, flavor: Flavor) -> Self {
-        Self { http: http::client(&endpoint), endpoint, flavor, reasoning_effort: None }
+        Self {
+            http: http::client(&endpoint),
+            endpoint,
+            flavor,
+            reasoning_effort: None,
+            unstreamed: AtomicBool::new(false),
+        }
     }
 
     /// With `effort` set: `reasoning_effort` on every request to a reasoning
@@ -101,20 +125,65 @@ impl OpenAi {
         }
     }
 
+    /// One attempt: streamed, unless this client learnt that its server
+    /// cannot stream; a stream that ends without any data event is asked
+    /// again unstreamed, and so is every later request.
     async fn attempt(
         &self,
         body: &Value,
         updates: &(dyn Fn(StreamUpdate) + Send + Sync),
     ) -> Result<ModelResponse, ModelError> {
+        if !self.unstreamed.load(Ordering::Relaxed) {
+            if let Some(r) = self.exchange(body, updates).await? {
+                return Ok(r);
+            }
+            if !self.unstreamed.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    "the {} server ended a stream without sending any data (llama-cpp-python cannot stream \
+                     with tools); this client asks for unstreamed answers from now on",
+                    self.flavor.name()
+                );
+            }
+        }
+        let mut whole = body.clone();
+        if let Some(o) = whole.as_object_mut() {
+            o.insert("stream".into(), Value::Bool(false));
+            o.remove("stream_options");
+        }
+        self.exchange(&whole, updates).await?.ok_or_else(|| {
+            ModelError::new(
+                ModelErrorKind::Network,
+                None,
+                format!("the {} stream ended without any data", self.flavor.name()),
+            )
+        })
+    }
+
+    /// One request; `None` when the answer was a stream that ended without
+    /// a single data event (nor `[DONE]`).
+    async fn exchange(
+        &self,
+        body: &Value,
+        updates: &(dyn Fn(StreamUpdate) + Send + Sync),
+    ) -> Result<Option<ModelResponse>, ModelError> {
         let name = self.flavor.name();
         let idle = self.endpoint.idle_timeout;
-        let request = self.authorize(self.http.post(self.url("chat/completions")).json(body));
-        let response = match tokio::time::timeout(idle, request.send()).await {
+        let streamed = body["stream"] == Value::Bool(true);
+        let wait = if streamed { idle } else { idle.max(UNSTREAMED_WAIT) };
+        let bytes = serde_json::to_vec(body).unwrap_or_default();
+        let prompt_bytes = bytes.len() as u64;
+        let request = self.authorize(
+            self.http
+                .post(self.url("chat/completions"))
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(bytes),
+        );
+        let response = match tokio::time::timeout(wait, request.send()).await {
             Err(_) => {
                 return Err(ModelError::new(
                     ModelErrorKind::Network,
                     None,
-                    format!("the {name} API did not answer within {} s", idle.as_secs_f32()),
+                    format!("the {name} API did not answer within {} s", wait.as_secs_f32()),
                 ));
             }
             Ok(r) => r.map_err(|e| http::network_error(name, &e))?,
@@ -123,7 +192,8 @@ impl OpenAi {
         if !(200..300).contains(&status) {
             let (should, after) = http::retry_hints(response.headers());
             let (text, cut) = http::error_body(response, idle).await;
-            let mut e = http_error(name, status, &text, &self.endpoint.key_source);
+            let mut e =
+                http_error(self.flavor, status, &text, &self.endpoint.key_source, self.endpoint.api_key.is_some());
             e.message.push_str(cut.as_deref().unwrap_or_default());
             if e.retryable {
                 e.retryable = should.unwrap_or(true);
@@ -140,7 +210,7 @@ impl OpenAi {
             .is_some_and(|v| v.starts_with("application/json"));
         if is_json {
             // Within the idle timeout, and at most MAX_JSON_BODY of it.
-            let body = http::read_capped(response, http::MAX_JSON_BODY, idle).await;
+            let body = http::read_capped(response, http::MAX_JSON_BODY, wait).await;
             if body.cut {
                 let mut e = ModelError::new(
                     ModelErrorKind::Decode,
@@ -167,16 +237,30 @@ impl OpenAi {
                     format!("the {name} API answered with invalid JSON: {e}"),
                 )
             })?;
-            return decode_completion(&v, name);
+            let mut r = decode_completion(&v, name)?;
+            if !v["usage"].is_object() {
+                r.usage = estimated_usage(prompt_bytes, &r.message);
+            }
+            return Ok(Some(r));
         }
         let mut events = http::sse(response, idle, name);
         let mut acc = Accumulator::default();
+        let mut seen = 0u64;
         while let Some(ev) = events.next().await? {
+            seen += 1;
             if acc.apply(&ev.data, name, updates)? {
                 break;
             }
         }
-        acc.finish(name)
+        if seen == 0 {
+            return Ok(None);
+        }
+        let reported = acc.usage.is_some();
+        let mut r = acc.finish(name)?;
+        if !reported {
+            r.usage = estimated_usage(prompt_bytes, &r.message);
+        }
+        Ok(Some(r))
     }
 }
 
@@ -191,49 +275,149 @@ impl ModelClient for OpenAi {
         with_retries(self.endpoint.max_retries, updates, |_| self.attempt(&body, updates)).await
     }
 
+    /// `GET {base}/models/{id}`; where that is 404 (llama-server and
+    /// llama-cpp-python have no such route), `GET {base}/models` and the id
+    /// in its list, any id when one model is served (those servers answer
+    /// with it whatever the request names).
     async fn check(&self) -> Result<String, ModelError> {
-        let name = self.flavor.name();
         let url = self.url(&format!("models/{}", self.endpoint.model));
-        let response = self.authorize(self.http.get(&url)).send().await.map_err(|e| http::network_error(name, &e))?;
-        let status = response.status().as_u16();
+        let (status, text) = self.get(&url).await?;
         if (200..300).contains(&status) {
-            Ok(format!("HTTP {status} from GET {url}"))
-        } else {
-            let (text, cut) = http::error_body(response, self.endpoint.idle_timeout).await;
-            let mut e = http_error(name, status, &text, &self.endpoint.key_source);
-            e.message.push_str(cut.as_deref().unwrap_or_default());
-            Err(e)
+            return Ok(format!("HTTP {status} from GET {url}"));
+        }
+        let failed = |status: u16, text: &str| {
+            http_error(self.flavor, status, text, &self.endpoint.key_source, self.endpoint.api_key.is_some())
+        };
+        if status != 404 {
+            return Err(failed(status, &text));
+        }
+        let list = self.url("models");
+        let (listed, body) = self.get(&list).await?;
+        if !(200..300).contains(&listed) {
+            return Err(failed(status, &text));
+        }
+        let v: Value = serde_json::from_str(&body).unwrap_or_default();
+        let ids: Vec<&str> = v["data"].as_array().into_iter().flatten().filter_map(|m| m["id"].as_str()).collect();
+        let model = &self.endpoint.model;
+        match ids.as_slice() {
+            _ if ids.contains(&model.as_str()) => {
+                Ok(format!("HTTP {listed} from GET {list}, which lists {model} (GET {url} was 404)"))
+            }
+            [only] => Ok(format!(
+                "HTTP {listed} from GET {list}: the server has one model, {only}, and answers with it whatever \
+                 model is named (GET {url} was 404)"
+            )),
+            _ => {
+                let mut e = ModelError::new(
+                    ModelErrorKind::InvalidRequest,
+                    Some(404),
+                    format!(
+                        "{} API: the model {model} is not served; GET {list} lists {}",
+                        self.flavor.name(),
+                        if ids.is_empty() { "none".to_string() } else { ids.join(", ") }
+                    ),
+                );
+                e.retryable = false;
+                Err(e)
+            }
         }
     }
 }
 
-/// Maps an error response (`{"error":{message,type,code}}`).
-fn http_error(name: &str, status: u16, body: &str, key_source: &str) -> ModelError {
+impl OpenAi {
+    /// A `GET`: its status and (capped) body.
+    async fn get(&self, url: &str) -> Result<(u16, String), ModelError> {
+        let name = self.flavor.name();
+        let response = self.authorize(self.http.get(url)).send().await.map_err(|e| http::network_error(name, &e))?;
+        let status = response.status().as_u16();
+        let (text, _) = http::error_body(response, self.endpoint.idle_timeout).await;
+        Ok((status, text))
+    }
+}
+
+/// Maps an error response (`{"error":{message,type,code}}`, or FastAPI's
+/// `{"detail": …}`). `key_sent` says whether a key went with the request,
+/// so a 401 can tell a rejected key from a missing one.
+fn http_error(flavor: Flavor, status: u16, body: &str, key_source: &str, key_sent: bool) -> ModelError {
+    let name = flavor.name();
     let v: Value = serde_json::from_str(body).unwrap_or_default();
     let err = &v["error"];
-    let api_message = err["message"].as_str().map(str::to_string).unwrap_or_else(|| body.chars().take(300).collect());
+    let api_message = err["message"]
+        .as_str()
+        .or(v["detail"].as_str())
+        .map(str::to_string)
+        .unwrap_or_else(|| body.chars().take(300).collect());
     let code = err["code"].as_str().or(err["type"].as_str()).unwrap_or("");
     let key = if key_source.is_empty() { "the API key".to_string() } else { format!("the key from {key_source}") };
+    let too_long = code == "context_length_exceeded"
+        || err["type"] == "exceed_context_size_error"
+        || err["type"] == "context_length_exceeded";
+    let setting = server_setting(&api_message);
     let (kind, hint, retryable) = match status {
-        401 => (ModelErrorKind::Auth, format!("{key} was rejected; check it"), false),
+        401 if key_sent => (ModelErrorKind::Auth, format!("{key} was rejected; check it"), false),
+        401 => (
+            ModelErrorKind::Auth,
+            match key_source {
+                "" => "the server wants an API key and none was sent".to_string(),
+                var => format!(
+                    "the server wants an API key and none was sent: the {} provider reads {var}; set it to the server's key",
+                    flavor.provider()
+                ),
+            },
+            false,
+        ),
         403 => (ModelErrorKind::Auth, format!("{key} may not use this model, or the region is not supported"), false),
         429 if code == "insufficient_quota" || err["type"] == "insufficient_quota" => {
             (ModelErrorKind::RateLimited, "the account is out of quota; check the plan and billing".to_string(), false)
         }
         429 => (ModelErrorKind::RateLimited, "rate limited; try again later".to_string(), true),
         404 => (ModelErrorKind::InvalidRequest, "not found (check the model id and baseUrl)".to_string(), false),
-        _ if code == "context_length_exceeded" => (
+        _ if too_long => (
             ModelErrorKind::ContextTooLong,
             "the conversation no longer fits the model's context window".to_string(),
+            false,
+        ),
+        // Deterministic whatever the status: the same request fails the same way.
+        _ if setting.is_some() => (ModelErrorKind::InvalidRequest, setting.unwrap_or_default(), false),
+        _ if api_message.contains("validation error") => (
+            ModelErrorKind::InvalidRequest,
+            "the server refused the request's shape (a validation error; retrying would not help)".to_string(),
             false,
         ),
         400 | 413 | 422 => (ModelErrorKind::InvalidRequest, "the API refused the request".to_string(), false),
         s if http::status_retryable(s) => (ModelErrorKind::Server, "the API failed".to_string(), true),
         _ => (ModelErrorKind::InvalidRequest, "the API refused the request".to_string(), false),
     };
-    let mut e = ModelError::new(kind, Some(status), format!("{name} API {status}: {hint}: {api_message}"));
+    let mut message = format!("{name} API {status}: {hint}: {api_message}");
+    // llama-server names the sizes apart; at the end, where the loop's
+    // context budget reads "N tokens > M".
+    if let (Some(prompt), Some(window)) = (err["n_prompt_tokens"].as_u64(), err["n_ctx"].as_u64()) {
+        message.push_str(&format!(" (n_prompt_tokens {prompt} tokens > n_ctx {window} tokens)"));
+    }
+    let mut e = ModelError::new(kind, Some(status), message);
     e.retryable = retryable;
     e
+}
+
+/// What to change when an error names a server setting (`tools param
+/// requires --jinja flag`): the flag to start the server with.
+fn server_setting(message: &str) -> Option<String> {
+    if !(message.contains("requires") || message.contains("flag") || message.contains("enable")) {
+        return None;
+    }
+    let flag =
+        message.split(|c: char| c.is_whitespace() || matches!(c, '`' | '\'' | '"' | ',' | '(' | ')')).find(|w| {
+            w.len() > 2
+                && w.starts_with("--")
+                && w[2..].chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        })?;
+    Some(match flag {
+        "--jinja" => {
+            "a server setting is missing: start llama-server with --jinja (and a chat template that supports tools)"
+                .to_string()
+        }
+        flag => format!("a server setting is missing: start the server with {flag}"),
+    })
 }
 
 /// The request body; `reasoning_effort` is sent as it is given (the caller
@@ -242,7 +426,7 @@ fn http_error(name: &str, status: u16, body: &str, key_source: &str) -> ModelErr
 pub fn encode_request(model: &str, req: &ModelRequest<'_>, flavor: Flavor, reasoning_effort: Option<Effort>) -> Value {
     let mut messages = vec![json!({"role": "system", "content": req.system})];
     for m in req.messages {
-        encode_message(m, &mut messages);
+        encode_message(m, flavor, &mut messages);
     }
     let mut body = json!({
         "model": model,
@@ -262,9 +446,9 @@ pub fn encode_request(model: &str, req: &ModelRequest<'_>, flavor: Flavor, reaso
             .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.input_schema}}))
             .collect();
         body["tools"] = Value::Array(tools);
-        if !req.allow_tools {
-            body["tool_choice"] = json!("none");
-        }
+        // "auto" is OpenAI's default, but llama-cpp-python shows the tools
+        // to the model only when `tool_choice` is given.
+        body["tool_choice"] = json!(if req.allow_tools { "auto" } else { "none" });
     }
     if let Some(effort) = reasoning_effort {
         body["reasoning_effort"] = json!(effort.name());
@@ -272,7 +456,7 @@ pub fn encode_request(model: &str, req: &ModelRequest<'_>, flavor: Flavor, reaso
     body
 }
 
-fn encode_message(m: &Message, out: &mut Vec<Value>) {
+fn encode_message(m: &Message, flavor: Flavor, out: &mut Vec<Value>) {
     match m.role {
         Role::Assistant => {
             let text = m.text();
@@ -291,7 +475,13 @@ fn encode_message(m: &Message, out: &mut Vec<Value>) {
                     _ => None,
                 })
                 .collect();
-            let mut msg = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { Value::String(text) }});
+            // OpenAI takes null beside tool calls; llama-cpp-python refuses
+            // anything but a string (HTTP 500), and "" means the same.
+            let content = match (text.is_empty(), flavor) {
+                (true, Flavor::OpenAi) => Value::Null,
+                _ => Value::String(text),
+            };
+            let mut msg = json!({"role": "assistant", "content": content});
             if !calls.is_empty() {
                 msg["tool_calls"] = Value::Array(calls);
             }
@@ -372,10 +562,13 @@ impl Accumulator {
             if let Some(r) = delta["refusal"].as_str() {
                 self.refusal.push_str(r);
             }
-            for call in delta["tool_calls"].as_array().into_iter().flatten() {
+            let calls = delta["tool_calls"].as_array().filter(|c| !c.is_empty());
+            for call in calls.into_iter().flatten() {
                 self.merge(call, updates);
             }
-            if delta["function_call"].is_object() {
+            // llama-cpp-python repeats every fragment in the legacy field:
+            // it is a call of its own only without `tool_calls`.
+            if calls.is_none() && delta["function_call"].is_object() {
                 // Legacy single function call: no id, no index.
                 let fc = &delta["function_call"];
                 self.merge(&json!({"index": u64::MAX, "function": fc}), updates);
@@ -463,7 +656,7 @@ pub fn decode_completion(v: &Value, name: &str) -> Result<ModelResponse, ModelEr
             (id, c["function"]["name"].as_str().unwrap_or_default().to_string(), c["function"]["arguments"].clone())
         })
         .collect();
-    if m["function_call"].is_object() {
+    if calls.is_empty() && m["function_call"].is_object() {
         let fc = &m["function_call"];
         calls.push((String::new(), fc["name"].as_str().unwrap_or_default().to_string(), fc["arguments"].clone()));
     }
@@ -532,6 +725,27 @@ fn build(
     ModelResponse { message: Message { role: Role::Assistant, content, raw: None }, stop_reason, usage }
 }
 
+/// The usage of an answer without any (llama-cpp-python ignores
+/// `stream_options`): four bytes a token of the request and of the answer,
+/// marked as an estimate, so that the run's bounds still count something.
+fn estimated_usage(prompt_bytes: u64, answer: &Message) -> Usage {
+    let output_bytes: usize = answer
+        .content
+        .iter()
+        .map(|b| match b {
+            Block::Text { text } => text.len(),
+            Block::ToolUse { name, input, .. } => name.len() + input.to_value().to_string().len(),
+            _ => 0,
+        })
+        .sum();
+    Usage {
+        input_tokens: prompt_bytes.div_ceil(4),
+        output_tokens: (output_bytes as u64).div_ceil(4),
+        estimated: true,
+        ..Default::default()
+    }
+}
+
 /// A `usage` object: `prompt_tokens` are all prompt tokens, of which
 /// `prompt_tokens_details.cached_tokens` came from the server's own prefix
 /// cache (OpenAI bills no cache writes).
@@ -541,6 +755,7 @@ fn usage_of(u: &Value) -> Usage {
         output_tokens: u["completion_tokens"].as_u64().unwrap_or(0),
         cache_read_tokens: u["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0),
         cache_write_tokens: 0,
+        estimated: false,
     }
 }
 
@@ -568,7 +783,7 @@ mod tests {
     fn cached_prompt_tokens_are_read_from_json_and_from_the_last_streamed_chunk() {
         let usage =
             json!({"prompt_tokens": 5000, "completion_tokens": 40, "prompt_tokens_details": {"cached_tokens": 4096}});
-        let want = Usage { input_tokens: 5000, output_tokens: 40, cache_read_tokens: 4096, cache_write_tokens: 0 };
+        let want = Usage { input_tokens: 5000, output_tokens: 40, cache_read_tokens: 4096, ..Default::default() };
         let completion = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}], "usage": usage});
         assert_eq!(decode_completion(&completion, "OpenAI").unwrap().usage, want);
         let streamed = feed(&[
@@ -774,7 +989,7 @@ mod tests {
             ModelRequest { system: "sys", messages: &msgs, tools: &tools, max_output_tokens: 99, allow_tools: true };
         let body = |c: &OpenAi| encode_request(&c.endpoint.model, &req, c.flavor, c.reasoning_effort);
         // The body of a request before `effort` existed, byte for byte.
-        let before = r#"{"max_completion_tokens":99,"messages":[{"content":"sys","role":"system"},{"content":"fix","role":"user"}],"model":"o3","stream":true,"stream_options":{"include_usage":true},"tools":[{"function":{"description":"d","name":"read_file","parameters":{"type":"object"}},"type":"function"}]}"#;
+        let before = r#"{"max_completion_tokens":99,"messages":[{"content":"sys","role":"system"},{"content":"fix","role":"user"}],"model":"o3","stream":true,"stream_options":{"include_usage":true},"tool_choice":"auto","tools":[{"function":{"description":"d","name":"read_file","parameters":{"type":"object"}},"type":"function"}]}"#;
         assert_eq!(body(&client("o3", Flavor::OpenAi, None)).to_string(), before);
 
         for effort in [Effort::Low, Effort::Medium, Effort::High] {
@@ -803,15 +1018,23 @@ mod tests {
     #[test]
     fn errors_say_what_to_do_and_quota_is_not_retried() {
         let e = http_error(
-            "OpenAI",
+            Flavor::OpenAi,
             429,
             r#"{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}"#,
             "OPENAI_API_KEY",
+            true,
         );
         assert!(!e.retryable);
         assert!(e.message.contains("out of quota"));
-        assert!(http_error("OpenAI", 429, r#"{"error":{"message":"slow down","type":"requests"}}"#, "").retryable);
-        let e = http_error("OpenAI", 401, r#"{"error":{"message":"Incorrect API key provided"}}"#, "OPENAI_API_KEY");
+        let slow = r#"{"error":{"message":"slow down","type":"requests"}}"#;
+        assert!(http_error(Flavor::OpenAi, 429, slow, "", true).retryable);
+        let e = http_error(
+            Flavor::OpenAi,
+            401,
+            r#"{"error":{"message":"Incorrect API key provided"}}"#,
+            "OPENAI_API_KEY",
+            true,
+        );
         assert_eq!(
             e.message,
             "OpenAI API 401: the key from OPENAI_API_KEY was rejected; check it: Incorrect API key provided"
@@ -819,12 +1042,115 @@ mod tests {
     }
 
     #[test]
+    fn a_401_without_a_key_names_the_variable_the_provider_reads() {
+        // py-key-openai-var: llama-cpp-python started with --api_key, only OPENAI_API_KEY set.
+        let e = http_error(Flavor::Compatible, 401, r#"{"detail":"Invalid API key"}"#, "AGENTFIX_API_KEY", false);
+        assert_eq!(
+            e.message,
+            "OpenAI-compatible API 401: the server wants an API key and none was sent: the openai-compatible \
+             provider reads AGENTFIX_API_KEY; set it to the server's key: Invalid API key"
+        );
+        assert_eq!((e.kind, e.retryable), (ModelErrorKind::Auth, false));
+        let sent = http_error(Flavor::Compatible, 401, r#"{"detail":"Invalid API key"}"#, "AGENTFIX_API_KEY", true);
+        assert!(sent.message.contains("the key from AGENTFIX_API_KEY was rejected"), "{}", sent.message);
+    }
+
+    #[test]
+    fn deterministic_server_errors_are_not_retried_and_say_what_to_change() {
+        // cpp-nojinja: llama-server without --jinja, HTTP 500 to every request with tools.
+        let body = r#"{"error":{"code":500,"message":"tools param requires --jinja flag","type":"server_error"}}"#;
+        let e = http_error(Flavor::Compatible, 500, body, "AGENTFIX_API_KEY", false);
+        assert_eq!((e.kind, e.retryable), (ModelErrorKind::InvalidRequest, false));
+        assert!(e.message.contains("start llama-server with --jinja"), "{}", e.message);
+        assert!(e.message.ends_with("tools param requires --jinja flag"), "{}", e.message);
+        // hybrid-py: llama-cpp-python's pydantic refusal, HTTP 500.
+        let body = r#"{"error":{"message":"7 validation errors:\n  {'type': 'string_type', 'loc': ('body', 'messages', 2, 'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be a valid string', 'input': None}","type":"internal_server_error"}}"#;
+        let e = http_error(Flavor::Compatible, 500, body, "", false);
+        assert_eq!((e.kind, e.retryable), (ModelErrorKind::InvalidRequest, false));
+        assert!(e.message.contains("a validation error; retrying would not help"), "{}", e.message);
+        // Any other 500 is retried as before.
+        let e = http_error(Flavor::Compatible, 500, r#"{"error":{"message":"boom"}}"#, "", false);
+        assert!(e.retryable && e.kind == ModelErrorKind::Server);
+    }
+
+    #[test]
     fn context_length_exceeded_is_its_own_kind() {
         let body = r#"{"error":{"message":"This model's maximum context length is 60000 tokens. However, your messages resulted in 61000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
-        let e = http_error("OpenAI", 400, body, "");
+        let e = http_error(Flavor::OpenAi, 400, body, "", true);
         assert_eq!((e.kind, e.retryable), (ModelErrorKind::ContextTooLong, false));
         assert!(e.message.contains("maximum context length is 60000 tokens"), "{}", e.message);
         let other = r#"{"error":{"message":"bad","type":"invalid_request_error","code":"invalid_value"}}"#;
-        assert_eq!(http_error("OpenAI", 400, other, "").kind, ModelErrorKind::InvalidRequest);
+        assert_eq!(http_error(Flavor::OpenAi, 400, other, "", true).kind, ModelErrorKind::InvalidRequest);
+        // cpp-ctx-2048: llama-server's own envelope, a numeric code and the sizes apart.
+        let body = r#"{"error":{"code":400,"message":"request (2813 tokens) exceeds the available context size (2048 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":2813,"n_ctx":2048}}"#;
+        let e = http_error(Flavor::Compatible, 400, body, "", false);
+        assert_eq!((e.kind, e.retryable), (ModelErrorKind::ContextTooLong, false));
+        assert!(e.message.ends_with("(n_prompt_tokens 2813 tokens > n_ctx 2048 tokens)"), "{}", e.message);
+    }
+
+    #[test]
+    fn tools_are_offered_with_tool_choice_auto_and_empty_content_goes_to_compatible_servers_as_a_string() {
+        let msgs = vec![
+            Message::user_text("fix"),
+            Message {
+                role: Role::Assistant,
+                content: vec![Block::ToolUse {
+                    id: "c1".into(),
+                    name: "read_file".into(),
+                    input: json!({"path": "a"}).into(),
+                }],
+                raw: None,
+            },
+        ];
+        let tools = vec![ToolSpec {
+            name: "read_file".into(),
+            description: "d".into(),
+            input_schema: json!({"type": "object"}),
+        }];
+        let req = ModelRequest { system: "s", messages: &msgs, tools: &tools, max_output_tokens: 9, allow_tools: true };
+        let openai = encode_request("m", &req, Flavor::OpenAi, None);
+        let compatible = encode_request("m", &req, Flavor::Compatible, None);
+        assert_eq!((&openai["tool_choice"], &compatible["tool_choice"]), (&json!("auto"), &json!("auto")));
+        assert_eq!(openai["messages"][2]["content"], Value::Null);
+        assert_eq!(compatible["messages"][2]["content"], "");
+        let none = ModelRequest { allow_tools: false, ..req };
+        assert_eq!(encode_request("m", &none, Flavor::Compatible, None)["tool_choice"], "none");
+        let bare = ModelRequest { tools: &[], ..req };
+        assert!(encode_request("m", &bare, Flavor::Compatible, None).get("tool_choice").is_none());
+    }
+
+    #[test]
+    fn a_function_call_beside_tool_calls_is_the_same_call_twice() {
+        // probe-py-forced-stream: every fragment in both fields.
+        let frag = |args: &str| {
+            chunk(
+                json!({"content": null, "function_call": {"name": "read_file", "arguments": args},
+                       "tool_calls": [{"index": 0, "id": "call__0", "type": "function", "function": {"name": "read_file", "arguments": args}}]}),
+                None,
+            )
+        };
+        let r = feed(&[frag("{\"path\""), frag(": \"calc.py\"}"), chunk(json!({}), Some("tool_calls"))]).unwrap();
+        let calls: Vec<_> =
+            r.message.tool_calls().map(|(i, n, v)| (i.to_string(), n.to_string(), v.to_value())).collect();
+        assert_eq!(calls, vec![("call__0".into(), "read_file".into(), json!({"path": "calc.py"}))]);
+        // probe-py-auto-json: unstreamed, the duplicate's name has a trailing colon.
+        let v: Value = serde_json::from_str(r#"{"id":"chatcmpl-6905735e","object":"chat.completion","created":1796112381,"model":"smollm2","choices":[{"index":0,"message":{"content":null,"tool_calls":[{"id":"call__0_read_file","type":"function","function":{"name":"read_file","arguments":"{\"path\": \"math_test.py\"}"}}],"role":"assistant","function_call":{"name":"read_file:","arguments":"{\"path\": \"math_test.py\"}"}},"logprobs":null,"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":211,"completion_tokens":10,"total_tokens":221}}"#).unwrap();
+        let r = decode_completion(&v, "x").unwrap();
+        let names: Vec<&str> = r.message.tool_calls().map(|(_, n, _)| n).collect();
+        assert_eq!(names, ["read_file"]);
+        // The legacy field alone is still a call.
+        let r = feed(&[chunk(json!({"function_call": {"name": "grep", "arguments": "{}"}}), Some("function_call"))])
+            .unwrap();
+        assert_eq!(r.message.tool_calls().count(), 1);
+    }
+
+    #[test]
+    fn missing_usage_is_estimated_from_the_bytes_and_marked() {
+        let answer = Message { role: Role::Assistant, content: vec![Block::Text { text: "x".repeat(40) }], raw: None };
+        let u = estimated_usage(4000, &answer);
+        assert_eq!((u.input_tokens, u.output_tokens, u.estimated), (1000, 10, true));
+        let mut run = Usage { input_tokens: 5, ..Default::default() };
+        run.add(u);
+        assert!(run.estimated, "a run with one estimated response is estimated");
     }
 }

@@ -275,6 +275,7 @@ struct Shared {
     state: Mutex<State>,
     stop: AtomicBool,
     openai_auth_optional: AtomicBool,
+    llama_cpp_python: AtomicBool,
     violations_expected: AtomicBool,
 }
 
@@ -374,6 +375,19 @@ impl MockModel {
         self.shared.openai_auth_optional.store(optional, Ordering::SeqCst);
     }
 
+    /// With `true`, `/v1/chat/completions` behaves like llama-cpp-python 0.3 (recorded in
+    /// `/work/shared/fixtures/real-openai-compatible`): an assistant `content` that is not a
+    /// string is refused with its HTTP 500 pydantic error, and tools without `tool_choice` are
+    /// not shown to the model (both recorded as violations); a streamed request with
+    /// `tool_choice: "auto"` gets one `: ping` comment and the connection closes, consuming no
+    /// reply (probe-py-auto-stream); usage is never reported (`stream_options` ignored); a
+    /// non-streamed tool call is repeated in the legacy `function_call`, its name with a
+    /// trailing colon (probe-py-auto-json); `GET /v1/models/{id}` is 404 and `GET /v1/models`
+    /// lists the one model it serves, `smollm2` (check-py).
+    pub fn set_llama_cpp_python(&self, on: bool) {
+        self.shared.llama_cpp_python.store(on, Ordering::SeqCst);
+    }
+
     /// How prompt usage is reported from now on (default [`UsageModel::Naive`]). With
     /// [`UsageModel::Cached`], every message reply's input fields are overwritten with the
     /// request's canonical token count split into plain input, cache writes and cache reads
@@ -450,6 +464,8 @@ struct Context {
     usage: Option<PromptUsage>,
     stream: bool,
     include_usage: bool,
+    /// [`MockModel::set_llama_cpp_python`]: no usage, tool calls repeated in `function_call`.
+    llama_cpp_python: bool,
 }
 
 fn serve_connection(stream: TcpStream, shared: &Shared) {
@@ -550,6 +566,16 @@ fn handle(shared: &Shared, request: &Request) -> Action {
         });
         state.times.push(request.arrived);
     }
+    let lcp = shared.llama_cpp_python.load(Ordering::SeqCst);
+    if lcp && request.method == "GET" && request.path.starts_with("/v1/models") {
+        let body = if request.path == "/v1/models" {
+            json!({"object": "list", "data": [{"id": "smollm2", "object": "model", "owned_by": "me", "permissions": []}]})
+        } else {
+            json!({"detail": "Not Found"})
+        };
+        let status = if request.path == "/v1/models" { 200 } else { 404 };
+        return Action::Respond(Response { status, headers: Vec::new(), body, openai: true });
+    }
     // Model lookup (`GET /v1/models/{id}`), as `agentfix check` uses it: the
     // Anthropic form (x-api-key) or the OpenAI form (Bearer).
     if request.method == "GET"
@@ -605,6 +631,16 @@ fn handle(shared: &Shared, request: &Request) -> Action {
         shared.lock().violations.push(message);
         return Action::Respond(response);
     }
+    if lcp && api == Api::OpenAi {
+        if let Some(refusal) = openai::llama_cpp_python_refusal(&body) {
+            let message = refusal["error"]["message"].as_str().unwrap_or_default().to_string();
+            shared.lock().violations.push(format!("llama-cpp-python: {message}"));
+            return Action::Respond(Response { status: 500, headers: Vec::new(), body: refusal, openai: true });
+        }
+        if body["stream"] == true && allows_tools(api, &body) && body["tool_choice"] == "auto" {
+            return Action::Stream(vec![Chunk::Raw(": ping - 2026-12-01 08:06:20.134805+00:00\n\n".into())]);
+        }
+    }
     let naive_tokens = (request.body.len() / 4).max(1) as u64;
     let (reply, usage) = {
         let mut state = shared.lock();
@@ -658,7 +694,8 @@ fn handle(shared: &Shared, request: &Request) -> Action {
         input_tokens: naive_tokens,
         usage,
         stream: body["stream"] == Value::Bool(true),
-        include_usage: body["stream_options"]["include_usage"] == Value::Bool(true),
+        include_usage: body["stream_options"]["include_usage"] == Value::Bool(true) && !lcp,
+        llama_cpp_python: lcp,
     };
     render(shared, reply, &context)
 }
@@ -769,6 +806,7 @@ fn render(shared: &Shared, reply: Reply, context: &Context) -> Action {
                     Api::OpenAi => openai_sse_chunks(&body, context.include_usage),
                 });
             }
+            let body = if context.llama_cpp_python { openai::as_llama_cpp_python(body) } else { body };
             Action::Respond(Response { status: 200, headers: Vec::new(), body, openai })
         }
         Reply::Status { status, headers, body } => {

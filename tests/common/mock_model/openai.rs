@@ -78,6 +78,42 @@ impl Invalid {
     }
 }
 
+/// What llama-cpp-python refuses or ignores of a valid request: an assistant `content` that is
+/// not a string (its HTTP 500, hybrid-py), and tools without `tool_choice`, which it never shows
+/// to the model (probe-py-notc-stream; a refusal here, so that the test sees it).
+pub(super) fn llama_cpp_python_refusal(body: &Value) -> Option<Value> {
+    let messages = body["messages"].as_array()?;
+    if let Some(i) = messages.iter().position(|m| m["role"] == "assistant" && !m["content"].is_string()) {
+        let message = format!(
+            "1 validation errors:\n  {{'type': 'string_type', 'loc': ('body', 'messages', {i}, 'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be a valid string', 'input': None}}"
+        );
+        return Some(
+            json!({"error": {"message": message, "type": "internal_server_error", "param": null, "code": null}}),
+        );
+    }
+    if body["tools"].as_array().is_some_and(|t| !t.is_empty()) && body.get("tool_choice").is_none() {
+        let message = "mock: llama-cpp-python shows tools to the model only with tool_choice";
+        return Some(
+            json!({"error": {"message": message, "type": "internal_server_error", "param": null, "code": null}}),
+        );
+    }
+    None
+}
+
+/// A `chat.completion` as llama-cpp-python sends it: no usage, and the first tool call repeated
+/// in the legacy `function_call`, its name with a trailing colon (probe-py-auto-json).
+pub(super) fn as_llama_cpp_python(mut body: Value) -> Value {
+    if let Some(o) = body.as_object_mut() {
+        o.remove("usage");
+    }
+    let message = &mut body["choices"][0]["message"];
+    if let Some(first) = message["tool_calls"].get(0).cloned() {
+        let name = format!("{}:", first["function"]["name"].as_str().unwrap_or_default());
+        message["function_call"] = json!({"name": name, "arguments": first["function"]["arguments"]});
+    }
+    body
+}
+
 /// `{"error":{"message","type","param","code"}}`.
 pub(super) fn error_body(message: &str, error_type: &str, param: Option<&str>, code: Option<&str>) -> Value {
     json!({"error": {"message": message, "type": error_type, "param": param, "code": code}})
