@@ -132,6 +132,16 @@ pub enum PartialEdits {
     Discard,
 }
 
+impl PartialEdits {
+    /// The setting's value as agentfix.toml and the editor spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PartialEdits::Offer => "offer",
+            PartialEdits::Discard => "discard",
+        }
+    }
+}
+
 /// When the loop removes older tool outputs from the context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -143,6 +153,16 @@ pub enum ContextEditing {
     /// Only near the context budget: more context stays whole, for more
     /// tokens.
     Budget,
+}
+
+impl ContextEditing {
+    /// The setting's value as agentfix.toml and the editor spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ContextEditing::Economy => "economy",
+            ContextEditing::Budget => "budget",
+        }
+    }
 }
 
 /// How hard the model thinks before it answers (`effort`), where the model
