@@ -568,3 +568,35 @@ fn continue_follows_up_on_the_last_run_from_its_transcript() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A misspelt key in agentfix.toml or `--settings` is named with the setting
+/// it likely meant, by `check` and by `fix`; the run goes on all the same.
+#[test]
+fn misspelt_keys_are_warned_about_and_the_run_goes_on() {
+    let (_d, root) = workspace();
+    std::fs::write(root.join("agentfix.toml"), "maxTurn = 5\nmaxTurns = 6\n").unwrap();
+    let mock = MockModel::start();
+    let out =
+        run(&root, &mock, &["check", "--offline", "--settings", r#"{"partialEdit": "discard", "serverPath": "x"}"#]);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains("\nwarning: agentfix.toml: unknown key `maxTurn` (did you mean `maxTurns`?); it is ignored\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "\nwarning: --settings: unknown key `partialEdit` (did you mean `partialEdits`?); it is ignored\n"
+        ),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("serverPath"), "an editor's own key is no misspelling: {stdout}");
+    assert!(stdout.contains("\nmaxTurns: 6 (agentfix.toml)\n"), "{stdout}");
+    push_fix(&mock);
+    let out = run(&root, &mock, &["fix", "calc.py", "--line", "2"]);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.starts_with("agentfix: warning: agentfix.toml: unknown key `maxTurn` (did you mean `maxTurns`?)"),
+        "{stderr}"
+    );
+}

@@ -157,6 +157,17 @@ fn editor_layer(json: Option<&str>, model: Option<&str>, effort: Option<Effort>)
     Ok(settings)
 }
 
+/// Warnings about misspelt keys: every unknown key of `root`'s
+/// agentfix.toml, and the keys of `--settings` that look like a misspelt
+/// setting. They are accepted all the same.
+fn settings_warnings(root: &Path, json: Option<&str>) -> Vec<String> {
+    let mut out = Settings::file_warnings(root);
+    if let Some(Ok(v)) = json.map(serde_json::from_str::<serde_json::Value>) {
+        out.extend(Settings::unknown_keys(&v, true).into_iter().map(|w| format!("--settings: {w}")));
+    }
+    out
+}
+
 /// Approves exactly the commands named with `--allow-command`.
 struct AllowList(Vec<String>);
 
@@ -259,6 +270,9 @@ pub async fn check(args: CheckArgs) -> ExitCode {
             println!("{}: {e}", crate::config::FILE_NAME);
             problems += 1;
         }
+    }
+    for w in settings_warnings(&root, args.settings.as_deref()) {
+        println!("warning: {w}");
     }
     let editor = match editor_layer(args.settings.as_deref(), None, None) {
         Ok(s) => s,
@@ -478,6 +492,9 @@ fn prepare(args: &FixArgs) -> Result<(Setup, Workspace, Target), String> {
     };
     let editor = editor_layer(args.settings.as_deref(), args.model.as_deref(), args.effort)
         .map_err(|e| format!("--settings: {e}"))?;
+    for w in settings_warnings(&root, args.settings.as_deref()) {
+        eprintln!("agentfix: warning: {w}");
+    }
     let setup = Setup::load(Some(&root), &editor).map_err(|e| e.to_string())?;
     let workspace = setup.workspace(vec![root.clone()]);
     if !workspace.contains(&path) {

@@ -213,6 +213,11 @@ async fn start(
     if args.effort.is_some() {
         settings.effort = args.effort;
     }
+    if let Some(root) = roots.first() {
+        for w in crate::config::Settings::file_warnings(root) {
+            tracing::warn!("{w}");
+        }
+    }
     let setup = match Setup::load(roots.first().map(PathBuf::as_path), &settings) {
         Ok(s) => s,
         Err(e) => {
