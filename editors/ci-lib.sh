@@ -10,14 +10,21 @@ die() {
   exit 1
 }
 
-# apt-get update + install, quiet unless it fails (then its output and exit 1).
+# apt-get update + install (system-wide), quiet unless it fails (then its
+# output and exit 1). As root directly, else through sudo; without either it
+# fails saying what to install.
 apt_install() {
-  local log
+  local log sudo=()
+  command -v apt-get >/dev/null || die "$* not installed and no apt-get to install it: install $* yourself"
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || die "$* not installed: run as root, install sudo, or run: apt-get install $*"
+    sudo=(sudo)
+  fi
   log="$(mktemp)"
-  echo "== apt-get install $*"
+  echo "== ${sudo[*]:+${sudo[*]} }apt-get install $*"
   # Wait for a dpkg lock held by another apt run instead of failing at once.
-  if ! { apt-get -o DPkg::Lock::Timeout=300 update -q &&
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q "$@"; } >"$log" 2>&1; then
+  if ! { "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=300 update -q &&
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q "$@"; } >"$log" 2>&1; then
     tail -n 40 "$log" >&2
     die "apt-get install $* failed"
   fi

@@ -132,6 +132,16 @@ pub enum PartialEdits {
     Discard,
 }
 
+impl PartialEdits {
+    /// The setting's value as agentfix.toml and the editor spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PartialEdits::Offer => "offer",
+            PartialEdits::Discard => "discard",
+        }
+    }
+}
+
 /// When the loop removes older tool outputs from the context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -143,6 +153,16 @@ pub enum ContextEditing {
     /// Only near the context budget: more context stays whole, for more
     /// tokens.
     Budget,
+}
+
+impl ContextEditing {
+    /// The setting's value as agentfix.toml and the editor spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ContextEditing::Economy => "economy",
+            ContextEditing::Budget => "budget",
+        }
+    }
 }
 
 /// How hard the model thinks before it answers (`effort`), where the model
@@ -376,6 +396,48 @@ impl Settings {
         Ok(s)
     }
 
+    /// The keys that are settings (camelCase), from the schema.
+    pub fn known_keys() -> Vec<String> {
+        let schema = Self::json_schema();
+        schema["properties"].as_object().map(|p| p.keys().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Warnings about the keys of `v` (an object; `{ "agentfix": {…} }` is
+    /// unwrapped) that are not settings, each naming the key and the known
+    /// one closest to it. Unknown keys stay accepted (editors keep their own
+    /// keys in the same section, and newer settings must not break older
+    /// servers), so this warns and never refuses. With `editor`, only keys
+    /// close to a known one, and not one of [`EDITOR_KEYS`], are named: the
+    /// others are the editor's own. Without it (agentfix.toml,
+    /// which is agentfix's alone) every unknown key is.
+    pub fn unknown_keys(v: &Value, editor: bool) -> Vec<String> {
+        let v = v.get("agentfix").unwrap_or(v);
+        let Some(map) = v.as_object() else { return Vec::new() };
+        let known = Self::known_keys();
+        let mut out = Vec::new();
+        let editors_own = |k: &str| editor && EDITOR_KEYS.contains(&k);
+        for key in map.keys().filter(|k| !known.contains(k) && !editors_own(k)) {
+            match closest_key(key, &known) {
+                Some(near) => out.push(format!("unknown key `{key}` (did you mean `{near}`?); it is ignored")),
+                None if !editor => out.push(format!(
+                    "unknown key `{key}` (no setting has a name like it: see `agentfix schema`); it is ignored"
+                )),
+                None => {}
+            }
+        }
+        out
+    }
+
+    /// Warnings about `root`'s agentfix.toml: its unknown keys (see
+    /// [`Settings::unknown_keys`]), each starting with the file's name.
+    /// None when the file is missing or unreadable (loading it says why).
+    pub fn file_warnings(root: &Path) -> Vec<String> {
+        let Ok(text) = std::fs::read_to_string(root.join(FILE_NAME)) else { return Vec::new() };
+        let Ok(table) = toml::from_str::<toml::Table>(&text) else { return Vec::new() };
+        let value = serde_json::to_value(table).unwrap_or_default();
+        Self::unknown_keys(&value, false).into_iter().map(|w| format!("{FILE_NAME}: {w}")).collect()
+    }
+
     /// `agentfix.toml` in `root`, if present.
     pub fn load_file(root: &Path) -> Result<Option<Self>, ConfigError> {
         let path = root.join(FILE_NAME);
@@ -403,6 +465,51 @@ impl Settings {
     pub fn json_schema() -> Value {
         serde_json::to_value(schemars::schema_for!(Settings)).unwrap_or_default()
     }
+}
+
+/// Keys the editor plugins here keep in the `agentfix` section for
+/// themselves (VS Code's `agentfix.serverPath`, `agentfix.models`,
+/// `agentfix.trace.server`): never warned about in editor settings.
+const EDITOR_KEYS: &[&str] = &["serverPath", "models", "trace"];
+
+/// The known key a misspelt `key` most likely meant: the same letters but
+/// for case, `_` and `-` (`max_turns`), a prefix of one (`timeout` for
+/// `timeoutSecs`), or within a few edits (`maxTurn`, `contextEdting`).
+fn closest_key<'a>(key: &str, known: &'a [String]) -> Option<&'a str> {
+    let plain = |s: &str| s.chars().filter(|c| *c != '_' && *c != '-').collect::<String>().to_lowercase();
+    let wanted = plain(key);
+    if wanted.is_empty() {
+        return None;
+    }
+    let limit = (wanted.chars().count() / 4).max(2);
+    known
+        .iter()
+        .map(|k| {
+            let candidate = plain(k);
+            let edits = edit_distance(&wanted, &candidate);
+            // A prefix counts as one edit; among equals, the fewest real edits.
+            let prefix = candidate.starts_with(&wanted) && wanted.len() >= 4;
+            (if prefix { edits.min(1) } else { edits }, edits, k)
+        })
+        .filter(|(d, _, _)| *d <= limit)
+        .min_by_key(|(d, edits, _)| (*d, *edits))
+        .map(|(_, _, k)| k.as_str())
+}
+
+/// Levenshtein distance in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -1033,6 +1140,54 @@ fn resolve_commands(entries: std::collections::BTreeMap<String, CommandEntry>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn misspelt_keys_are_named_with_the_closest_setting_and_still_accepted() {
+        let file = json!({"maxTurn": 5, "max_tokens": 9, "timeout": 3, "transcript": false, "zzz": 1, "model": "m"});
+        let warnings = Settings::unknown_keys(&file, false);
+        assert_eq!(
+            warnings,
+            vec![
+                "unknown key `maxTurn` (did you mean `maxTurns`?); it is ignored",
+                "unknown key `max_tokens` (did you mean `maxTokens`?); it is ignored",
+                "unknown key `timeout` (did you mean `timeoutSecs`?); it is ignored",
+                "unknown key `transcript` (did you mean `transcripts`?); it is ignored",
+                "unknown key `zzz` (no setting has a name like it: see `agentfix schema`); it is ignored",
+            ]
+        );
+        // From an editor, keys like no setting are the editor's own.
+        let editor =
+            json!({"agentfix": {"serverPath": "/bin/agentfix", "models": [], "trace": {}, "partialEdit": "offer"}});
+        assert_eq!(
+            Settings::unknown_keys(&editor, true),
+            vec!["unknown key `partialEdit` (did you mean `partialEdits`?); it is ignored"]
+        );
+        // Still accepted: a warning, not an error.
+        assert_eq!(Settings::from_json(&editor).unwrap(), Settings::default());
+        assert_eq!(Settings::from_toml("maxTurn = 5\nmaxTurns = 6\n").unwrap().max_turns, Some(6));
+        assert!(Settings::unknown_keys(&json!({"maxTurns": 1, "commands": {}}), false).is_empty());
+    }
+
+    #[test]
+    fn agentfix_toml_warnings_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(Settings::file_warnings(dir.path()).is_empty());
+        std::fs::write(dir.path().join(FILE_NAME), "maxTurn = 5\n").unwrap();
+        assert_eq!(
+            Settings::file_warnings(dir.path()),
+            vec!["agentfix.toml: unknown key `maxTurn` (did you mean `maxTurns`?); it is ignored"]
+        );
+    }
+
+    #[test]
+    fn names_are_the_settings_own_spelling() {
+        for p in [PartialEdits::Offer, PartialEdits::Discard] {
+            assert_eq!(serde_json::to_value(p).unwrap(), json!(p.name()));
+        }
+        for c in [ContextEditing::Economy, ContextEditing::Budget] {
+            assert_eq!(serde_json::to_value(c).unwrap(), json!(c.name()));
+        }
+    }
     use serde_json::json;
 
     #[test]

@@ -242,12 +242,8 @@ impl ProgressLines {
             }
             RunEvent::ToolCalls { turn, calls } => {
                 let usage = *self.usage.lock().unwrap_or_else(|e| e.into_inner());
-                let tokens = thousands(usage.total());
-                let cost = match self.price {
-                    Some(p) => format!(", {}", format_usd(p.cost(&usage.tokens()))),
-                    None => String::new(),
-                };
-                plain(format!("turn {turn}: {} ({tokens} tokens{cost})", calls.join(", ")))
+                let spent = Spend::of(&usage, self.price).describe();
+                plain(format!("turn {turn}: {} ({spent})", calls.join(", ")))
             }
             RunEvent::Stream(StreamUpdate::ToolStart(name)) => plain(format!("turn {turn}: preparing {name}")),
             RunEvent::Stream(StreamUpdate::Retrying { attempt, delay_ms, reason }) => {
@@ -263,14 +259,14 @@ impl ProgressLines {
                 None
             }
             RunEvent::ContextEdited { turn, change, tokens_before, tokens_after, .. } => {
-                let (before, after) = (thousands(*tokens_before), thousands(*tokens_after));
+                let (before, after) = (format_tokens(*tokens_before), format_tokens(*tokens_after));
                 plain(match change {
                     ContextChange::Stubbed { tool_use_ids, .. } => format!(
-                        "turn {turn}: removed {} older tool outputs to save context (~{before} → ~{after} tokens)",
+                        "turn {turn}: removed {} older tool outputs to save context (~{before} → ~{after})",
                         tool_use_ids.len()
                     ),
                     ContextChange::Compacted { replaced, .. } => format!(
-                        "turn {turn}: summarised {replaced} older messages to save context (~{before} → ~{after} tokens)"
+                        "turn {turn}: summarised {replaced} older messages to save context (~{before} → ~{after})"
                     ),
                 })
             }
@@ -315,19 +311,6 @@ impl Approver for AutoApprove {
     async fn approve(&self, _: &str, _: &[String]) -> Approval {
         Approval::Always
     }
-}
-
-/// `12,345`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// How a fix ended, decided once here for every front end: the LSP server
@@ -456,8 +439,9 @@ impl Spend {
         Self { tokens, cost_usd: price.map(|p| p.cost(&tokens)), estimated: usage.estimated }
     }
 
-    /// `41k tokens, $0.07` (or without the cost; `~41k tokens (estimated)`
-    /// when the server reported none), for labels and messages.
+    /// `41,250 tokens, $0.07` (or without the cost; `~41,250 tokens
+    /// (estimated)` when the server reported none): the one way tokens and
+    /// cost are shown, in progress lines, labels and the CLI's last line.
     pub fn describe(&self) -> String {
         let tokens = format_tokens(self.tokens.prompt() + self.tokens.output);
         let tokens = if self.estimated { format!("~{tokens} (estimated)") } else { tokens };
@@ -465,6 +449,11 @@ impl Spend {
             Some(c) => format!("{tokens}, {}", format_usd(c)),
             None => tokens,
         }
+    }
+
+    /// `6 turns, 41,250 tokens, $0.07`: [`Spend::describe`] after the turns.
+    pub fn with_turns(&self, turns: u32) -> String {
+        format!("{turns} turn{}, {}", if turns == 1 { "" } else { "s" }, self.describe())
     }
 }
 
@@ -830,8 +819,6 @@ mod tests {
     fn progress_lines_name_the_calls_and_the_tokens_so_far() {
         use crate::model::{Message, ModelResponse, StopReason, Usage};
         let lines = ProgressLines::default();
-        assert_eq!(thousands(1234567), "1,234,567");
-        assert_eq!(thousands(999), "999");
         lines.line(&RunEvent::Request { turn: 2, new_messages: vec![], max_output_tokens: 1, allow_tools: true });
         let response = ModelResponse {
             message: Message::user_text("x"),

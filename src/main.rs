@@ -1,6 +1,7 @@
 //! The `agentfix` binary: command-line parsing and logging setup; everything
 //! else lives in the library.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -14,16 +15,33 @@ use tracing_subscriber::EnvFilter;
 #[command(name = "agentfix", version, about, long_about)]
 struct Cli {
     /// Serve LSP over stdio (the default; accepted because clients pass it).
-    #[arg(long, global = true)]
+    // Not `global`: a global flag is listed in every subcommand's help
+    // (`fix --help` showed it); `agentfix lsp --stdio` has its own.
+    #[arg(long)]
     stdio: bool,
+    /// Show the log on stderr (`-v` info, `-vv` debug); AGENTFIX_LOG or
+    /// RUST_LOG set the filter instead.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Option<Command>,
+}
+
+/// Arguments of `agentfix lsp`.
+#[derive(Debug, clap::Args)]
+struct LspArgs {
+    /// Serve over stdio (the only transport; accepted because clients pass it).
+    #[arg(long)]
+    stdio: bool,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve the Language Server Protocol over stdio.
-    Lsp,
+    Lsp(LspArgs),
+    /// Run a scripted fix on a sample file: no key, no network, nothing
+    /// written outside a temporary folder.
+    Demo,
     /// Fix a problem in a file on disk and print the proposed diff.
     Fix(agentfix::cli::FixArgs),
     /// Print the configuration in force and check that the provider answers.
@@ -47,10 +65,18 @@ fn main() -> ExitCode {
         Some(Command::SandboxExec(args)) => return agentfix::sandbox::exec(args),
         command => command,
     };
-    // Logs go to stderr only: stdout carries the protocol.
+    // Logs go to stderr only: stdout carries the protocol. The server's log
+    // is the editor's server log (info by default); the command line is
+    // quiet unless asked (`-v`), as its progress lines say what happens.
+    let serving = matches!(command, Some(Command::Lsp(_)) | None);
+    let default = match (serving, cli.verbose) {
+        (true, 0) | (false, 1) => "agentfix=info",
+        (false, 0) => "agentfix=error",
+        _ => "agentfix=debug",
+    };
     let filter = EnvFilter::try_from_env("AGENTFIX_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| EnvFilter::new("agentfix=info"));
+        .unwrap_or_else(|_| EnvFilter::new(default));
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).with_ansi(false).init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
@@ -63,11 +89,19 @@ fn main() -> ExitCode {
         Some(Command::Fix(args)) => runtime.block_on(agentfix::cli::fix(args)),
         Some(Command::Check(args)) => runtime.block_on(agentfix::cli::check(args)),
         Some(Command::Replay(args)) => runtime.block_on(agentfix::cli::replay(args)),
+        Some(Command::Demo) => runtime.block_on(agentfix::cli::demo()),
         Some(Command::Undo(args)) => agentfix::cli::undo(args),
         Some(Command::Schema) => agentfix::cli::schema(),
         Some(Command::SandboxExec(_)) => unreachable!("handled before the runtime starts"),
-        Some(Command::Lsp) | None => {
+        Some(Command::Lsp(_)) | None => {
             let _ = cli.stdio;
+            // A person who typed `agentfix` sees a server waiting in silence:
+            // say what it is waiting for (the server carries on).
+            if std::io::stdin().is_terminal() {
+                eprintln!(
+                    "agentfix: waiting for an LSP client on stdin; run `agentfix --help` for the command line, `agentfix demo` to try it"
+                );
+            }
             ExitCode::from(runtime.block_on(agentfix::lsp::serve_stdio()))
         }
     };

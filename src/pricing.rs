@@ -155,13 +155,20 @@ pub fn format_usd(amount: f64) -> String {
     if amount > 0.0 && amount < 0.005 { "<$0.01".to_string() } else { format!("${amount:.2}") }
 }
 
-/// `41k tokens`, `1.2M tokens`, `950 tokens`: a count for a label.
+/// `41,250 tokens`, `1 token`: a count of tokens, exact and grouped by
+/// thousands. The one format of every label, progress line and summary
+/// (the CLI's and the editor's alike).
 pub fn format_tokens(n: u64) -> String {
-    match n {
-        0..1_000 => format!("{n} tokens"),
-        1_000..1_000_000 => format!("{}k tokens", (n + 500) / 1_000),
-        _ => format!("{:.1}M tokens", n as f64 / 1_000_000.0),
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 7);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
     }
+    out.push_str(if n == 1 { " token" } else { " tokens" });
+    out
 }
 
 #[cfg(test)]
@@ -213,9 +220,12 @@ mod tests {
         assert_eq!(format_usd(0.001), "<$0.01");
         assert_eq!(format_usd(0.071), "$0.07");
         assert_eq!(format_usd(12.345), "$12.35");
+        assert_eq!(format_tokens(0), "0 tokens");
+        assert_eq!(format_tokens(1), "1 token");
         assert_eq!(format_tokens(950), "950 tokens");
-        assert_eq!(format_tokens(41_300), "41k tokens");
-        assert_eq!(format_tokens(2_170_000), "2.2M tokens");
+        assert_eq!(format_tokens(41_250), "41,250 tokens");
+        assert_eq!(format_tokens(999_999), "999,999 tokens");
+        assert_eq!(format_tokens(2_170_000), "2,170,000 tokens");
     }
 
     #[test]

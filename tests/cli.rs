@@ -109,11 +109,14 @@ fn exit_codes_say_what_happened() {
     mock.push(error_reply(529, "overloaded_error", "Overloaded"));
     let out = run(&root, &mock, &["fix", "calc.py", "--line", "1"]);
     assert_eq!(out.status.code(), Some(3));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("Anthropic API 529"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // The API's sentence comes last and whole, after what the run took.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.starts_with("agentfix: the model API failed (1 turn, 0 tokens"), "{stderr}");
+    assert!(last.contains("): Anthropic API ") && last.ends_with("(after 2 retries)"), "{stderr}");
+    assert_eq!(stderr.matches("retry 1 in ").count(), 1, "one line per retry: {stderr}");
+    assert!(stderr.contains("retry 1 in ") && stderr.contains(": Anthropic API 529"), "{stderr}");
+    assert!(!stderr.contains(" WARN ") && !stderr.contains(" INFO "), "no log lines by default: {stderr}");
     // No key: 2, and nothing sent.
     let mock = MockModel::start();
     let base = mock.base_url();
@@ -139,7 +142,137 @@ fn version_and_help() {
     let out = agentfix(&root, &["--help"], &[]);
     let help = String::from_utf8(out.stdout).unwrap();
     assert!(help.contains("fix") && help.contains("lsp") && help.contains("--stdio"), "{help}");
-    assert!(help.contains("undo"), "{help}");
+    assert!(help.contains("undo") && help.contains("demo") && help.contains("--verbose"), "{help}");
+    // `--stdio` is the server's flag: not in the subcommands' help.
+    for sub in ["fix", "check", "undo"] {
+        let out = agentfix(&root, &[sub, "--help"], &[]);
+        let help = String::from_utf8(out.stdout).unwrap();
+        assert!(help.contains("--root") && !help.contains("--stdio"), "{sub}: {help}");
+    }
+}
+
+/// `agentfix demo`: a whole scripted fix with no key, in a temporary folder
+/// it removes; every proxy and the base URL point at a listener that must
+/// see no connection.
+#[test]
+fn demo_runs_a_scripted_fix_without_a_key_or_the_network() {
+    let (dir, root) = workspace();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let tmp_str = tmp.to_str().unwrap().to_string();
+    let env = [
+        ("HTTPS_PROXY", url.as_str()),
+        ("HTTP_PROXY", url.as_str()),
+        ("ALL_PROXY", url.as_str()),
+        ("ANTHROPIC_BASE_URL", url.as_str()),
+        ("TMPDIR", tmp_str.as_str()),
+    ];
+    let out = agentfix(&root, &["demo"], &env);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        stdout,
+        "--- a/stats.py\n+++ b/stats.py\n@@ -1,4 +1,6 @@\n def average(values):\n+    if not values:\n+        return 0.0\n     return sum(values) / len(values)\n \n \n"
+    );
+    assert!(stderr.contains("\nturn 1: read_file stats.py (2,460 tokens, $0.01)\n"), "{stderr}");
+    assert!(stderr.contains("\nturn 2: edit_file stats.py ("), "{stderr}");
+    assert!(stderr.contains("\nagentfix: Return 0.0 for an empty list instead of dividing by zero.\n"), "{stderr}");
+    assert!(stderr.contains("\nagentfix: the model finished (3 turns, "), "{stderr}");
+    assert!(!stderr.contains(" INFO ") && !stderr.contains(" WARN ") && !stderr.contains("preparing"), "{stderr}");
+    listener.set_nonblocking(true).unwrap();
+    assert_eq!(listener.accept().err().map(|e| e.kind()), Some(std::io::ErrorKind::WouldBlock), "nothing dialed");
+    // Nothing left behind: the temporary folder is gone, no cache written.
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "the demo's folder is removed");
+    assert!(!dir.path().join("cache").exists() && !dir.path().join("home").exists());
+    assert_eq!(std::fs::read_dir(&root).unwrap().count(), 1, "only calc.py in the current directory");
+}
+
+/// `-v` shows the log that is otherwise off on the command line.
+#[test]
+fn verbose_shows_the_log() {
+    let (_d, root) = workspace();
+    let out = agentfix(&root, &["-v", "demo"], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains(" INFO "), "{stderr}");
+}
+
+/// Without `--root`, `fix`, `check` and `undo` work in the repository the
+/// current directory is in.
+#[test]
+fn the_root_defaults_to_the_repository_root() {
+    let (_d, root) = workspace();
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    let sub = root.join("pkg/deep");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::write(root.join("agentfix.toml"), "maxTurns = 7\n").unwrap();
+    let out = agentfix(&sub, &["check", "--offline"], &[]);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains(&format!("agentfix.toml: {}\n", root.join("agentfix.toml").display())), "{stdout}");
+    assert!(stdout.contains("\nmaxTurns: 7 (agentfix.toml)\n"), "{stdout}");
+    let out = agentfix(&sub, &["undo", "--list"], &[]);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains(&format!("nothing to undo in {}\n", root.display())), "{stderr}");
+    // fix: a file named from the subfolder, inside the repository's root.
+    let mock = MockModel::start();
+    mock.push(tool_reply(&[(
+        "toolu_1",
+        "edit_file",
+        json!({"path": "pkg/deep/calc.py", "old_text": "    return a / b\n", "new_text": "    return a / b if b else 0\n"}),
+    )]));
+    mock.push(text_reply("Guarded b."));
+    std::fs::rename(root.join("calc.py"), sub.join("calc.py")).unwrap();
+    let out = run(&sub, &mock, &["fix", "calc.py", "--line", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let first = mock.requests()[0].body["messages"][0]["content"][0]["text"].as_str().unwrap().to_string();
+    assert!(first.starts_with("The user asks for a fix at line 2 of `pkg/deep/calc.py`."), "{first}");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("--- a/pkg/deep/calc.py\n"));
+    // Without a `.git` up the tree: the current directory.
+    let (_d2, plain) = workspace();
+    let out = agentfix(&plain, &["check", "--offline"], &[]);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains(&format!("agentfix.toml: none in {}\n", plain.display())), "{stdout}");
+}
+
+/// Bare `agentfix` on a terminal says what it waits for, and still serves.
+#[test]
+fn bare_agentfix_on_a_terminal_prints_a_hint_and_keeps_serving() {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    let (_d, root) = workspace();
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two descriptors it opened; no name, termios or size.
+    let rc =
+        unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) };
+    assert_eq!(rc, 0, "openpty");
+    // SAFETY: both descriptors were just opened and are owned here alone.
+    let (master, slave) = unsafe { (std::fs::File::from_raw_fd(master), std::fs::File::from_raw_fd(slave)) };
+    let mut child = Command::new(agentfix_bin())
+        .current_dir(&root)
+        .env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0")
+        .stdin(std::process::Stdio::from(slave))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 512];
+    while !seen.ends_with(b"\n") {
+        let n = stderr.read(&mut buf).unwrap();
+        assert!(n > 0, "stderr closed: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let line = String::from_utf8_lossy(&seen).into_owned();
+    assert!(line.starts_with("agentfix: waiting for an LSP client on stdin; run `agentfix --help`"), "{line}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(child.try_wait().unwrap().is_none(), "still serving");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(master);
 }
 
 #[test]
@@ -196,9 +329,13 @@ fn the_run_reports_its_cache_tokens_and_cost_and_check_shows_the_prices() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     // The second request reads the prefix the first one wrote; the default
     // model has a list price.
-    let end = stderr.lines().find(|l| l.contains("output tokens")).unwrap_or_default().to_string();
-    assert!(end.contains(" read from the prompt cache, ") && end.contains(" written to it)"), "{end}");
-    assert!(end.contains(" output tokens, $"), "{end}");
+    // One format for tokens and cost, the progress lines' and the label's.
+    let end = stderr.lines().find(|l| l.starts_with("agentfix: the model finished (")).unwrap_or_default().to_string();
+    assert!(end.starts_with("agentfix: the model finished (2 turns, "), "{end}");
+    assert!(end.contains(" tokens, $") && end.contains(" tokens read from the prompt cache, "), "{end}");
+    assert!(end.ends_with(" tokens written to it)"), "{end}");
+    let turn = stderr.lines().find(|l| l.starts_with("turn 1: edit_file calc.py (")).unwrap_or_default();
+    assert!(turn.ends_with(")") && turn.contains(" tokens, <$0.01"), "{stderr}");
     let stats = mock.usage_stats();
     assert!(stats.cache_read > 0 && stats.cache_write > 0, "{stats:?}");
 
@@ -209,7 +346,9 @@ fn the_run_reports_its_cache_tokens_and_cost_and_check_shows_the_prices() {
         "{stdout}"
     );
     assert!(stdout.contains("\nmaxCostUsd: none (default)\n"), "{stdout}");
-    assert!(stdout.contains("\ncontextEditing: Economy (default)\n"), "{stdout}");
+    // Values as agentfix.toml spells them, not Rust's names.
+    assert!(stdout.contains("\ncontextEditing: economy (default)\n"), "{stdout}");
+    assert!(stdout.contains("\npartialEdits: offer (default)\n"), "{stdout}");
     std::fs::write(root.join("agentfix.toml"), "maxCostUsd = 0.25\n").unwrap();
     let out = run(&root, &mock, &["check", "--offline"]);
     let stdout = String::from_utf8(out.stdout).unwrap();
@@ -427,5 +566,37 @@ fn continue_follows_up_on_the_last_run_from_its_transcript() {
         String::from_utf8_lossy(&out.stderr).contains("transcripts are off"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A misspelt key in agentfix.toml or `--settings` is named with the setting
+/// it likely meant, by `check` and by `fix`; the run goes on all the same.
+#[test]
+fn misspelt_keys_are_warned_about_and_the_run_goes_on() {
+    let (_d, root) = workspace();
+    std::fs::write(root.join("agentfix.toml"), "maxTurn = 5\nmaxTurns = 6\n").unwrap();
+    let mock = MockModel::start();
+    let out =
+        run(&root, &mock, &["check", "--offline", "--settings", r#"{"partialEdit": "discard", "serverPath": "x"}"#]);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains("\nwarning: agentfix.toml: unknown key `maxTurn` (did you mean `maxTurns`?); it is ignored\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "\nwarning: --settings: unknown key `partialEdit` (did you mean `partialEdits`?); it is ignored\n"
+        ),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("serverPath"), "an editor's own key is no misspelling: {stdout}");
+    assert!(stdout.contains("\nmaxTurns: 6 (agentfix.toml)\n"), "{stdout}");
+    push_fix(&mock);
+    let out = run(&root, &mock, &["fix", "calc.py", "--line", "2"]);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.starts_with("agentfix: warning: agentfix.toml: unknown key `maxTurn` (did you mean `maxTurns`?)"),
+        "{stderr}"
     );
 }

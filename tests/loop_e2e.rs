@@ -414,7 +414,10 @@ fn llama_cpp_python_gets_tool_choice_auto_unstreamed_string_content_and_estimate
     let (id, name, input) = edit_call("call__0_edit_file");
     mock.push(openai_tools(&[(&id, name, input)]));
     mock.push(openai_text("Guarded b == 0."));
-    let out = fix_with(&ws, &compatible_env(&mock));
+    // The logs (quiet by default on the command line) say it once.
+    let mut env = compatible_env(&mock);
+    env.push(("RUST_LOG", "agentfix=info".to_string()));
+    let out = fix_with(&ws, &env);
     assert_fixed(&ws, &out);
     let r = mock.requests();
     // The stream that ended after one ping, then the same request whole; the second turn

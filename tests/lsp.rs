@@ -236,6 +236,10 @@ fn a_fix_reads_the_unsaved_buffer_and_ends_in_a_versioned_edit() {
     let label = "Agent fix: Guarded the division by zero. (1 file, 1 hunk; 3 turns, ";
     let message = result["result"]["message"].as_str().unwrap().to_string();
     assert!(message.starts_with(label) && message.contains(" tokens, $") && message.ends_with(')'), "{message}");
+    // The one format of tokens and cost (`pricing::format_tokens`), as in the
+    // progress reports and the CLI: `41,250 tokens, $0.05`.
+    let spent = regex::Regex::new(r"; 3 turns, \d{1,3}(,\d{3})* tokens, \$\d+\.\d\d\)$").unwrap();
+    assert!(spent.is_match(&message), "{message}");
     assert!(result["result"]["costUsd"].as_f64().is_some_and(|c| c > 0.0), "{result}");
     assert_eq!(
         result["result"],
@@ -289,6 +293,8 @@ fn a_fix_reads_the_unsaved_buffer_and_ends_in_a_versioned_edit() {
         .unwrap();
     // Tokens so far, and the cost at the default model's list price.
     assert!(calls.contains(" tokens, ") && calls.ends_with("$0.01)"), "{calls}");
+    let spent = regex::Regex::new(r"^turn 1: read_file calc\.py \(\d{1,3}(,\d{3})* tokens, <?\$0\.01\)$").unwrap();
+    assert!(spent.is_match(calls), "{calls}");
     let reports: Vec<&str> = progress
         .iter()
         .filter(|p| p["value"]["kind"] == "report")

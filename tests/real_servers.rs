@@ -23,19 +23,23 @@ fn on_path(program: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
 }
 
-/// Whether a test may run; panics under CI when the server must be there.
-fn require(name: &str, present: bool, required_in_ci: bool) -> bool {
+/// Whether a test may run; panics under CI when the server must be there
+/// (`.ci/run` installs it). Otherwise a skipped test still passes (a test
+/// cannot report "skipped" to libtest), so it says so where a plain `cargo
+/// test` shows it: `SKIPPED (needs rust-analyzer on PATH): <test>`.
+fn require(test: &str, needs: &str, present: bool, required_in_ci: bool) -> bool {
     if present {
         return true;
     }
     if required_in_ci && std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{name} is not installed, but .ci/run installs it: the install step failed");
+        panic!("{needs} is missing, but .ci/run installs it: the install step failed");
     }
-    println!("SKIPPED: {name} is not available on this machine; this test did not run");
+    let line = format!("SKIPPED (needs {needs}): {test} did not run");
+    println!("{line}");
     // Straight to the process's stderr, past the test harness's capture
     // (which only takes `print!`/`eprint!`): the line shows in the
-    // summary of a plain `cargo test`, not only with `--nocapture`.
-    let _ = writeln!(std::io::stderr(), "SKIPPED: {name} is not available on this machine; this test did not run");
+    // output of a plain `cargo test`, not only with `--nocapture`.
+    let _ = writeln!(std::io::stderr(), "{line}");
     false
 }
 
@@ -56,7 +60,12 @@ const APP: &str = "from models import make_user\n\nuser = make_user(\"ann\")\nag
 
 #[test]
 fn pyright_answers_symbols_across_files_and_confirms_a_fix() {
-    if !require("pyright (pyright-langserver)", on_path("pyright-langserver"), true) {
+    if !require(
+        "pyright_answers_symbols_across_files_and_confirms_a_fix",
+        "pyright-langserver on PATH",
+        on_path("pyright-langserver"),
+        true,
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -115,7 +124,12 @@ const DOUBLE: &str = "def double(x: int) -> int:\n    return x * 2\n\n\nprint(do
 /// then pyright again: the scripted fix is the right one.
 #[test]
 fn a_real_pyright_report_becomes_the_problem_and_the_applied_fix_clears_it() {
-    if !require("pyright (the pyright CLI)", on_path("pyright"), true) {
+    if !require(
+        "a_real_pyright_report_becomes_the_problem_and_the_applied_fix_clears_it",
+        "the pyright CLI on PATH",
+        on_path("pyright"),
+        true,
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -170,7 +184,14 @@ fn a_real_pyright_report_becomes_the_problem_and_the_applied_fix_clears_it() {
 
 #[test]
 fn rust_analyzer_answers_symbols_when_installed() {
-    if !require("rust-analyzer", works("rust-analyzer", &["--version"]), false) {
+    // Not installed by .ci/run (no registry this project uses has it), so
+    // never required: skipped, visibly, where it is missing.
+    if !require(
+        "rust_analyzer_answers_symbols_when_installed",
+        "rust-analyzer on PATH",
+        works("rust-analyzer", &["--version"]),
+        false,
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

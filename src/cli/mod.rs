@@ -2,10 +2,14 @@
 //! over the files on disk and prints a unified diff (`--apply` writes it,
 //! after a backup that `agentfix undo` restores). With `--diagnostics`, the
 //! problems and their lines come from a compiler's or linter's output
-//! (`failures`), for CI and scripts.
+//! (`failures`), for CI and scripts. `agentfix demo` (`demo`) runs the same
+//! `fix` path with a scripted model on a sample file.
 
+mod demo;
 mod failures;
 mod undo;
+
+pub use demo::demo;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -15,14 +19,16 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::RunEvent;
+use crate::agent::{RunEvent, Stop};
 use crate::config::{Config, Effort, ProviderKind, Settings};
 use crate::diagnostic::Diagnostic;
 use crate::downstream::SymbolSource;
 use crate::fix::{self, ProgressLines, Setup, Target, Verdict};
 use crate::follow_up::PastRun;
 use crate::instructions::{Cut, Instructions};
+use crate::model::StreamUpdate;
 use crate::position::LineRange;
+use crate::pricing::format_tokens;
 use crate::providers;
 use crate::tools::{Approval, Approver};
 use crate::workspace::{NoBuffers, Overlay, Workspace, real_path, unified_diff};
@@ -64,7 +70,9 @@ pub struct FixArgs {
     /// What to do, in words (default: fix the problem at that line).
     #[arg(long)]
     pub instruction: Option<String>,
-    /// The workspace root; tools cannot leave it (default: the current directory).
+    /// The workspace root; tools cannot leave it (default: the repository
+    /// root, the nearest folder up from the current one with a `.git`, else
+    /// the current directory).
     #[arg(long)]
     pub root: Option<PathBuf>,
     /// Write the proposed edit to disk instead of only printing it (after a
@@ -120,7 +128,8 @@ fn parse_range(s: &str) -> Result<LineRange, String> {
 /// Arguments of `agentfix undo`.
 #[derive(Debug, clap::Args)]
 pub struct UndoArgs {
-    /// The workspace whose last applied fix to undo (default: the current directory).
+    /// The workspace whose last applied fix to undo (default: the
+    /// repository root, as for `fix`).
     #[arg(long)]
     pub root: Option<PathBuf>,
     /// Restore even the files that changed since the fix was applied.
@@ -148,6 +157,17 @@ fn editor_layer(json: Option<&str>, model: Option<&str>, effort: Option<Effort>)
     Ok(settings)
 }
 
+/// Warnings about misspelt keys: every unknown key of `root`'s
+/// agentfix.toml, and the keys of `--settings` that look like a misspelt
+/// setting. They are accepted all the same.
+fn settings_warnings(root: &Path, json: Option<&str>) -> Vec<String> {
+    let mut out = Settings::file_warnings(root);
+    if let Some(Ok(v)) = json.map(serde_json::from_str::<serde_json::Value>) {
+        out.extend(Settings::unknown_keys(&v, true).into_iter().map(|w| format!("--settings: {w}")));
+    }
+    out
+}
+
 /// Approves exactly the commands named with `--allow-command`.
 struct AllowList(Vec<String>);
 
@@ -162,6 +182,18 @@ impl Approver for AllowList {
             Approval::Deny
         }
     }
+}
+
+/// The workspace root of `fix`, `check` and `undo`: `given`, else the
+/// repository the current directory is in (the nearest ancestor with a
+/// `.git`, file or folder: worktrees and submodules have a file), else the
+/// current directory.
+pub fn workspace_root(given: Option<&Path>) -> std::io::Result<PathBuf> {
+    if let Some(root) = given {
+        return Ok(root.to_path_buf());
+    }
+    let here = std::env::current_dir()?;
+    Ok(here.ancestors().find(|a| a.join(".git").exists()).unwrap_or(&here).to_path_buf())
 }
 
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
@@ -182,7 +214,8 @@ pub struct ReplayArgs {
 /// Arguments of `agentfix check`.
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
-    /// The workspace whose agentfix.toml applies (default: the current directory).
+    /// The workspace whose agentfix.toml applies (default: the repository
+    /// root, as for `fix`).
     #[arg(long)]
     pub root: Option<PathBuf>,
     /// Do not contact the provider.
@@ -227,7 +260,7 @@ pub async fn replay(args: ReplayArgs) -> ExitCode {
 /// `agentfix check`: the configuration in force (never the key itself),
 /// whether the provider answers; exit 1 on any problem.
 pub async fn check(args: CheckArgs) -> ExitCode {
-    let root = args.root.clone().map_or_else(std::env::current_dir, Ok).unwrap_or_default();
+    let root = workspace_root(args.root.as_deref()).unwrap_or_default();
     println!("agentfix {}", env!("CARGO_PKG_VERSION"));
     let mut problems = 0;
     match Settings::load_file(&root) {
@@ -237,6 +270,9 @@ pub async fn check(args: CheckArgs) -> ExitCode {
             println!("{}: {e}", crate::config::FILE_NAME);
             problems += 1;
         }
+    }
+    for w in settings_warnings(&root, args.settings.as_deref()) {
+        println!("warning: {w}");
     }
     let editor = match editor_layer(args.settings.as_deref(), None, None) {
         Ok(s) => s,
@@ -283,7 +319,7 @@ pub async fn check(args: CheckArgs) -> ExitCode {
         ),
         None => println!("contextBudget: {} ({})", limits.context_budget, src("contextBudget")),
     }
-    println!("contextEditing: {:?} ({})", limits.context_editing, src("contextEditing"));
+    println!("contextEditing: {} ({})", limits.context_editing.name(), src("contextEditing"));
     println!("timeoutSecs: {} ({})", limits.timeout.as_secs(), src("timeoutSecs"));
     println!("maxRetries: {} ({})", provider.max_retries, src("maxRetries"));
     let ignored = if provider.count_tokens && provider.kind != ProviderKind::Anthropic {
@@ -306,7 +342,7 @@ pub async fn check(args: CheckArgs) -> ExitCode {
         ),
         None => println!("prices of {}: unknown (costs are not shown; set `prices`)", provider.model),
     }
-    println!("partialEdits: {:?} ({})", config.partial_edits, src("partialEdits"));
+    println!("partialEdits: {} ({})", config.partial_edits.name(), src("partialEdits"));
     match &config.transcripts.dir {
         Some(d) => println!("transcripts: {}", d.display()),
         None => println!("transcripts: off"),
@@ -407,13 +443,7 @@ pub async fn fix(args: FixArgs) -> ExitCode {
         }
     });
     let lines = ProgressLines::priced(setup.config.price());
-    let events = |e: RunEvent| {
-        if let Some(line) = lines.line(&e)
-            && !line.streaming
-        {
-            eprintln!("{}", line.text);
-        }
-    };
+    let events = |e: RunEvent| print_progress(&lines, &e);
     let downstream = Arc::new(setup.downstream(vec![root.clone()]));
     let symbols: Arc<dyn SymbolSource> = downstream.clone();
     let overlay = Arc::new(Overlay::new(Arc::new(workspace), Arc::new(NoBuffers)));
@@ -434,12 +464,25 @@ pub async fn fix(args: FixArgs) -> ExitCode {
     deliver(&result, args.apply.then_some(root.as_path()))
 }
 
+/// One line on stderr per turn (its tool calls and the tokens so far), one
+/// per retry and per context edit. Streamed text and "preparing edit_file"
+/// are for an editor's status line, which replaces them in place; on a
+/// terminal they would repeat the turn.
+fn print_progress(lines: &ProgressLines, event: &RunEvent) {
+    if let RunEvent::Stream(StreamUpdate::ToolStart(_)) = event {
+        lines.line(event);
+        return;
+    }
+    if let Some(line) = lines.line(event)
+        && !line.streaming
+    {
+        eprintln!("{}", line.text);
+    }
+}
+
 /// The configuration, the run's workspace and the target, or why not.
 fn prepare(args: &FixArgs) -> Result<(Setup, Workspace, Target), String> {
-    let root = args
-        .root
-        .clone()
-        .map_or_else(std::env::current_dir, Ok)
+    let root = workspace_root(args.root.as_deref())
         .and_then(std::fs::canonicalize)
         .map_err(|e| format!("cannot use the workspace root: {e}"))?;
     let path = match std::fs::canonicalize(&args.path) {
@@ -449,6 +492,9 @@ fn prepare(args: &FixArgs) -> Result<(Setup, Workspace, Target), String> {
     };
     let editor = editor_layer(args.settings.as_deref(), args.model.as_deref(), args.effort)
         .map_err(|e| format!("--settings: {e}"))?;
+    for w in settings_warnings(&root, args.settings.as_deref()) {
+        eprintln!("agentfix: warning: {w}");
+    }
     let setup = Setup::load(Some(&root), &editor).map_err(|e| e.to_string())?;
     let workspace = setup.workspace(vec![root.clone()]);
     if !workspace.contains(&path) {
@@ -584,31 +630,32 @@ fn deliver(result: &fix::FixResult, apply: Option<&Path>) -> ExitCode {
             stdout.write_all(unified_diff(&change.display, change.original.as_deref(), &change.new_text).as_bytes());
     }
     let _ = stdout.flush();
-    let u = &outcome.usage;
-    let cached = if u.cache_read_tokens + u.cache_write_tokens > 0 {
-        format!(" ({} read from the prompt cache, {} written to it)", u.cache_read_tokens, u.cache_write_tokens)
-    } else {
-        String::new()
-    };
-    let cost = result.spend.cost_usd.map(|c| format!(", {}", crate::pricing::format_usd(c))).unwrap_or_default();
-    // A server without usage (llama-cpp-python): four bytes a token.
-    let (about, estimated) = if u.estimated { ("~", " (estimated: the server reported no usage)") } else { ("", "") };
-    eprintln!(
-        "agentfix: {} after {} turn(s), {about}{} input{cached} + {about}{} output tokens{estimated}{cost}",
-        outcome.stop.describe(&result.limits),
-        outcome.turns,
-        u.input_tokens,
-        u.output_tokens
-    );
-    if !outcome.summary.is_empty() {
+    if !outcome.summary.trim().is_empty() {
         eprintln!("agentfix: {}", crate::fix::brief(outcome.summary.trim()));
-    }
-    if result.model_failed() {
-        return ExitCode::from(exit::MODEL);
     }
     if let Some(t) = &result.transcript {
         eprintln!("agentfix: transcript: {}", t.display());
     }
+    // The run's end, then what it took (one format with the progress lines
+    // and the editor's label), then the cache's part of it.
+    let u = &outcome.usage;
+    let cached = if u.cache_read_tokens + u.cache_write_tokens > 0 {
+        format!(
+            "; {} read from the prompt cache, {} written to it",
+            format_tokens(u.cache_read_tokens),
+            format_tokens(u.cache_write_tokens)
+        )
+    } else {
+        String::new()
+    };
+    // A server without usage (llama-cpp-python): four bytes a token.
+    let estimated = if u.estimated { "; estimated: the server reported no usage" } else { "" };
+    let spent = format!("{}{cached}{estimated}", result.spend.with_turns(outcome.turns));
+    if let Stop::ModelError(e) = &outcome.stop {
+        // The API's message last, whole: it is the sentence to act on.
+        return fail(exit::MODEL, format!("the model API failed ({spent}): {}", e.message.trim()));
+    }
+    eprintln!("agentfix: {} ({spent})", outcome.stop.describe(&result.limits));
     let changes = match &result.verdict {
         Verdict::Cancelled => return fail(exit::NO_EDIT, "cancelled; nothing written"),
         Verdict::Discarded { files, .. } => {
@@ -642,7 +689,7 @@ fn deliver(result: &fix::FixResult, apply: Option<&Path>) -> ExitCode {
 /// since: exit 1; an unusable root or backup: exit 2). `--list` shows the
 /// backups instead.
 pub fn undo(args: UndoArgs) -> ExitCode {
-    let root = match args.root.clone().map_or_else(std::env::current_dir, Ok).and_then(std::fs::canonicalize) {
+    let root = match workspace_root(args.root.as_deref()).and_then(std::fs::canonicalize) {
         Ok(r) => r,
         Err(e) => return fail(exit::USAGE, format!("cannot use the workspace root: {e}")),
     };

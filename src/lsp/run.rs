@@ -213,6 +213,11 @@ async fn start(
     if args.effort.is_some() {
         settings.effort = args.effort;
     }
+    if let Some(root) = roots.first() {
+        for w in crate::config::Settings::file_warnings(root) {
+            tracing::warn!("{w}");
+        }
+    }
     let setup = match Setup::load(roots.first().map(PathBuf::as_path), &settings) {
         Ok(s) => s,
         Err(e) => {
@@ -566,9 +571,9 @@ async fn confirm_applied(session: &Session, files: &[convert::FileEdit]) -> (Vec
     }
 }
 
-/// `6 turns, 41k tokens, $0.07`: what the run took, for the label.
+/// `6 turns, 41,250 tokens, $0.07`: what the run took, for the label.
 fn spent(turns: u32, spend: &fix::Spend) -> String {
-    format!("{turns} turn{}, {}", if turns == 1 { "" } else { "s" }, spend.describe())
+    spend.with_turns(turns)
 }
 
 fn first_line(s: &str) -> Option<String> {

@@ -49,7 +49,7 @@ impl Backend {
         let _pulling = self.session.config_gate.write().await;
         let item = ConfigurationItem { scope_uri: None, section: Some("agentfix".into()) };
         match tokio::time::timeout(CONFIGURATION_TIMEOUT, self.client.configuration(vec![item])).await {
-            Ok(Ok(values)) => match Settings::from_json(values.first().unwrap_or(&Value::Null)) {
+            Ok(Ok(values)) => match settings_from(values.first().unwrap_or(&Value::Null)) {
                 Ok(s) => self.set_pulled_settings(s, "workspace/configuration"),
                 Err(e) => self.client.show_message(MessageType::ERROR, format!("agentfix: {e}")).await,
             },
@@ -231,7 +231,7 @@ impl LanguageServer for Backend {
         {
             roots.push(root);
         }
-        let settings = match params.initialization_options.as_ref().map(Settings::from_json).transpose() {
+        let settings = match params.initialization_options.as_ref().map(settings_from).transpose() {
             Ok(s) => s.unwrap_or_default(),
             Err(e) => return Err(Error::invalid_params(e.to_string())),
         };
@@ -291,7 +291,7 @@ impl LanguageServer for Backend {
             self.pull_configuration().await;
             return;
         }
-        match Settings::from_json(&params.settings) {
+        match settings_from(&params.settings) {
             Ok(new) => self.set_pulled_settings(new, "workspace/didChangeConfiguration"),
             Err(e) => self.client.show_message(MessageType::ERROR, format!("agentfix: {e}")).await,
         }
@@ -358,6 +358,15 @@ impl LanguageServer for Backend {
             other => Err(Error::invalid_params(format!("unknown command `{other}`; agentfix offers `{FIX_COMMAND}`"))),
         }
     }
+}
+
+/// The editor's settings, with a warning in the log for each key that looks
+/// like a misspelt setting (unknown keys stay accepted).
+fn settings_from(v: &Value) -> std::result::Result<Settings, crate::config::ConfigError> {
+    for w in Settings::unknown_keys(v, true) {
+        tracing::warn!("editor settings: {w}");
+    }
+    Settings::from_json(v)
 }
 
 #[cfg(test)]
