@@ -675,7 +675,7 @@ impl Config {
         let project_instructions = l.project_instructions();
         let env_allow = l.env_allow();
         commands.env_allow = env_allow.clone();
-        let mcp = McpConfig { env_allow: env_allow.clone(), ..l.mcp() };
+        let mcp = McpConfig { env_allow: env_allow.clone(), ..l.mcp()? };
         let downstream = DownstreamConfig { env_allow, ..downstream };
         Ok(Config {
             provider,
@@ -972,10 +972,19 @@ impl Layers<'_> {
         ToolsConfig { output_limits: pick!(l, "toolOutputLimits", tool_output_limits, None, Default::default()) }
     }
 
-    /// `mcpServers`: the editor layer only (agentfix.toml refuses it).
-    fn mcp(&mut self) -> McpConfig {
-        let entries = self.editor.mcp_servers.clone().unwrap_or_default();
-        self.sources.push(("mcpServers", if entries.is_empty() { Source::Default } else { Source::Editor }));
+    /// `mcpServers`: the editor settings, else `AGENTFIX_MCP_SERVERS` (JSON);
+    /// never agentfix.toml (which refuses it).
+    fn mcp(&mut self) -> Result<McpConfig, ConfigError> {
+        let (entries, source) = if let Some(e) = self.editor.mcp_servers.clone() {
+            (e, Source::Editor)
+        } else if let Some(v) = self.env("AGENTFIX_MCP_SERVERS") {
+            let e = serde_json::from_str(&v)
+                .map_err(|e| ConfigError::Invalid(format!("AGENTFIX_MCP_SERVERS is not valid mcpServers JSON: {e}")))?;
+            (e, Source::Env)
+        } else {
+            (Default::default(), Source::Default)
+        };
+        self.sources.push(("mcpServers", source));
         let mut mcp = McpConfig::default();
         for (name, s) in entries {
             match s.command.filter(|c| !c.trim().is_empty()) {
@@ -990,7 +999,7 @@ impl Layers<'_> {
                 None => mcp.skipped.push(name),
             }
         }
-        mcp
+        Ok(mcp)
     }
 
     /// `projectInstructions`: the repository's own agentfix.toml may set it,
@@ -1333,6 +1342,15 @@ mod tests {
         assert_eq!(c.source("mcpServers"), Source::Editor);
         let c = resolve(&Settings::default(), &Settings::default(), &[]).unwrap();
         assert!(c.mcp.servers.is_empty());
+        let c = resolve(
+            &Settings::default(),
+            &Settings::default(),
+            &[("AGENTFIX_MCP_SERVERS", r#"{"e": {"command": "srv"}}"#)],
+        )
+        .unwrap();
+        assert_eq!((c.mcp.servers[0].command.as_str(), c.source("mcpServers")), ("srv", Source::Env));
+        let e = resolve(&Settings::default(), &Settings::default(), &[("AGENTFIX_MCP_SERVERS", "[")]).unwrap_err();
+        assert!(e.to_string().contains("AGENTFIX_MCP_SERVERS"), "{e}");
     }
 
     #[test]
