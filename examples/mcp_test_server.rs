@@ -8,7 +8,7 @@
 //! - `write_note` (no annotations): answers `wrote <text>`, or an error
 //!   result (`isError`) for the text `fail`.
 //!
-//! Each start appends `start` to the file `MCP_TEST_LOG` names, when set.
+//! Each start appends `start <pid>` to the file `MCP_TEST_LOG` names, when set.
 
 use std::io::{BufRead, Write};
 
@@ -18,7 +18,7 @@ fn main() {
     if let Ok(log) = std::env::var("MCP_TEST_LOG")
         && let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(log)
     {
-        let _ = writeln!(f, "start");
+        let _ = writeln!(f, "start {}", std::process::id());
     }
     let stdin = std::io::stdin();
     let mut out = std::io::stdout();

@@ -347,7 +347,7 @@ pub struct McpServerSettings {
     /// Tools of this server (their names on the server, not `mcp__…`) that run without asking.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub auto_approve: Vec<String>,
-    /// Longest wait in seconds for one tool call, and for the server to start and list its tools (default 60).
+    /// Longest wait in seconds for one tool call (default 60), and for the server to start and list its tools (at least 10).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
 }

@@ -7,10 +7,10 @@
 //! (a run's tool specs are sent with its first request, so the list is
 //! needed then), and the list is cached, so later runs do not wait. A
 //! server that exits is started again at its next use, once; after a second
-//! exit its tools answer with an error for the rest of the session. Every
-//! request (start with the tool list, or one call) waits at most the
-//! server's `timeoutSecs`; a call that times out is a tool error and the
-//! server is kept (a slow tool is no broken server). Servers get agentfix's
+//! exit its tools answer with an error for the rest of the session. A call
+//! waits at most the server's `timeoutSecs`, the start and the tool list
+//! that too but at least [`MIN_START_TIMEOUT`]; a call that times out is a
+//! tool error and the server is kept (a slow tool is no broken server). Servers get agentfix's
 //! environment without credentials (`secrets::credential_vars`) plus their
 //! own `env`, run in the workspace root, and are stopped by
 //! [`McpServers::stop`] (LSP shutdown/exit, the end of a CLI command).
@@ -38,6 +38,9 @@ use crate::tools::{Approval, Approver, ExternalTool, ToolError};
 
 /// Starts after the first, per server and session.
 pub const MAX_RESTARTS: u32 = 1;
+
+/// The shortest wait for a server's start and tool list.
+pub const MIN_START_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The longest tool name model APIs accept.
 const MAX_NAME: usize = 64;
@@ -177,6 +180,12 @@ impl Server {
         &self.config.name
     }
 
+    /// The wait for the start, and for the tool list: the server's timeout,
+    /// but never under [`MIN_START_TIMEOUT`] (a cold `npx` start is slow).
+    fn start_timeout(&self) -> Duration {
+        self.config.timeout.max(MIN_START_TIMEOUT)
+    }
+
     /// The running client, started (or restarted once after an exit) as needed.
     async fn client(&self) -> Result<Arc<Client>, String> {
         let mut state = self.state.lock().await;
@@ -224,13 +233,14 @@ impl Server {
         let (transport, _) = TokioChildProcess::builder(cmd)
             .spawn()
             .map_err(|e| format!("cannot start MCP server `{}` (`{}`): {e}", c.name, c.command))?;
-        match tokio::time::timeout(c.timeout, ().serve(transport)).await {
+        let wait = self.start_timeout();
+        match tokio::time::timeout(wait, ().serve(transport)).await {
             Ok(Ok(client)) => {
                 tracing::info!(server = %c.name, "MCP server started");
                 Ok(client)
             }
             Ok(Err(e)) => Err(format!("MCP server `{}` did not start: {e}", c.name)),
-            Err(_) => Err(format!("MCP server `{}` did not start within {} s", c.name, c.timeout.as_secs())),
+            Err(_) => Err(format!("MCP server `{}` did not start within {} s", c.name, wait.as_secs())),
         }
     }
 
@@ -240,14 +250,14 @@ impl Server {
             return Ok(tools.clone());
         }
         let client = self.client().await?;
-        let listed = match tokio::time::timeout(self.config.timeout, client.list_all_tools()).await {
+        let listed = match tokio::time::timeout(self.start_timeout(), client.list_all_tools()).await {
             Ok(Ok(tools)) => tools,
             Ok(Err(e)) => return Err(format!("MCP server `{}` did not list its tools: {e}", self.name())),
             Err(_) => {
                 return Err(format!(
                     "MCP server `{}` did not list its tools within {} s",
                     self.name(),
-                    self.config.timeout.as_secs()
+                    self.start_timeout().as_secs()
                 ));
             }
         };

@@ -41,7 +41,26 @@ fn workspace() -> Ws {
 
 impl Ws {
     fn starts(&self) -> usize {
-        std::fs::read_to_string(&self.log).unwrap_or_default().lines().count()
+        self.pids().len()
+    }
+
+    /// The process ids of the servers started, in order.
+    fn pids(&self) -> Vec<u32> {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        log.lines().filter_map(|l| l.strip_prefix("start ")?.parse().ok()).collect()
+    }
+
+    /// Every server started is gone (soon after agentfix ended).
+    fn assert_servers_gone(&self) {
+        let alive = |pid: &u32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| !s.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')))
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while self.pids().iter().any(alive) {
+            assert!(std::time::Instant::now() < deadline, "an MCP server outlived agentfix: {:?}", self.pids());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 
     /// A server entry of `mcpServers` that logs its starts.
@@ -128,8 +147,9 @@ fn tools_are_namespaced_read_only_ones_run_and_the_others_ask_or_are_auto_approv
     assert_eq!(got[2], ("wrote yo".to_string(), false));
     assert_eq!(got[3], ("note refused".to_string(), true));
     assert!(got[4].0.starts_with("a picture:\n[image content (image/png)"), "{got:?}");
-    // Each server started once (lazily, for the run's tool list).
+    // Each server started once (lazily, for the run's tool list), and stopped at the end.
     assert_eq!(ws.starts(), 2);
+    ws.assert_servers_gone();
 
     // --allow-command allows a non-read-only MCP tool by its full name.
     let mock = MockModel::start();
@@ -213,4 +233,55 @@ fn agentfix_toml_may_not_set_mcp_servers() {
     assert_ne!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("may not set `mcpServers`"));
     assert!(mock.requests().is_empty());
+}
+
+#[test]
+fn in_the_editor_a_call_asks_once_with_always_and_the_server_serves_the_whole_session() {
+    use common::editor::Editor;
+    use common::file_uri;
+    use std::time::Duration;
+
+    let ws = workspace();
+    let mock = MockModel::start();
+    let base = mock.base_url();
+    let mut editor = Editor::spawn(
+        agentfix_bin(),
+        &["--stdio"],
+        &ws.root,
+        &[
+            ("ANTHROPIC_API_KEY", mock_model::API_KEY),
+            ("ANTHROPIC_BASE_URL", &base),
+            ("AGENTFIX_TRANSCRIPTS", "0"),
+            ("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0"),
+        ],
+    );
+    let init = json!({"mcpServers": {"test": ws.entry(json!({}))}});
+    editor.initialize(&ws.root, Editor::full_capabilities(), init);
+    let calc = ws.root.join("calc.py");
+    editor.open(&calc, "python", 1, "def div(a, b):\n    return a / b\n");
+    editor.message_request_answer = json!({"title": "Always in this workspace"});
+    let arg = json!({"uri": file_uri(&calc), "version": 1,
+        "range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 0}}, "diagnostics": []});
+    for _ in 0..2 {
+        mock.push(tool_reply(&[("t1", "mcp__test__write_note", json!({"text": "hi"}))]));
+        mock.push(tool_reply(&[("t2", "mcp__test__lookup", json!({"query": "q"}))]));
+        mock.push(text_reply("Nothing to change."));
+        let id =
+            editor.send_request("workspace/executeCommand", json!({"command": "agentfix.fix", "arguments": [arg]}));
+        editor.wait_response(id, Duration::from_secs(60));
+    }
+    let asked: Vec<Value> =
+        editor.messages().into_iter().filter(|m| m["method"] == "window/showMessageRequest").collect();
+    assert_eq!(asked.len(), 1, "asked once, then remembered for the workspace");
+    assert_eq!(
+        asked[0]["params"]["message"],
+        "Allow agentfix to call the MCP tool `mcp__test__write_note` with {\"text\":\"hi\"}?"
+    );
+    for request in [1, 4] {
+        assert_eq!(results(&mock, request)[0], ("wrote hi".to_string(), false));
+    }
+    assert_eq!(results(&mock, 2)[0].0, "found q (key unset, extra x1)");
+    assert_eq!(ws.starts(), 1, "one start for the session: the second run used the kept list and server");
+    assert!(editor.shutdown().success());
+    ws.assert_servers_gone();
 }
