@@ -118,6 +118,7 @@ fn run_session(runtime: &tokio::runtime::Runtime, session: &Session) -> Row {
         overlay,
         None,
         None,
+        None,
         &target,
         None,
         &CancellationToken::new(),

@@ -346,6 +346,30 @@ pub struct Settings {
     /// The size of one tool result at most, in bytes, by tool name (default 102400 for every tool): `{"read_file": 20000, "run_command": 8000}`. A longer result is cut at a line break with a note telling the model how to ask for the rest. Lower limits keep long fixes cheaper.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_output_limits: Option<std::collections::BTreeMap<String, usize>>,
+    /// MCP tool servers, by name, in the shape other agents use: `{"github": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-github"], "env": {"GITHUB_TOKEN": "…"}, "autoApprove": ["search_issues"], "timeoutSecs": 60}}`. Stdio servers only (entries without `command` are skipped). Their tools are offered to the model as `mcp__<server>__<tool>`; tools marked read-only (`readOnlyHint`) run without asking, the others ask first unless named in `autoApprove`. Servers start at the first run that needs them, get the environment without credentials plus their own `env`, and stop when agentfix exits. Not allowed in agentfix.toml.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcp_servers: Option<std::collections::BTreeMap<String, McpServerSettings>>,
+}
+
+/// One MCP server in `mcpServers`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct McpServerSettings {
+    /// The program that runs the server over stdio.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Variables added to its environment (after credentials are removed from agentfix's own).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Tools of this server (their names on the server, not `mcp__…`) that run without asking.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub auto_approve: Vec<String>,
+    /// Longest wait in seconds for one tool call (default 60), and for the server to start and list its tools (at least 10).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
 }
 
 impl Settings {
@@ -391,6 +415,11 @@ impl Settings {
         if s.language_servers.is_some() {
             return Err(ConfigError::Invalid(format!(
                 "{FILE_NAME} may not set `languageServers` (a repository must not choose what programs agentfix runs); set them in the editor settings"
+            )));
+        }
+        if s.mcp_servers.is_some() {
+            return Err(ConfigError::Invalid(format!(
+                "{FILE_NAME} may not set `mcpServers` (a repository must not choose what programs agentfix runs or what tools the model gets); set them in the editor settings"
             )));
         }
         Ok(s)
@@ -564,6 +593,7 @@ pub struct Config {
     pub transcripts: TranscriptsConfig,
     pub pricing: PricingConfig,
     pub tools: ToolsConfig,
+    pub mcp: McpConfig,
     /// Whether the project's instruction files join the system prompt
     /// (`projectInstructions`).
     pub project_instructions: bool,
@@ -685,6 +715,32 @@ pub struct ToolsConfig {
     pub output_limits: std::collections::BTreeMap<String, usize>,
 }
 
+/// Default `mcpServers.<name>.timeoutSecs`.
+pub const DEFAULT_MCP_TIMEOUT_SECS: u64 = 60;
+
+/// One stdio MCP server, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServerConfig {
+    pub name: String,
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Its tools that run without asking.
+    pub auto_approve: Vec<String>,
+    /// For one call, and for the start with the tool list.
+    pub timeout: Duration,
+}
+
+/// The MCP servers (`mcpServers`, never from agentfix.toml).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct McpConfig {
+    pub servers: Vec<McpServerConfig>,
+    /// Entries without a `command` (not stdio servers), skipped.
+    pub skipped: Vec<String>,
+    /// Credential variables the servers may inherit (`envAllow`).
+    pub env_allow: Vec<String>,
+}
+
 /// What tokens cost.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PricingConfig {
@@ -726,6 +782,7 @@ impl Config {
         let project_instructions = l.project_instructions();
         let env_allow = l.env_allow();
         commands.env_allow = env_allow.clone();
+        let mcp = McpConfig { env_allow: env_allow.clone(), ..l.mcp()? };
         let downstream = DownstreamConfig { env_allow, ..downstream };
         Ok(Config {
             provider,
@@ -736,6 +793,7 @@ impl Config {
             transcripts,
             pricing,
             tools,
+            mcp,
             project_instructions,
             exclude,
             sources: l.sources,
@@ -1019,6 +1077,36 @@ impl Layers<'_> {
     fn tools(&mut self) -> ToolsConfig {
         let l = self;
         ToolsConfig { output_limits: pick!(l, "toolOutputLimits", tool_output_limits, None, Default::default()) }
+    }
+
+    /// `mcpServers`: the editor settings, else `AGENTFIX_MCP_SERVERS` (JSON);
+    /// never agentfix.toml (which refuses it).
+    fn mcp(&mut self) -> Result<McpConfig, ConfigError> {
+        let (entries, source) = if let Some(e) = self.editor.mcp_servers.clone() {
+            (e, Source::Editor)
+        } else if let Some(v) = self.env("AGENTFIX_MCP_SERVERS") {
+            let e = serde_json::from_str(&v)
+                .map_err(|e| ConfigError::Invalid(format!("AGENTFIX_MCP_SERVERS is not valid mcpServers JSON: {e}")))?;
+            (e, Source::Env)
+        } else {
+            (Default::default(), Source::Default)
+        };
+        self.sources.push(("mcpServers", source));
+        let mut mcp = McpConfig::default();
+        for (name, s) in entries {
+            match s.command.filter(|c| !c.trim().is_empty()) {
+                Some(command) => mcp.servers.push(McpServerConfig {
+                    name,
+                    command,
+                    args: s.args,
+                    env: s.env,
+                    auto_approve: s.auto_approve,
+                    timeout: Duration::from_secs(s.timeout_secs.unwrap_or(DEFAULT_MCP_TIMEOUT_SECS).max(1)),
+                }),
+                None => mcp.skipped.push(name),
+            }
+        }
+        Ok(mcp)
     }
 
     /// `projectInstructions`: the repository's own agentfix.toml may set it,
@@ -1382,6 +1470,42 @@ mod tests {
         assert_eq!(c.limits.context_budget, 500_000);
         let e = resolve(&Settings::default(), &Settings::default(), &[("AGENTFIX_CONTEXT_BUDGET", "big")]).unwrap_err();
         assert_eq!(e.to_string(), "AGENTFIX_CONTEXT_BUDGET=`big` is not a number");
+    }
+
+    #[test]
+    fn mcp_servers_come_from_the_editor_only_and_skip_entries_without_a_command() {
+        let e = Settings::from_toml("[mcpServers.evil]\ncommand = \"sh\"\n").unwrap_err();
+        assert!(e.to_string().contains("may not set `mcpServers`"), "{e}");
+        let editor = Settings::from_json(&json!({"mcpServers": {
+            "gh": {"command": "npx", "args": ["-y", "gh-mcp"], "env": {"A": "1"}, "autoApprove": ["search"], "timeoutSecs": 5},
+            "web": {"url": "https://example.com/mcp", "type": "http"}
+        }}))
+        .unwrap();
+        let c = resolve(&Settings::default(), &editor, &[]).unwrap();
+        assert_eq!(
+            c.mcp.servers,
+            [McpServerConfig {
+                name: "gh".into(),
+                command: "npx".into(),
+                args: vec!["-y".into(), "gh-mcp".into()],
+                env: [("A".to_string(), "1".to_string())].into(),
+                auto_approve: vec!["search".into()],
+                timeout: Duration::from_secs(5),
+            }]
+        );
+        assert_eq!(c.mcp.skipped, ["web"]);
+        assert_eq!(c.source("mcpServers"), Source::Editor);
+        let c = resolve(&Settings::default(), &Settings::default(), &[]).unwrap();
+        assert!(c.mcp.servers.is_empty());
+        let c = resolve(
+            &Settings::default(),
+            &Settings::default(),
+            &[("AGENTFIX_MCP_SERVERS", r#"{"e": {"command": "srv"}}"#)],
+        )
+        .unwrap();
+        assert_eq!((c.mcp.servers[0].command.as_str(), c.source("mcpServers")), ("srv", Source::Env));
+        let e = resolve(&Settings::default(), &Settings::default(), &[("AGENTFIX_MCP_SERVERS", "[")]).unwrap_err();
+        assert!(e.to_string().contains("AGENTFIX_MCP_SERVERS"), "{e}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ use crate::diagnostic::Diagnostic;
 use crate::downstream::{Downstream, Symbol, SymbolSource};
 use crate::follow_up::{self, PastRun};
 use crate::instructions::Instructions;
+use crate::mcp::McpServers;
 use crate::model::{Message, StreamUpdate, Usage};
 use crate::position::LineRange;
 use crate::pricing::{Price, TokenCounts, format_tokens, format_usd};
@@ -522,6 +523,7 @@ pub async fn run(
     overlay: Arc<Overlay>,
     symbols: Option<Arc<dyn SymbolSource>>,
     approver: Option<Arc<dyn Approver>>,
+    mcp: Option<Arc<McpServers>>,
     target: &Target,
     past: Option<&PastRun>,
     cancel: &CancellationToken,
@@ -534,7 +536,7 @@ pub async fn run(
         tracing::warn!("no project instructions: {e}");
         SYSTEM_PROMPT.to_string()
     });
-    run_with_system(&system, config, model, overlay, symbols, approver, target, past, cancel, events).await
+    run_with_system(&system, config, model, overlay, symbols, approver, mcp, target, past, cancel, events).await
 }
 
 /// [`run`] with a given system prompt: replay sends the recorded one.
@@ -546,6 +548,7 @@ pub(crate) async fn run_with_system(
     overlay: Arc<Overlay>,
     symbols: Option<Arc<dyn SymbolSource>>,
     approver: Option<Arc<dyn Approver>>,
+    mcp: Option<Arc<McpServers>>,
     target: &Target,
     past: Option<&PastRun>,
     cancel: &CancellationToken,
@@ -568,7 +571,16 @@ pub(crate) async fn run_with_system(
         target: target.path.clone(),
         editor_diagnostics: target.problems.clone(),
     };
-    let toolbox = toolbox(config, ctx, approver);
+    let mut toolbox = toolbox(config, ctx, approver.clone());
+    if let Some(mcp) = mcp.filter(|m| !m.is_empty()) {
+        // The specs go with the first request: the servers must have listed
+        // their tools by then (once per session; later runs use the list).
+        let taken: Vec<String> = toolbox.specs().into_iter().map(|s| s.name).collect();
+        tokio::select! {
+            _ = cancel.cancelled() => {}
+            tools = mcp.tools(&taken, approver) => tools.into_iter().for_each(|t| toolbox.add_external(t)),
+        }
+    }
     let limits = config.limits;
     let transcript = open_transcript(config);
     if let Some(t) = &transcript {

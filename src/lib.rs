@@ -11,6 +11,7 @@ pub mod fix;
 pub mod follow_up;
 pub(crate) mod instructions;
 pub mod lsp;
+pub mod mcp;
 pub mod model;
 pub mod position;
 pub mod pricing;

@@ -232,7 +232,8 @@ async fn run_recorded(
     let system = &recording.start.system;
     let cancel = CancellationToken::new();
     let result =
-        fix::run_with_system(system, config, &model, overlay, symbols, None, target, None, &cancel, &events).await;
+        fix::run_with_system(system, config, &model, overlay, symbols, None, None, target, None, &cancel, &events)
+            .await;
     downstream.stop_all().await;
     (result, calls.into_inner().unwrap_or_else(|e| e.into_inner()))
 }

@@ -52,6 +52,13 @@ const RULES: &[Rule] = &[
         why: "only `main.rs` uses `cli`",
     },
     Rule {
+        files: "src/",
+        except_files: &["src/mcp.rs"],
+        forbidden: &["rmcp"],
+        allowed: &[],
+        why: "only `mcp` knows the MCP SDK (`rmcp`); it hands out `tools::ExternalTool`s and its own `ServerTool`",
+    },
+    Rule {
         files: "src/secrets.rs",
         except_files: &[],
         forbidden: &["crate"],
@@ -166,6 +173,24 @@ const RULES: &[Rule] = &[
         ],
         why: "`tools` may use `workspace`, `model`, `diagnostic`, `position`, `downstream` (the \
               `SymbolSource` trait, not the servers), `sandbox` and `secrets` (for `run_command`)",
+    },
+    Rule {
+        files: "src/mcp.rs",
+        except_files: &[],
+        forbidden: &["crate"],
+        allowed: &[
+            "crate::mcp",
+            "crate::config::McpConfig",
+            "crate::config::McpServerConfig",
+            "crate::secrets::credential_vars",
+            "crate::model",
+            "crate::tools::Approval",
+            "crate::tools::Approver",
+            "crate::tools::ExternalTool",
+            "crate::tools::ToolError",
+        ],
+        why: "`mcp` may use `config::{McpConfig, McpServerConfig}`, `secrets::credential_vars`, `model` and \
+              `tools::{Approval, Approver, ExternalTool, ToolError}`",
     },
     Rule {
         files: "src/providers/",

@@ -130,7 +130,7 @@ pub async fn demo() -> ExitCode {
     let lines = ProgressLines::priced(config.price());
     let events = |e: RunEvent| print_progress(&lines, &e);
     let cancel = CancellationToken::new();
-    let result = fix::run(&config, &Scripted, overlay, None, None, &target, None, &cancel, &events).await;
+    let result = fix::run(&config, &Scripted, overlay, None, None, None, &target, None, &cancel, &events).await;
     let code = deliver(&result, None);
     eprintln!(
         "agentfix demo: the diff above went to stdout and the file is unchanged. With ANTHROPIC_API_KEY set, \

@@ -26,6 +26,7 @@ use crate::downstream::SymbolSource;
 use crate::fix::{self, ProgressLines, Setup, Target, Verdict};
 use crate::follow_up::PastRun;
 use crate::instructions::{Cut, Instructions};
+use crate::mcp::McpServers;
 use crate::model::StreamUpdate;
 use crate::position::LineRange;
 use crate::pricing::format_tokens;
@@ -168,6 +169,44 @@ fn settings_warnings(root: &Path, json: Option<&str>) -> Vec<String> {
     out
 }
 
+/// `agentfix check`: the MCP servers, each started (within its timeout)
+/// and listed with its tools as the model sees them, then stopped; the
+/// number of servers that failed.
+async fn print_mcp(config: &Config, root: &std::path::Path) -> u32 {
+    let mcp = &config.mcp;
+    for name in &mcp.skipped {
+        println!("MCP server {name}: skipped (no `command`: only stdio servers are supported)");
+    }
+    if mcp.servers.is_empty() {
+        if mcp.skipped.is_empty() {
+            println!("MCP servers: none");
+        }
+        return 0;
+    }
+    let servers = McpServers::new(mcp, root);
+    let mut failed = 0;
+    for (name, listed) in servers.list().await {
+        match listed {
+            Ok(tools) => {
+                let names: Vec<String> = tools
+                    .iter()
+                    .map(|t| {
+                        let ro = if t.read_only { " (read-only)" } else { "" };
+                        format!("{}{ro}", crate::mcp::tool_name(&name, &t.name))
+                    })
+                    .collect();
+                println!("MCP server {name}: {} tools: {}", tools.len(), names.join(", "));
+            }
+            Err(e) => {
+                println!("MCP server {name}: {e}");
+                failed += 1;
+            }
+        }
+    }
+    servers.stop().await;
+    failed
+}
+
 /// Approves exactly the commands named with `--allow-command`.
 struct AllowList(Vec<String>);
 
@@ -179,6 +218,19 @@ impl Approver for AllowList {
             Approval::Always
         } else {
             eprintln!("agentfix: the model asked to run `{name}`; denied (pass --allow-command {name} to allow it)");
+            Approval::Deny
+        }
+    }
+
+    /// MCP tools are allowed by their full name (`--allow-command mcp__server__tool`).
+    async fn approve_tool(&self, name: &str, _input: &str) -> Approval {
+        if self.0.iter().any(|n| n == name) {
+            eprintln!("agentfix: calling the MCP tool `{name}`");
+            Approval::Always
+        } else {
+            eprintln!(
+                "agentfix: the model asked to call the MCP tool `{name}`; denied (pass --allow-command {name} to allow it)"
+            );
             Approval::Deny
         }
     }
@@ -348,6 +400,7 @@ pub async fn check(args: CheckArgs) -> ExitCode {
         None => println!("transcripts: off"),
     }
     problems += print_instructions(&config, &root, args.target.as_deref());
+    problems += print_mcp(&config, &root).await;
     if !args.offline && problems == 0 {
         match providers::from_config(&config.provider) {
             Err(e) => {
@@ -448,12 +501,14 @@ pub async fn fix(args: FixArgs) -> ExitCode {
     let symbols: Arc<dyn SymbolSource> = downstream.clone();
     let overlay = Arc::new(Overlay::new(Arc::new(workspace), Arc::new(NoBuffers)));
     let approver: Arc<dyn Approver> = Arc::new(AllowList(args.allow_command.clone()));
+    let mcp = Arc::new(McpServers::new(&setup.config.mcp, &root));
     let result = fix::run(
         &setup.config,
         &*setup.model,
         overlay,
         Some(symbols),
         Some(approver),
+        Some(mcp.clone()),
         &target,
         past.as_ref(),
         &cancel,
@@ -461,6 +516,7 @@ pub async fn fix(args: FixArgs) -> ExitCode {
     )
     .await;
     downstream.stop_all().await;
+    mcp.stop().await;
     deliver(&result, args.apply.then_some(root.as_path()))
 }
 

@@ -1,4 +1,5 @@
-//! Asking the user before the agent runs a configured command:
+//! Asking the user before the agent runs a configured command (or calls an
+//! MCP tool that is not read-only):
 //! `window/showMessageRequest` "Allow agentfix to run `cargo test`?" with
 //! Allow once / Always in this workspace / Deny, the argv shown exactly
 //! (shell-quoted, control characters escaped: see
@@ -33,17 +34,30 @@ pub struct ClientApprover {
 #[async_trait]
 impl Approver for ClientApprover {
     async fn approve(&self, name: &str, argv: &[String]) -> Approval {
-        if self.session.always_allowed(&self.root, name) {
-            return Approval::Always;
-        }
-        let actions =
-            [ONCE, ALWAYS, DENY].map(|t| MessageActionItem { title: t.into(), properties: Default::default() });
         // The exact argv, shell-quoted with control characters escaped: a
         // repository-defined command cannot hide its tail behind line breaks.
         let question = format!(
             "Allow agentfix to run `{}` (command `{name}`) in a scratch copy of the workspace?",
             RunCommand::display_argv(argv)
         );
+        self.ask(name, question).await
+    }
+
+    async fn approve_tool(&self, name: &str, input: &str) -> Approval {
+        // Compact JSON: control characters are escaped, so nothing hides on a second line.
+        let input = crate::tools::clip(input, 400);
+        self.ask(name, format!("Allow agentfix to call the MCP tool `{name}` with {input}?")).await
+    }
+}
+
+impl ClientApprover {
+    /// Asks `question` (unless `name` was allowed always in this workspace).
+    async fn ask(&self, name: &str, question: String) -> Approval {
+        if self.session.always_allowed(&self.root, name) {
+            return Approval::Always;
+        }
+        let actions =
+            [ONCE, ALWAYS, DENY].map(|t| MessageActionItem { title: t.into(), properties: Default::default() });
         let asked = self.client.show_message_request(MessageType::INFO, question, Some(actions.to_vec()));
         match tokio::time::timeout(ASK_TIMEOUT, asked).await {
             Ok(Ok(Some(choice))) if choice.title == ONCE => Approval::Once,

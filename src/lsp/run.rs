@@ -331,12 +331,14 @@ async fn run_with_progress(
     let overlay = started.overlay.clone();
     let model = &*started.setup.model;
     let past = started.past.as_deref();
+    let mcp = session.mcp(config, &started.roots).await;
     let result = fix::run(
         config,
         model,
         overlay,
         Some(downstream),
         Some(approver),
+        Some(mcp),
         &started.target,
         past,
         &started.cancel,

@@ -19,6 +19,7 @@ use crate::config::{Config, DownstreamConfig, Settings};
 use crate::documents::{Documents, PositionEncoding};
 use crate::downstream::Downstream;
 use crate::follow_up::PastRun;
+use crate::mcp::McpServers;
 use crate::position::LineRange;
 use crate::workspace::Overlay;
 
@@ -29,6 +30,8 @@ pub struct Session {
     pub docs: Arc<Documents>,
     /// Downstream language servers, with the configuration they were made for.
     downstream: tokio::sync::Mutex<Option<(DownstreamConfig, Arc<Downstream>)>>,
+    /// MCP tool servers, made for the configuration they hold.
+    mcp: tokio::sync::Mutex<Option<Arc<McpServers>>>,
     state: RwLock<SessionState>,
     /// The runs in progress.
     pub runs: Arc<RunRegistry>,
@@ -117,6 +120,7 @@ impl Session {
         Self {
             docs: Arc::new(Documents::new()),
             downstream: tokio::sync::Mutex::new(None),
+            mcp: tokio::sync::Mutex::new(None),
             state: RwLock::new(SessionState::default()),
             runs: Arc::new(RunRegistry::default()),
             kept: KeptRuns::default(),
@@ -174,9 +178,32 @@ impl Session {
         ds
     }
 
+    /// The MCP servers for `config`, kept for the session so their tool
+    /// lists are listed once (recreated, the old ones stopped, when the
+    /// `mcpServers` or `envAllow` settings changed); they run in the first root.
+    pub async fn mcp(&self, config: &Config, roots: &[PathBuf]) -> Arc<McpServers> {
+        let mut slot = self.mcp.lock().await;
+        if let Some(m) = slot.as_ref()
+            && *m.config() == config.mcp
+        {
+            return m.clone();
+        }
+        if let Some(old) = slot.take() {
+            old.stop().await;
+        }
+        let cwd = roots.first().cloned().unwrap_or_else(|| PathBuf::from("/"));
+        let m = Arc::new(McpServers::new(&config.mcp, &cwd));
+        *slot = Some(m.clone());
+        m
+    }
+
+    /// Stops the downstream language servers and the MCP servers.
     pub async fn stop_downstream(&self) {
         if let Some((_, ds)) = self.downstream.lock().await.take() {
             ds.stop_all().await;
+        }
+        if let Some(m) = self.mcp.lock().await.take() {
+            m.stop().await;
         }
     }
 

@@ -51,7 +51,7 @@ pub use grep::Grep;
 pub use hover::Hover;
 pub use list_files::ListFiles;
 pub use read_file::ReadFile;
-pub use registry::{Tool, Toolbox, input_schema};
+pub use registry::{ExternalTool, Tool, Toolbox, input_schema};
 pub use run_command::{Approval, Approver, CommandSpec, RunCommand, RunCommandInput};
 pub use workspace_symbols::WorkspaceSymbols;
 pub use write_file::WriteFile;

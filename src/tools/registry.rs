@@ -102,6 +102,33 @@ impl<T: Tool> DynTool for T {
     }
 }
 
+/// A tool whose name, description and schema are known only at run time
+/// (an MCP server's tools): the input goes through as JSON, unchecked here;
+/// the tool's own server validates it.
+#[async_trait]
+pub trait ExternalTool: Send + Sync + 'static {
+    fn spec(&self) -> ToolSpec;
+    async fn call(&self, input: &Value) -> Result<String, ToolError>;
+}
+
+/// [`ExternalTool`] in the registry.
+struct External(Arc<dyn ExternalTool>);
+
+#[async_trait]
+impl DynTool for External {
+    fn spec(&self) -> ToolSpec {
+        self.0.spec()
+    }
+
+    fn more(&self) -> &'static str {
+        "ask the tool for less"
+    }
+
+    async fn call(self: Arc<Self>, input: &Value, _ctx: &ToolContext) -> Result<String, ToolError> {
+        self.0.call(input).await
+    }
+}
+
 /// The JSON Schema of a tool input, trimmed to what model APIs accept.
 pub fn input_schema<T: JsonSchema>() -> Value {
     let mut v = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
@@ -173,6 +200,13 @@ impl Toolbox {
         }
         self.tools.push(Arc::new(tool));
         self.specs.push(spec);
+    }
+
+    /// Adds a tool known only at run time, under the name its spec gives.
+    pub fn add_external(&mut self, tool: Arc<dyn ExternalTool>) {
+        let tool = External(tool);
+        self.specs.push(DynTool::spec(&tool));
+        self.tools.push(Arc::new(tool));
     }
 
     pub fn context(&self) -> &ToolContext {

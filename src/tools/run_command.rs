@@ -82,6 +82,14 @@ pub struct CommandSpec {
 pub trait Approver: Send + Sync {
     /// Asks whether the agent may run `name` (`argv`); called only for commands not yet approved in this run.
     async fn approve(&self, name: &str, argv: &[String]) -> Approval;
+
+    /// Asks whether the agent may call the external (MCP) tool `name`
+    /// (`mcp__<server>__<tool>`) with `input` (JSON, shown to the user).
+    /// Denied unless the front end says how to ask.
+    async fn approve_tool(&self, name: &str, input: &str) -> Approval {
+        let _ = (name, input);
+        Approval::Deny
+    }
 }
 
 /// The user's answer to an approval request.

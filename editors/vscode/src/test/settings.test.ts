@@ -45,7 +45,7 @@ test('types, enums and minimums match the schema', () => {
 
 test('where the key goes, and which programs run, can only be set in user settings', () => {
   const props = manifest.contributes.configuration.properties;
-  for (const name of ['provider', 'baseUrl', 'serverPath', 'languageServers', 'commands', 'envAllow']) {
+  for (const name of ['provider', 'baseUrl', 'serverPath', 'languageServers', 'commands', 'envAllow', 'mcpServers']) {
     assert.equal(props[`agentfix.${name}`].scope, 'machine', name);
   }
 });

@@ -1,0 +1,287 @@
+//! MCP tool servers through `agentfix fix` and `agentfix check`, against
+//! the mock model and `examples/mcp_test_server.rs`: the tools namespaced
+//! in the request, read-only calls run, others denied unless
+//! `autoApprove`d or allowed, error results, a crash (restarted once), a
+//! hang (the per-call timeout), the scrubbed environment, `check`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::agentfix_bin;
+use common::mock_model::{self, MockModel, text_reply, tool_reply};
+use serde_json::{Value, json};
+
+/// The test server, built as an example next to the test binary.
+fn server() -> PathBuf {
+    let exe = PathBuf::from(agentfix_bin());
+    let path = exe.parent().unwrap().join("examples").join("mcp_test_server");
+    if !path.exists() {
+        let status = Command::new(env!("CARGO")).args(["build", "--example", "mcp_test_server"]).status().unwrap();
+        assert!(status.success(), "cannot build the MCP test server");
+    }
+    path
+}
+
+struct Ws {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    log: PathBuf,
+}
+
+fn workspace() -> Ws {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let root = base.join("ws");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("calc.py"), "def div(a, b):\n    return a / b\n").unwrap();
+    Ws { _dir: dir, root, log: base.join("starts.log") }
+}
+
+impl Ws {
+    fn starts(&self) -> usize {
+        self.pids().len()
+    }
+
+    /// The process ids of the servers started, in order.
+    fn pids(&self) -> Vec<u32> {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        log.lines().filter_map(|l| l.strip_prefix("start ")?.parse().ok()).collect()
+    }
+
+    /// Every server started is gone (soon after agentfix ended).
+    fn assert_servers_gone(&self) {
+        let alive = |pid: &u32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| !s.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')))
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while self.pids().iter().any(alive) {
+            assert!(std::time::Instant::now() < deadline, "an MCP server outlived agentfix: {:?}", self.pids());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// A server entry of `mcpServers` that logs its starts.
+    fn entry(&self, extra: Value) -> Value {
+        let mut e = json!({
+            "command": server(),
+            "env": {"MCP_TEST_EXTRA": "x1", "MCP_TEST_LOG": self.log},
+        });
+        e.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        e
+    }
+}
+
+fn agentfix(root: &Path, mock: &MockModel, args: &[&str]) -> Output {
+    let mut cmd = Command::new(agentfix_bin());
+    cmd.args(args).current_dir(root);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("ANTHROPIC_") || k.starts_with("AGENTFIX_") || k.to_ascii_lowercase().ends_with("_proxy") {
+            cmd.env_remove(k);
+        }
+    }
+    let home = root.parent().unwrap();
+    cmd.env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0")
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env("HOME", home.join("home"))
+        .env("ANTHROPIC_API_KEY", mock_model::API_KEY)
+        .env("ANTHROPIC_BASE_URL", mock.base_url());
+    cmd.output().expect("run agentfix")
+}
+
+/// The tool results of the request after `n` tool turns, by tool_use id.
+fn results(mock: &MockModel, request: usize) -> Vec<(String, bool)> {
+    let body = &mock.requests()[request].body;
+    let last = body["messages"].as_array().unwrap().last().unwrap();
+    last["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| {
+            let text = match &b["content"] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (text, b["is_error"] == true)
+        })
+        .collect()
+}
+
+#[test]
+fn tools_are_namespaced_read_only_ones_run_and_the_others_ask_or_are_auto_approved() {
+    let ws = workspace();
+    let mock = MockModel::start();
+    mock.push(tool_reply(&[
+        ("toolu_1", "mcp__test__lookup", json!({"query": "q"})),
+        ("toolu_2", "mcp__test__write_note", json!({"text": "hi"})),
+        ("toolu_3", "mcp__auto__write_note", json!({"text": "yo"})),
+        ("toolu_4", "mcp__auto__write_note", json!({"text": "fail"})),
+        ("toolu_5", "mcp__test__lookup", json!({"query": "image"})),
+    ]));
+    mock.push(text_reply("Nothing to change."));
+    let settings = json!({"mcpServers": {
+        "test": ws.entry(json!({})),
+        "auto": ws.entry(json!({"autoApprove": ["write_note"]})),
+    }});
+    let out = agentfix(&ws.root, &mock, &["fix", "calc.py", "--line", "2", "--settings", &settings.to_string()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2, "{stderr}");
+    let tools = requests[0].body["tools"].as_array().unwrap();
+    let lookup = tools.iter().find(|t| t["name"] == "mcp__test__lookup").expect("namespaced");
+    assert_eq!(lookup["input_schema"]["properties"]["query"]["type"], "string");
+    assert!(lookup["description"].as_str().unwrap().contains("Looks a thing up."));
+    for name in ["mcp__auto__lookup", "mcp__auto__write_note", "mcp__test__write_note", "read_file"] {
+        assert!(tools.iter().any(|t| t["name"] == name), "{name} in {tools:?}");
+    }
+    let got = results(&mock, 1);
+    // Read-only: ran without asking; the server never saw the API key, but its own env.
+    assert_eq!(got[0], ("found q (key unset, extra x1)".to_string(), false));
+    // Not read-only: the CLI denies it unless allowed.
+    assert!(got[1].1 && got[1].0.contains("denied"), "{got:?}");
+    assert!(stderr.contains("denied (pass --allow-command mcp__test__write_note"), "{stderr}");
+    // autoApprove: no ask; an isError result is a tool error, and the run went on.
+    assert_eq!(got[2], ("wrote yo".to_string(), false));
+    assert_eq!(got[3], ("note refused".to_string(), true));
+    assert!(got[4].0.starts_with("a picture:\n[image content (image/png)"), "{got:?}");
+    // Each server started once (lazily, for the run's tool list), and stopped at the end.
+    assert_eq!(ws.starts(), 2);
+    ws.assert_servers_gone();
+
+    // --allow-command allows a non-read-only MCP tool by its full name.
+    let mock = MockModel::start();
+    mock.push(tool_reply(&[("toolu_1", "mcp__test__write_note", json!({"text": "hi"}))]));
+    mock.push(text_reply("Nothing to change."));
+    let settings = json!({"mcpServers": {"test": ws.entry(json!({}))}});
+    let args = [
+        "fix",
+        "calc.py",
+        "--line",
+        "2",
+        "--settings",
+        &settings.to_string(),
+        "--allow-command",
+        "mcp__test__write_note",
+    ];
+    agentfix(&ws.root, &mock, &args);
+    assert_eq!(results(&mock, 1)[0], ("wrote hi".to_string(), false));
+}
+
+#[test]
+fn a_crashed_server_is_restarted_once_and_a_hung_call_times_out() {
+    let ws = workspace();
+    let mock = MockModel::start();
+    let call =
+        |id: &str, server: &str, q: &str| tool_reply(&[(id, &format!("mcp__{server}__lookup"), json!({"query": q}))]);
+    mock.push(call("toolu_1", "test", "crash"));
+    mock.push(call("toolu_2", "test", "q"));
+    mock.push(call("toolu_3", "test", "crash"));
+    mock.push(call("toolu_4", "test", "q"));
+    mock.push(call("toolu_5", "slow", "hang"));
+    mock.push(call("toolu_6", "slow", "q"));
+    mock.push(text_reply("Nothing to change."));
+    let settings = json!({"mcpServers": {
+        "test": ws.entry(json!({})),
+        "slow": {"command": server(), "timeoutSecs": 1},
+    }});
+    let out = agentfix(&ws.root, &mock, &["fix", "calc.py", "--line", "2", "--settings", &settings.to_string()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(mock.requests().len(), 7, "{stderr}");
+    let r = |n| results(&mock, n)[0].clone();
+    let (crash, failed) = r(1);
+    assert!(failed && crash.contains("failed during the call"), "{crash}");
+    assert_eq!(r(2), ("found q (key unset, extra x1)".to_string(), false), "restarted");
+    assert!(r(3).1);
+    let (gone, failed) = r(4);
+    assert!(failed && gone.contains("exited again after a restart"), "{gone}");
+    assert_eq!(ws.starts(), 2, "one start and one restart");
+    let (hung, failed) = r(5);
+    assert!(failed && hung.contains("did not answer within 1 s"), "{hung}");
+    // The server is kept after a timeout: the next call answers.
+    assert_eq!(r(6), ("found q (key unset, extra )".to_string(), false));
+}
+
+#[test]
+fn check_lists_the_servers_and_their_tools_or_why_not() {
+    let ws = workspace();
+    let mock = MockModel::start();
+    let settings = json!({"mcpServers": {
+        "test": ws.entry(json!({})),
+        "broken": {"command": "/nonexistent/mcp-server"},
+        "web": {"url": "https://example.com/mcp"},
+    }});
+    let out = agentfix(&ws.root, &mock, &["check", "--offline", "--settings", &settings.to_string()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("MCP server test: 2 tools: mcp__test__lookup (read-only), mcp__test__write_note\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("MCP server broken: cannot start MCP server `broken`"), "{stdout}");
+    assert!(stdout.contains("MCP server web: skipped (no `command`"), "{stdout}");
+    assert_ne!(out.status.code(), Some(0), "a server that cannot start is a problem");
+}
+
+#[test]
+fn agentfix_toml_may_not_set_mcp_servers() {
+    let ws = workspace();
+    std::fs::write(ws.root.join("agentfix.toml"), "[mcpServers.evil]\ncommand = \"sh\"\n").unwrap();
+    let mock = MockModel::start();
+    let out = agentfix(&ws.root, &mock, &["fix", "calc.py", "--line", "2"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("may not set `mcpServers`"));
+    assert!(mock.requests().is_empty());
+}
+
+#[test]
+fn in_the_editor_a_call_asks_once_with_always_and_the_server_serves_the_whole_session() {
+    use common::editor::Editor;
+    use common::file_uri;
+    use std::time::Duration;
+
+    let ws = workspace();
+    let mock = MockModel::start();
+    let base = mock.base_url();
+    let mut editor = Editor::spawn(
+        agentfix_bin(),
+        &["--stdio"],
+        &ws.root,
+        &[
+            ("ANTHROPIC_API_KEY", mock_model::API_KEY),
+            ("ANTHROPIC_BASE_URL", &base),
+            ("AGENTFIX_TRANSCRIPTS", "0"),
+            ("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0"),
+        ],
+    );
+    let init = json!({"mcpServers": {"test": ws.entry(json!({}))}});
+    editor.initialize(&ws.root, Editor::full_capabilities(), init);
+    let calc = ws.root.join("calc.py");
+    editor.open(&calc, "python", 1, "def div(a, b):\n    return a / b\n");
+    editor.message_request_answer = json!({"title": "Always in this workspace"});
+    let arg = json!({"uri": file_uri(&calc), "version": 1,
+        "range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 0}}, "diagnostics": []});
+    for _ in 0..2 {
+        mock.push(tool_reply(&[("t1", "mcp__test__write_note", json!({"text": "hi"}))]));
+        mock.push(tool_reply(&[("t2", "mcp__test__lookup", json!({"query": "q"}))]));
+        mock.push(text_reply("Nothing to change."));
+        let id =
+            editor.send_request("workspace/executeCommand", json!({"command": "agentfix.fix", "arguments": [arg]}));
+        editor.wait_response(id, Duration::from_secs(60));
+    }
+    let asked: Vec<Value> =
+        editor.messages().into_iter().filter(|m| m["method"] == "window/showMessageRequest").collect();
+    assert_eq!(asked.len(), 1, "asked once, then remembered for the workspace");
+    assert_eq!(
+        asked[0]["params"]["message"],
+        "Allow agentfix to call the MCP tool `mcp__test__write_note` with {\"text\":\"hi\"}?"
+    );
+    for request in [1, 4] {
+        assert_eq!(results(&mock, request)[0], ("wrote hi".to_string(), false));
+    }
+    assert_eq!(results(&mock, 2)[0].0, "found q (key unset, extra x1)");
+    assert_eq!(ws.starts(), 1, "one start for the session: the second run used the kept list and server");
+    assert!(editor.shutdown().success());
+    ws.assert_servers_gone();
+}
