@@ -28,6 +28,8 @@ use tokio_util::sync::CancellationToken;
 
 /// The model the session is priced at.
 const MODEL: &str = "claude-sonnet-4-5";
+/// The model id of the naive-append row: no known window, Sonnet's price.
+const NAIVE_MODEL: &str = "naive-append-baseline";
 /// The context limit of the second run.
 const CONTEXT_LIMIT: u64 = 60_000;
 /// The naive-append row: limits high enough that nothing cuts the
@@ -61,9 +63,15 @@ struct Session {
 
 fn settings(base_url: String, session: &Session) -> Settings {
     let naive = session.context_budget == NO_BUDGET;
+    // The naive-append row runs under a model id with no known context
+    // window (else contextBudget is capped at Sonnet's 200K and edits past
+    // 160K), at Sonnet's price.
+    let model = if naive { NAIVE_MODEL } else { MODEL };
+    let prices = naive.then(|| BTreeMap::from([(NAIVE_MODEL.to_string(), price_of(MODEL, &BTreeMap::new()).unwrap())]));
     Settings {
         provider: Some(ProviderKind::Anthropic),
-        model: Some(MODEL.into()),
+        model: Some(model.into()),
+        prices,
         base_url: Some(base_url),
         // The shipped defaults, but for the naive-append row.
         max_turns: naive.then_some(MAX_TURNS),
