@@ -715,10 +715,9 @@ mod tests {
         assert_eq!(ctx.overlay.changes()[0].version, Some(9));
     }
 
-    #[test]
-    fn the_verdict_is_decided_once_in_order_cancel_discard_no_edit_proposal() {
-        use crate::model::{ModelError, ModelErrorKind, Usage};
-        let limits = Limits {
+    /// Small limits for the verdict tests.
+    fn test_limits() -> Limits {
+        Limits {
             max_turns: 4,
             max_tokens: 1000,
             max_output_tokens: 100,
@@ -726,7 +725,13 @@ mod tests {
             context_editing: crate::config::ContextEditing::Economy,
             timeout: Duration::from_secs(9),
             max_cost: None,
-        };
+        }
+    }
+
+    #[test]
+    fn the_verdict_is_decided_once_in_order_cancel_discard_no_edit_proposal() {
+        use crate::model::{ModelError, ModelErrorKind, Usage};
+        let limits = test_limits();
         let outcome = |stop: Stop| Outcome {
             stop,
             turns: 1,
@@ -780,15 +785,7 @@ mod tests {
 
     #[test]
     fn a_compatible_server_whose_model_calls_no_tool_is_told_how_to_pass_tools_and_texts_are_cut() {
-        let limits = Limits {
-            max_turns: 4,
-            max_tokens: 1000,
-            max_output_tokens: 100,
-            context_budget: 100_000,
-            context_editing: crate::config::ContextEditing::Economy,
-            timeout: Duration::from_secs(9),
-            max_cost: None,
-        };
+        let limits = test_limits();
         let talk = "I'm ready to help.\nWhat's the task?\nTell me more.\nAnd more.";
         let outcome = Outcome {
             stop: Stop::EndTurn,

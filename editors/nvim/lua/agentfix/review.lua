@@ -426,13 +426,13 @@ local help = "a/r hunk (with its problem's) · A/R all · ]f/[f file · q finish
 -- The key line of the review's header, in pieces that wrap between them.
 local keys = { "a/r accept/reject hunk", "A/R all", "]f/[f file", "q finish", "? help" }
 
---- Joins `pieces` with " · " into lines of at most `width` display cells
+--- Joins `pieces` with `sep` into lines of at most `width` display cells
 --- (a piece longer than a line gets a line of its own, cut by 'wrap').
-local function wrap_pieces(pieces, width)
+local function wrap_joined(pieces, width, sep)
   local lines, cur = {}, nil
   for _, p in ipairs(pieces) do
-    if cur and vim.fn.strdisplaywidth(cur .. " · " .. p) <= width then
-      cur = cur .. " · " .. p
+    if cur and vim.fn.strdisplaywidth(cur .. sep .. p) <= width then
+      cur = cur .. sep .. p
     else
       if cur then
         table.insert(lines, cur)
@@ -446,27 +446,18 @@ local function wrap_pieces(pieces, width)
   return lines
 end
 
+--- Joins `pieces` with " · " into lines of at most `width` display cells.
+local function wrap_pieces(pieces, width)
+  return wrap_joined(pieces, width, " · ")
+end
+
 --- Splits `text` at spaces into lines of at most `width` display cells.
 local function wrap_words(text, width)
   local words = {}
   for w in text:gmatch("%S+") do
     table.insert(words, w)
   end
-  local lines, cur = {}, nil
-  for _, w in ipairs(words) do
-    if cur and vim.fn.strdisplaywidth(cur .. " " .. w) <= width then
-      cur = cur .. " " .. w
-    else
-      if cur then
-        table.insert(lines, cur)
-      end
-      cur = w
-    end
-  end
-  if cur then
-    table.insert(lines, cur)
-  end
-  return lines
+  return wrap_joined(words, width, " ")
 end
 
 --- The header's lines for a window `width` cells wide: the proposal's label
