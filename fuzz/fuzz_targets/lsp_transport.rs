@@ -1,42 +1,36 @@
-//! LSP framing and the stdin sanitizer (`lsp::transport::sanitize_with`,
-//! without a stash: fuzz inputs never reach its 1 MB `didOpen` threshold).
+//! LSP framing and decoding, and the transport's reader and writer
+//! threads (`lsp::transport`).
 //!
 //! `agentfix::lsp::transport` is a private module, so its source file is
 //! compiled into this target as it is (`#[path]` below): the same code the
-//! server runs, nothing copied. Once the library exposes `sanitize`, use
-//! `agentfix::lsp::...` instead.
+//! server runs, nothing copied.
 //!
 //! Input: a sequence of pieces (well-framed JSON-RPC-ish messages with
-//! fuzzed headers and bodies, or raw bytes), fed to the sanitizer in
-//! fuzz-chosen read sizes. Checks:
+//! fuzzed headers and bodies, or raw bytes), read in fuzz-chosen read
+//! sizes. Checks:
 //!
-//! 1. `sanitize` ends once its input ends, and never panics;
-//! 2. its output is a sequence of `Content-Length: N\r\n\r\n` frames whose
-//!    bodies are JSON-RPC 2.0 objects (a request, notification or response),
-//!    with nothing left over;
-//! 3. a frame the fuzzer built well-formed with a valid body is forwarded
-//!    byte for byte, in order;
-//! 4. every output body decodes as tower-lsp-server's `jsonrpc::Request`
-//!    or `jsonrpc::Response` (its decoder's `Message` is exactly one of
-//!    the two), and the output, followed by one request of our own, fed to
-//!    tower-lsp-server's real `Server` (the decoder the sanitizer guards),
-//!    gets that request answered: nothing the sanitizer lets through stops
-//!    the server. (Skipped when the output holds an `exit` notification,
-//!    after which the server stops by design.)
+//! 1. reading frames ends once the input ends, and never panics;
+//! 2. a frame that is not a message is answered with a `-32700` or
+//!    `-32600` error;
+//! 3. a frame the fuzzer built well-formed with a valid body decodes to the
+//!    message it holds (its `jsonrpc`, `id`, `method`, `params`, `result`),
+//!    in order, and an invalid one is refused;
+//! 4. the whole input, followed by one request of our own, read by the real
+//!    reader thread in front of a real tower-lsp-server service, gets that
+//!    request answered through the real writer thread: nothing stops the
+//!    transport. (Skipped when the input holds an `exit` notification,
+//!    after which reading stops by design.)
 
 #![no_main]
 
-use std::pin::Pin;
 use std::sync::OnceLock;
-use std::task::{Context, Poll};
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, ReadBuf};
-use tower_lsp_server::jsonrpc::{Request, Response, Result as RpcResult};
+use tower_lsp_server::jsonrpc::Result as RpcResult;
 use tower_lsp_server::ls_types::{InitializeParams, InitializeResult};
-use tower_lsp_server::{LanguageServer, LspService, Server};
+use tower_lsp_server::{LanguageServer, LspService};
 
 #[path = "../../src/lsp/transport.rs"]
 #[allow(dead_code)]
@@ -163,6 +157,7 @@ enum Word {
     DidOpen,
     DidChange,
     CancelRequest,
+    /// The internal notification an earlier transport made of bad input.
     Invalid,
     Dollar(String),
     Any(String),
@@ -179,7 +174,7 @@ impl Word {
             Word::DidOpen => "textDocument/didOpen".into(),
             Word::DidChange => "textDocument/didChange".into(),
             Word::CancelRequest => "$/cancelRequest".into(),
-            Word::Invalid => transport::INVALID_MESSAGE.into(),
+            Word::Invalid => "$/agentfix/invalidMessage".into(),
             Word::Dollar(s) => format!("$/{s}"),
             Word::Any(s) => s.clone(),
         }
@@ -311,16 +306,15 @@ struct Chunked {
     next: usize,
 }
 
-impl AsyncRead for Chunked {
-    fn poll_read(mut self: Pin<&mut Self>, _: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
-        let this = &mut *self;
-        let left = this.data.len() - this.pos;
-        let mut n = if this.sizes.is_empty() { left } else { this.sizes[this.next % this.sizes.len()] };
-        this.next += 1;
-        n = n.min(left).min(buf.remaining());
-        buf.put_slice(&this.data[this.pos..this.pos + n]);
-        this.pos += n;
-        Poll::Ready(Ok(()))
+impl std::io::Read for Chunked {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.data.len() - self.pos;
+        let mut n = if self.sizes.is_empty() { left } else { self.sizes[self.next % self.sizes.len()] };
+        self.next += 1;
+        n = n.min(left).min(buf.len());
+        buf[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
     }
 }
 
@@ -354,26 +348,7 @@ impl LanguageServer for Backend {
 
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap())
-}
-
-/// Splits the sanitizer's output into frame bodies; panics on anything else.
-fn frames(mut rest: &[u8]) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    while !rest.is_empty() {
-        let head_end = rest.windows(4).position(|w| w == b"\r\n\r\n").expect("output frame without header end");
-        let head = std::str::from_utf8(&rest[..head_end]).expect("output header is not UTF-8");
-        let len: usize = head
-            .strip_prefix("Content-Length: ")
-            .unwrap_or_else(|| panic!("output header is not one Content-Length: {head:?}"))
-            .parse()
-            .expect("output Content-Length is not a number");
-        let body = &rest[head_end + 4..];
-        assert!(body.len() >= len, "output frame body shorter than its Content-Length");
-        out.push(body[..len].to_vec());
-        rest = &body[len..];
-    }
-    out
+    RT.get_or_init(|| tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap())
 }
 
 const END_ID: &str = "agentfix-fuzz-end";
@@ -446,74 +421,103 @@ fuzz_target!(|input: Input| {
         }
     }
     let sizes: Vec<usize> = input.reads.iter().map(|&s| s as usize + 1).collect();
-    let reader = Chunked { data, pos: 0, sizes, next: 0 };
 
-    let rt = runtime();
-    let mut out = Vec::new();
-    rt.block_on(async {
-        tokio::time::timeout(std::time::Duration::from_secs(20), transport::sanitize_with(reader, &mut out, None))
-            .await
-            .expect("sanitize did not end after its input ended");
-    });
-
-    // 2. Framing and JSON-RPC shape of every output message.
-    let bodies = frames(&out);
-    let mut has_exit = false;
-    for b in &bodies {
-        let v: Value = serde_json::from_slice(b).expect("output body is not JSON");
-        let o = v.as_object().expect("output body is not an object");
-        assert_eq!(o.get("jsonrpc").and_then(Value::as_str), Some("2.0"), "output without jsonrpc 2.0");
-        let has_method = o.get("method").is_some_and(Value::is_string);
-        let is_response = o.contains_key("id") && (o.contains_key("result") || o.contains_key("error"));
-        assert!(has_method || is_response, "output is neither a request nor a response");
-        if o.get("method").and_then(Value::as_str) == Some("exit") {
-            has_exit = true;
-        }
+    // 1. Reading ends once the input ends, and never panics.
+    let mut frames = transport::Frames::new(Chunked { data: data.clone(), pos: 0, sizes: sizes.clone(), next: 0 });
+    let mut decoded = Vec::new();
+    while let Some(frame) = frames.next_frame().expect("in-memory reads do not fail") {
+        decoded.push(frame.decode(None));
     }
 
-    // 3. Well-formed frames pass unchanged and in order.
-    if all_framed {
-        assert_eq!(bodies.len(), must_forward.len(), "one output frame per input frame");
-        for (got, want) in bodies.iter().zip(&must_forward) {
-            match want {
-                Some(want) => assert_eq!(got, want, "a valid message was not forwarded unchanged"),
-                None => {
-                    let v: Value = serde_json::from_slice(got).unwrap();
-                    assert_eq!(v["method"], transport::INVALID_MESSAGE, "an invalid message was forwarded");
-                }
+    // 2. Every error answers with a JSON-RPC error code of the two.
+    let mut has_exit = false;
+    for d in &decoded {
+        match d {
+            Ok(transport::Incoming::Request(r)) => has_exit |= r.method() == "exit",
+            Ok(transport::Incoming::Response(_)) => {}
+            Err(answer) => {
+                let code = answer.error().expect("an answer to a bad message is an error").code.code();
+                assert!(code == -32700 || code == -32600, "unexpected error code {code}");
             }
         }
     }
 
-    // 4. tower-lsp-server's decoder takes all of it and still answers.
-    for b in &bodies {
-        let text = std::str::from_utf8(b).expect("output body is not UTF-8");
-        assert!(
-            serde_json::from_str::<Response>(text).is_ok() || serde_json::from_str::<Request>(text).is_ok(),
-            "the sanitizer let through a message tower-lsp-server cannot decode (its server then stops reading): {text}"
-        );
+    // 3. Well-formed frames decode to what they say, in order.
+    if all_framed {
+        assert_eq!(decoded.len(), must_forward.len(), "one message or error per input frame");
+        for (got, want) in decoded.iter().zip(&must_forward) {
+            match (got, want) {
+                (Ok(message), Some(want)) => {
+                    let want: Value = serde_json::from_slice(want).unwrap();
+                    let got = match message {
+                        transport::Incoming::Request(r) => serde_json::to_value(r).unwrap(),
+                        transport::Incoming::Response(r) => serde_json::to_value(r).unwrap(),
+                    };
+                    for member in ["jsonrpc", "id", "method", "params", "result", "error"] {
+                        // A response's error is decoded whole; its extra
+                        // members may go.
+                        if member == "error" && want.get("method").is_none() {
+                            continue;
+                        }
+                        assert_eq!(got.get(member), want.get(member), "`{member}` of a valid message changed");
+                    }
+                }
+                (Err(_), Some(want)) => {
+                    let want = String::from_utf8_lossy(want);
+                    // A response that is not one tower-lsp-server can take.
+                    let response = serde_json::from_str::<Value>(&want).is_ok_and(|v| v.get("method").is_none());
+                    assert!(response, "a valid message was refused: {want}");
+                }
+                (Ok(_), None) => panic!("an invalid message was taken"),
+                (Err(_), None) => {}
+            }
+        }
     }
+
+    // 4. The real transport, in front of a real tower-lsp-server service,
+    // reads all of it and still answers a request of our own after it.
     if has_exit {
         return;
     }
     let end = json!({"jsonrpc": "2.0", "id": END_ID, "method": "agentfix/fuzzEnd"}).to_string();
-    out.extend_from_slice(format!("Content-Length: {}\r\n\r\n{end}", end.len()).as_bytes());
-    let answered = rt.block_on(async {
+    data.extend_from_slice(format!("Content-Length: {}\r\n\r\n{end}", end.len()).as_bytes());
+    let output = Shared::default();
+    let rt = runtime();
+    rt.block_on(async {
         let (service, socket) = LspService::new(|_client| Backend);
-        let mut responses = Vec::new();
-        let stdin: &[u8] = &out;
-        tokio::time::timeout(
-            std::time::Duration::from_secs(20),
-            Server::new(stdin, &mut responses, socket).serve(service),
-        )
-        .await
-        .expect("the server did not stop after its input ended");
-        let text = String::from_utf8_lossy(&responses).into_owned();
-        text
+        let (server_messages, client_responses) = socket.split();
+        let writer = transport::start_writer(output.clone(), server_messages).unwrap();
+        let (ended_tx, ended) = tokio::sync::oneshot::channel();
+        let reader = Chunked { data, pos: 0, sizes, next: 0 };
+        transport::start_reader(reader, service, client_responses, writer.clone(), None, 4, move || {
+            let _ = ended_tx.send(());
+        })
+        .unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(20), ended)
+            .await
+            .expect("the reader did not stop after its input ended")
+            .unwrap();
+        // Answers still on their way.
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        tokio::task::spawn_blocking(move || writer.flush(std::time::Duration::from_secs(20))).await.unwrap();
     });
+    let answered = String::from_utf8_lossy(&output.0.lock().unwrap()).into_owned();
     assert!(
         answered.contains(&format!("\"id\":\"{END_ID}\"")),
-        "the server stopped reading: a message the sanitizer let through broke tower-lsp-server's decoder; \
-         server output: {answered}"
+        "the server stopped reading: a message broke the transport; server output: {answered}"
     );
 });
+
+/// A `Write` into memory that the test keeps a handle on.
+#[derive(Clone, Default)]
+struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

@@ -30,7 +30,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use tower_lsp_server::{LspService, Server};
+use tower_lsp_server::LspService;
 
 use session::Session;
 
@@ -45,6 +45,8 @@ const CONCURRENCY: usize = 64;
 const END_BUDGET: Duration = Duration::from_millis(900);
 /// Of which the runs may take this long to end.
 const END_RUNS: Duration = Duration::from_millis(500);
+/// And the last answers this long to be written.
+const END_FLUSH: Duration = Duration::from_millis(200);
 
 /// Serves LSP on stdin/stdout until the client says `exit` or closes stdin;
 /// returns the process exit code: 0 when `shutdown` came first, else 1 (as
@@ -55,7 +57,7 @@ const END_RUNS: Duration = Duration::from_millis(500);
 /// its commands stopped) and the downstream servers are stopped, all within
 /// [`END_BUDGET`]. The caller must not wait for the runtime's blocking
 /// threads afterwards (stdin is read on a thread of its own, see
-/// [`stdin_reader`]).
+/// [`transport`], which is left behind while a client keeps its end open).
 pub async fn serve_stdio() -> u8 {
     let session = Arc::new(Session::new());
     let (service, socket) = LspService::build(|client| {
@@ -65,34 +67,42 @@ pub async fn serve_stdio() -> u8 {
     .custom_method("window/workDoneProgress/cancel", server::Backend::work_done_progress_cancel)
     .finish();
     let service = ordered::Ordered::new(service, session.clone());
-    // Malformed input must not stop the transport: stdin goes through the
-    // sanitizer, which hands the server only well-formed messages.
-    let (to_server, from_sanitizer) = tokio::io::duplex(1 << 16);
-    let input_ended = CancellationToken::new();
-    {
-        let input_ended = input_ended.clone();
-        let stash = session.stash.clone();
-        tokio::spawn(async move {
-            transport::sanitize_with(stdin_reader(), to_server, Some(stash)).await;
-            input_ended.cancel();
-        });
-    }
-    let serve = Server::new(from_sanitizer, tokio::io::stdout(), socket).concurrency_level(CONCURRENCY).serve(service);
-    tokio::pin!(serve);
-    let served = tokio::select! {
-        () = &mut serve => true,
-        () = session.ending.cancelled() => false,
-        () = input_ended.cancelled() => false,
+    let (server_messages, client_responses) = socket.split();
+    let writer = match transport::start_writer(stdout_writer(), server_messages) {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::error!("cannot start the stdout thread: {e}");
+            return 1;
+        }
     };
+    let input_ended = CancellationToken::new();
+    let on_end = {
+        let input_ended = input_ended.clone();
+        move || input_ended.cancel()
+    };
+    let stash = Some(session.stash.clone());
+    let reading = transport::start_reader(
+        std::io::stdin(),
+        service,
+        client_responses,
+        writer.clone(),
+        stash,
+        CONCURRENCY,
+        on_end,
+    );
+    if let Err(e) = reading {
+        tracing::error!("cannot start the stdin thread: {e}");
+        return 1;
+    }
+    tokio::select! {
+        () = session.ending.cancelled() => {}
+        () = input_ended.cancelled() => {}
+    }
     let why = if session.ending.is_cancelled() { "exit" } else { "end of input" };
     tracing::info!("{why}: ending the session");
-    let end = end_session(&session);
-    if served {
-        end.await;
-    } else {
-        // Keep serving meanwhile: the cancelled requests' answers go out.
-        let (_, _) = tokio::join!(end, tokio::time::timeout(END_BUDGET, &mut serve));
-    }
+    // The transport serves on meanwhile: the cancelled requests' answers go out.
+    end_session(&session).await;
+    let _ = tokio::task::spawn_blocking(move || writer.flush(END_FLUSH)).await;
     if session.shut_down.load(Ordering::SeqCst) { 0 } else { 1 }
 }
 
@@ -116,35 +126,13 @@ async fn end_session(session: &Session) {
     }
 }
 
-/// stdin, read on a thread of its own. tokio's stdin reads on the
-/// runtime's blocking pool, and a runtime does not shut down while a read
-/// there waits for a client that keeps its end open; this thread is simply
-/// left behind when the process exits.
-fn stdin_reader() -> tokio::io::DuplexStream {
-    use std::io::Read;
-    use tokio::io::AsyncWriteExt;
-    let (mut tx, rx) = tokio::io::duplex(1 << 16);
-    let spawned = std::thread::Builder::new().name("agentfix-stdin".into()).spawn(move || {
-        let mut stdin = std::io::stdin().lock();
-        let mut buf = vec![0u8; 1 << 16];
-        loop {
-            let n = match stdin.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    tracing::warn!("stdin read failed: {e}");
-                    break;
-                }
-            };
-            if futures::executor::block_on(tx.write_all(&buf[..n])).is_err() {
-                break;
-            }
-        }
-        let _ = futures::executor::block_on(tx.shutdown());
-    });
-    if let Err(e) = spawned {
-        tracing::error!("cannot start the stdin thread: {e}");
+/// stdout as a file of its own (a duplicate of the descriptor), so that
+/// each message is one `write`: `std::io::Stdout` is line-buffered and
+/// would cut every message at its header's line break.
+fn stdout_writer() -> Box<dyn std::io::Write + Send> {
+    use std::os::fd::AsFd;
+    match std::io::stdout().as_fd().try_clone_to_owned() {
+        Ok(fd) => Box::new(std::fs::File::from(fd)),
+        Err(_) => Box::new(std::io::stdout()),
     }
-    rx
 }

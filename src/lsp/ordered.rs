@@ -167,9 +167,6 @@ where
     fn call(&mut self, req: Request) -> Self::Future {
         let method = req.method().to_string();
         let id = req.id().cloned();
-        if method == transport::INVALID_MESSAGE {
-            return futures::future::ready(Ok(invalid_message_response(req.params()))).boxed();
-        }
         let applied = std::panic::catch_unwind(AssertUnwindSafe(|| self.apply_document_notification(&req)));
         match applied {
             Ok(Some(None)) => return futures::future::ready(Ok(None)).boxed(),
@@ -227,16 +224,4 @@ fn panic_response(
             },
         )
     })
-}
-
-/// The error response for a malformed message (see `transport`).
-fn invalid_message_response(params: Option<&serde_json::Value>) -> Option<Response> {
-    let p = params.cloned().unwrap_or_default();
-    let id = serde_json::from_value(p["id"].clone()).unwrap_or(tower_lsp_server::jsonrpc::Id::Null);
-    let code = match p["code"].as_i64() {
-        Some(-32600) => ErrorCode::InvalidRequest,
-        _ => ErrorCode::ParseError,
-    };
-    let message = p["message"].as_str().unwrap_or("malformed message").to_string();
-    Some(Response::from_error(id, Error { code, message: message.into(), data: None }))
 }
