@@ -58,8 +58,14 @@ fn bench(c: &mut Criterion) {
     let anthropic = Anthropic::new(endpoint(mock.base_url()));
     let openai = OpenAi::new(endpoint(format!("{}/v1", mock.base_url())), Flavor::OpenAi);
     let messages = vec![Message::user_text("Explain the code.")];
-    let request =
-        ModelRequest { system: "system", messages: &messages, tools: &[], max_output_tokens: 8192, allow_tools: true };
+    let request = ModelRequest {
+        system: "system",
+        messages: &messages,
+        tools: &[],
+        max_output_tokens: 8192,
+        allow_tools: true,
+        revisions: &[],
+    };
     let mut group = c.benchmark_group("streamed_text");
     group.sample_size(10);
     for kb in [32usize, 128] {

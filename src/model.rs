@@ -250,6 +250,18 @@ pub struct ModelRequest<'a> {
     /// When false the model may not call tools (the tools are still
     /// declared, as the APIs require when the history holds tool calls).
     pub allow_tools: bool,
+    /// A revision per message (from [`next_revision`]), or empty: two
+    /// messages with the same revision are the same message, unchanged, so
+    /// a client may send again what it encoded of it before (a long run's
+    /// history is then not encoded again every turn). Whoever changes a
+    /// message gives it a new revision.
+    pub revisions: &'a [u64],
+}
+
+/// A revision no message had before (see [`ModelRequest::revisions`]).
+pub fn next_revision() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// One complete model response.

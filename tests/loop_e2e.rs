@@ -950,7 +950,14 @@ async fn a_thinking_turn_and_its_tool_result_round_trip_through_the_provider_jso
     let (_, tools) = counted_conversation();
     let task = vec![Message::user_text("Fix the division in calc.py.")];
     fn ask<'a>(messages: &'a [Message], tools: &'a [agentfix::model::ToolSpec]) -> ModelRequest<'a> {
-        ModelRequest { system: "You fix code.", messages, tools, max_output_tokens: 1024, allow_tools: true }
+        ModelRequest {
+            system: "You fix code.",
+            messages,
+            tools,
+            max_output_tokens: 1024,
+            allow_tools: true,
+            revisions: &[],
+        }
     }
     // A message object (streamed by the mock as thinking_delta and signature_delta events)…
     let json_turn = thinking_first(tool_reply(&[("toolu_json", "read_file", json!({"path": "calc.py"}))]), "EuYBCkQ=");
@@ -1010,6 +1017,7 @@ async fn a_thinking_turn_without_its_thinking_block_is_sent_without_thinking_not
         tools: &tools,
         max_output_tokens: 1024,
         allow_tools: true,
+        revisions: &[],
     };
     mock.push(text_reply("Guarded b == 0."));
     model.complete(request, &|_| {}).await.unwrap();
@@ -1031,6 +1039,7 @@ async fn effort_reaches_openai_as_reasoning_effort_only_where_the_model_takes_it
         tools: &tools,
         max_output_tokens: 512,
         allow_tools: true,
+        revisions: &[],
     };
     // (settings, reasoning_effort sent, the output cap's field): the mock refuses max_tokens on
     // reasoning models and reasoning_effort on GPT-4 models, as OpenAI does.
@@ -1100,6 +1109,7 @@ async fn count_tokens_answers_what_the_request_will_report_as_its_input() {
         tools: &tools,
         max_output_tokens: 1024,
         allow_tools: true,
+        revisions: &[],
     };
     let counted = model.count_tokens(request).await.unwrap().expect("a count");
     assert!(mock.requests().is_empty() && mock.usage_stats().requests == 0, "a count is no model request");
@@ -1133,6 +1143,7 @@ async fn count_tokens_sends_nothing_when_the_setting_is_off_or_the_provider_has_
         tools: &tools,
         max_output_tokens: 1024,
         allow_tools: true,
+        revisions: &[],
     };
     for settings in [
         json!({}),
@@ -1153,8 +1164,14 @@ async fn a_refused_count_is_a_model_error_without_the_key_and_is_not_retried() {
     // Both requests are refused on purpose.
     mock.expect_violations();
     let messages = vec![Message::user_text("hi")];
-    let request =
-        ModelRequest { system: "s", messages: &messages, tools: &[], max_output_tokens: 16, allow_tools: true };
+    let request = ModelRequest {
+        system: "s",
+        messages: &messages,
+        tools: &[],
+        max_output_tokens: 16,
+        allow_tools: true,
+        revisions: &[],
+    };
     let wrong = "sk-ant-wrong-key-0123456789";
     let e = provider_for(&mock, json!({"countTokens": true}), wrong).count_tokens(request).await.unwrap_err();
     assert_eq!((e.kind, e.status), (ModelErrorKind::Auth, Some(401)), "{e:?}");

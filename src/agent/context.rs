@@ -128,12 +128,13 @@ pub(super) fn fixed_bytes(system: &str, specs: &[ToolSpec]) -> u64 {
 }
 
 pub(super) fn messages_bytes(messages: &[Message]) -> u64 {
-    messages.iter().map(message_bytes).sum::<usize>() as u64
+    messages.iter().map(message_bytes).sum::<u64>()
 }
 
-fn message_bytes(m: &Message) -> usize {
+/// The bytes of one message as the estimate counts them.
+pub(super) fn message_bytes(m: &Message) -> u64 {
     if let Some(raw) = &m.raw {
-        return raw.to_string().len();
+        return raw.to_string().len() as u64;
     }
     m.content
         .iter()
@@ -143,7 +144,7 @@ fn message_bytes(m: &Message) -> usize {
             Block::ToolResult { tool_use_id, content, .. } => tool_use_id.len() + content.len(),
             Block::Other(v) => v.to_string().len(),
         })
-        .sum()
+        .sum::<usize>() as u64
 }
 
 /// The stub that replaces the output of `call` (`read_file src/m07.py`).
@@ -171,7 +172,7 @@ pub(super) fn kept_from(messages: &[Message], budget: &Budget) -> usize {
     let mut kept = messages.len();
     let (mut count, mut tokens) = (0, 0);
     for (i, m) in messages.iter().enumerate().rev().filter(|(_, m)| is_results(m)) {
-        tokens += budget.estimate(message_bytes(m) as u64);
+        tokens += budget.estimate(message_bytes(m));
         if count == KEEP_RESULTS || (count > 0 && tokens > KEEP_TOKENS) {
             break;
         }
@@ -210,7 +211,8 @@ impl Stale {
 
 /// The outputs an edit would replace: those of the tool results before
 /// [`kept_from`] that are longer than their stub.
-pub(super) fn stale(messages: &[Message], budget: &Budget) -> Option<Stale> {
+/// `sizes` are the messages' [`message_bytes`].
+pub(super) fn stale(messages: &[Message], sizes: &[u64], budget: &Budget) -> Option<Stale> {
     let kept = kept_from(messages, budget);
     let calls = call_descriptions(messages);
     let (mut first, mut results, mut saved) = (None, 0, 0);
@@ -227,7 +229,7 @@ pub(super) fn stale(messages: &[Message], budget: &Budget) -> Option<Stale> {
         }
     }
     let first = first?;
-    let after = messages_bytes(&messages[first..messages.len().saturating_sub(1).max(first)]);
+    let after: u64 = sizes[first..messages.len().saturating_sub(1).max(first)].iter().sum();
     Some(Stale {
         results,
         saved: budget.estimate(saved as u64),
@@ -242,6 +244,8 @@ fn stub_of(calls: &HashMap<String, String>, id: &str) -> String {
 /// One output replaced by its stub.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Stubbed {
+    /// The index of its message.
+    pub(super) message: usize,
     pub(super) tool_use_id: String,
     /// The content it had.
     pub(super) content: String,
@@ -255,13 +259,13 @@ pub(super) fn stub_stale(messages: &mut [Message], budget: &Budget) -> Vec<Stubb
     let kept = kept_from(messages, budget);
     let calls = call_descriptions(messages);
     let mut stubbed = Vec::new();
-    for m in messages[..kept].iter_mut().filter(|m| m.role == Role::User) {
+    for (i, m) in messages[..kept].iter_mut().enumerate().filter(|(_, m)| m.role == Role::User) {
         for block in &mut m.content {
             if let Block::ToolResult { tool_use_id, content, .. } = block {
                 let stub = stub_of(&calls, tool_use_id);
                 if content.len() > stub.len() {
                     let content = std::mem::replace(content, stub);
-                    stubbed.push(Stubbed { tool_use_id: tool_use_id.clone(), content });
+                    stubbed.push(Stubbed { message: i, tool_use_id: tool_use_id.clone(), content });
                 }
             }
         }

@@ -344,6 +344,12 @@ struct Run<'a> {
     /// carries unchanged (measured once).
     fixed_bytes: u64,
     messages: Vec<Message>,
+    /// Per message: its revision (a new one whenever it changes, see
+    /// `ModelRequest::revisions`) and its bytes as the estimate counts
+    /// them, measured once. Kept in step by `push`, `renew` and the
+    /// compaction's splice.
+    revisions: Vec<u64>,
+    sizes: Vec<u64>,
     /// Messages already reported in a `RunEvent::Request`.
     sent: usize,
     usage: Usage,
@@ -401,6 +407,8 @@ pub async fn run(
         fixed_bytes: 0,
         specs: tools.specs(),
         task_blocks: messages.first().map_or(0, |m| m.content.len()),
+        revisions: messages.iter().map(|_| crate::model::next_revision()).collect(),
+        sizes: messages.iter().map(context::message_bytes).collect(),
         messages,
         sent: 0,
         usage: Usage::default(),
@@ -448,7 +456,7 @@ impl Run<'_> {
             .collect();
         let empty = response.message.content.is_empty();
         if !empty {
-            self.messages.push(response.message);
+            self.push(response.message);
         }
         // A tool turn is recognised by its tool calls, not by stop_reason.
         if !calls.is_empty() {
@@ -537,7 +545,20 @@ impl Run<'_> {
 
     /// The estimated bytes of the next request.
     fn request_bytes(&self) -> u64 {
-        self.fixed_bytes + context::messages_bytes(&self.messages)
+        self.fixed_bytes + self.sizes.iter().sum::<u64>()
+    }
+
+    /// Appends a message to the conversation.
+    fn push(&mut self, message: Message) {
+        self.revisions.push(crate::model::next_revision());
+        self.sizes.push(context::message_bytes(&message));
+        self.messages.push(message);
+    }
+
+    /// After `messages[i]` changed: a new revision, measured again.
+    fn renew(&mut self, i: usize) {
+        self.revisions[i] = crate::model::next_revision();
+        self.sizes[i] = context::message_bytes(&self.messages[i]);
     }
 
     /// The estimated prompt tokens of the next request.
@@ -577,6 +598,7 @@ impl Run<'_> {
             tools: &self.specs,
             max_output_tokens: self.max_output,
             allow_tools: true,
+            revisions: &self.revisions,
         };
         match self.race(self.model.count_tokens(request)).await? {
             Ok(Some(tokens)) => self.budget.calibrate(bytes, tokens),
@@ -592,7 +614,7 @@ impl Run<'_> {
     /// costs; returns the estimate of the next request.
     fn edit(&mut self, turn: u32, force: bool) -> u64 {
         let before = self.estimate();
-        let Some(stale) = context::stale(&self.messages, &self.budget) else { return before };
+        let Some(stale) = context::stale(&self.messages, &self.sizes, &self.budget) else { return before };
         let reason = if force {
             EditReason::Refused
         } else if before > self.budget.edit_threshold() {
@@ -607,6 +629,11 @@ impl Run<'_> {
         let stubbed = context::stub_stale(&mut self.messages, &self.budget);
         for s in &stubbed {
             self.guard.forget(&s.tool_use_id);
+        }
+        let mut changed: Vec<usize> = stubbed.iter().map(|s| s.message).collect();
+        changed.dedup();
+        for i in changed {
+            self.renew(i);
         }
         self.carried = 0.0;
         let after = self.estimate();
@@ -672,6 +699,7 @@ impl Run<'_> {
             tools: &self.specs,
             max_output_tokens: max_output,
             allow_tools: false,
+            revisions: &[],
         };
         let events = self.events;
         let stream = |u: StreamUpdate| events(RunEvent::Stream(u));
@@ -706,6 +734,8 @@ impl Run<'_> {
         if let Some(state) = self.tools.state() {
             first.content.push(Block::Text { text: state });
         }
+        self.revisions.splice(..split, [crate::model::next_revision()]);
+        self.sizes.splice(..split, [context::message_bytes(&first)]);
         self.messages.splice(..split, [first]);
         // The messages not reported yet are the newest, in the tail.
         self.sent = 1 + self.sent.saturating_sub(split);
@@ -726,6 +756,11 @@ impl Run<'_> {
     /// Sends the conversation as it is, reports the request and its
     /// response, and feeds the estimate what the provider measured.
     async fn send(&mut self) -> ControlFlow<Stop, Result<ModelResponse, ModelError>> {
+        debug_assert_eq!(
+            self.sizes,
+            self.messages.iter().map(context::message_bytes).collect::<Vec<_>>(),
+            "a message changed without `renew`"
+        );
         // Capped so that the run cannot pass `maxTokens` (checked before).
         let bytes = self.request_bytes();
         let max_output = self.output_room(bytes, self.max_output).unwrap_or(MIN_OUTPUT_TOKENS.min(self.max_output));
@@ -742,6 +777,7 @@ impl Run<'_> {
             tools: &self.specs,
             max_output_tokens: max_output,
             allow_tools: true,
+            revisions: &self.revisions,
         };
         let stream = |u: StreamUpdate| (self.events)(RunEvent::Stream(u));
         let started = Instant::now();
@@ -827,7 +863,7 @@ impl Run<'_> {
             .zip(outputs)
             .map(|(c, out)| Block::ToolResult { tool_use_id: c.id, content: out.content, is_error: out.is_error })
             .collect();
-        self.messages.push(Message { role: Role::User, content, raw: None });
+        self.push(Message { role: Role::User, content, raw: None });
         if let Some(e) = fatal {
             return ControlFlow::Break(Stop::ToolFatal(e));
         }
@@ -893,12 +929,15 @@ impl Run<'_> {
             "The run has to stop now: {}. Do not call any tools. In at most three sentences, say what you changed so far and what is left to do.",
             stop.describe(self.limits)
         );
-        let messages = &mut self.messages;
-        let sent = messages.len();
-        match messages.last_mut() {
-            Some(last) if last.role == Role::User => last.content.push(Block::Text { text: ask }),
-            _ => messages.push(Message::user_text(ask)),
+        let sent = self.messages.len();
+        match self.messages.last_mut() {
+            Some(last) if last.role == Role::User => {
+                last.content.push(Block::Text { text: ask });
+                self.renew(sent - 1);
+            }
+            _ => self.push(Message::user_text(ask)),
         }
+        let messages = &self.messages;
         let new = if sent > 0 { messages[sent - 1..].to_vec() } else { messages.clone() };
         let events = self.events;
         events(RunEvent::Request {
@@ -913,6 +952,7 @@ impl Run<'_> {
             tools: &self.specs,
             max_output_tokens: SUMMARY_OUTPUT_TOKENS,
             allow_tools: false,
+            revisions: &self.revisions,
         };
         let stream = |u: StreamUpdate| events(RunEvent::Stream(u));
         let started = Instant::now();
@@ -929,7 +969,7 @@ impl Run<'_> {
         });
         self.usage.add(response.usage);
         let text = response.message.text();
-        self.messages.push(response.message);
+        self.push(response.message);
         (!text.trim().is_empty()).then_some(text)
     }
 }

@@ -17,6 +17,8 @@ struct Scripted {
     replies: Mutex<VecDeque<Result<ModelResponse, ModelError>>>,
     no_tools: Mutex<VecDeque<Result<ModelResponse, ModelError>>>,
     seen: Mutex<Vec<Vec<Message>>>,
+    /// The revisions of each request's messages.
+    revisions: Mutex<Vec<Vec<u64>>>,
     /// (max_output_tokens, allow_tools) of each request.
     shapes: Mutex<Vec<(u32, bool)>>,
     /// `count_tokens` answers bytes / 4 × this; `None`: no counting.
@@ -32,6 +34,7 @@ impl Scripted {
             replies: Mutex::new(replies.into()),
             no_tools: Mutex::new(VecDeque::new()),
             seen: Mutex::new(Vec::new()),
+            revisions: Mutex::new(Vec::new()),
             shapes: Mutex::new(Vec::new()),
             count_factor: None,
             counted: Mutex::new(0),
@@ -58,6 +61,7 @@ impl ModelClient for Scripted {
         _updates: &(dyn Fn(StreamUpdate) + Send + Sync),
     ) -> Result<ModelResponse, ModelError> {
         self.seen.lock().unwrap().push(request.messages.to_vec());
+        self.revisions.lock().unwrap().push(request.revisions.to_vec());
         self.shapes.lock().unwrap().push((request.max_output_tokens, request.allow_tools));
         let summary = if request.allow_tools { None } else { self.no_tools.lock().unwrap().pop_front() };
         let next = summary.or_else(|| self.replies.lock().unwrap().pop_front());
@@ -769,11 +773,52 @@ fn the_newest_results_are_kept_whole_while_they_are_small() {
     messages.push(result("t6", 4_000));
     assert_eq!(context::kept_from(&messages, &budget), 14, "t5 would pass 8,000 tokens");
     // The stale outputs, what an edit saves and what it makes the cache write again.
-    let stale = context::stale(&messages, &budget).unwrap();
+    let sizes: Vec<u64> = messages.iter().map(context::message_bytes).collect();
+    let stale = context::stale(&messages, &sizes, &budget).unwrap();
     assert_eq!(stale.results, 6);
     assert!(stale.saved > 30_000 / 4 && stale.saved < 42_000 / 4, "{stale:?}");
     assert!(stale.rewrite < 200, "only stubs and small messages follow the first: {stale:?}");
     assert!(!stale.worth_editing(0.0) && stale.worth_editing(1.25 * stale.rewrite as f64));
+}
+
+#[tokio::test]
+async fn a_revision_names_one_message_and_unchanged_messages_keep_theirs() {
+    // Stubbing and compaction both change messages: a revision seen twice
+    // must be the same message, and a message sent again unchanged keeps
+    // its revision, so providers can send again what they encoded.
+    let mut replies = big_turns(8, 40_000);
+    replies.push(reply_with(vec![text("done")], StopReason::EndTurn, 0));
+    let model = Scripted::new(replies);
+    let (out, events) = go(&model, &tools(), Limits { max_turns: 20, ..LIMITS }).await;
+    assert_eq!(out.stop, Stop::EndTurn);
+    assert!(!stub_edits(&events).is_empty(), "the run edits its context");
+    let seen = model.seen.lock().unwrap().clone();
+    let revisions = model.revisions.lock().unwrap().clone();
+    let mut named: std::collections::HashMap<u64, Message> = std::collections::HashMap::new();
+    let mut reused = 0;
+    for (messages, revisions) in seen.iter().zip(&revisions) {
+        assert_eq!(messages.len(), revisions.len(), "one revision per message");
+        for (m, r) in messages.iter().zip(revisions) {
+            match named.get(r) {
+                Some(before) => {
+                    assert_eq!(before, m, "revision {r} was given to a changed message");
+                    reused += 1;
+                }
+                None => {
+                    named.insert(*r, m.clone());
+                }
+            }
+        }
+    }
+    for pair in seen.windows(2).zip(revisions.windows(2)) {
+        let ((a, b), (ra, rb)) = ((&pair.0[0], &pair.0[1]), (&pair.1[0], &pair.1[1]));
+        for i in 0..a.len().min(b.len()) {
+            if a[i] == b[i] {
+                assert_eq!(ra[i], rb[i], "message {i} did not change but got a new revision");
+            }
+        }
+    }
+    assert!(reused > seen.len(), "unchanged messages are sent with their revisions: {reused}");
 }
 
 #[tokio::test]

@@ -36,6 +36,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::ModelClient;
+use super::encoded::{Body, Encoded};
 use super::http::{self, Endpoint};
 use super::retry::with_retries;
 use crate::config::Effort;
@@ -55,6 +56,8 @@ const MAX_COUNT_BODY: usize = 64 * 1024;
 
 pub struct Anthropic {
     http: reqwest::Client,
+    /// The messages' texts of the last request, sent again from here.
+    encoded: Encoded,
     url: String,
     count_url: String,
     endpoint: Endpoint,
@@ -141,6 +144,7 @@ impl Anthropic {
         let base = endpoint.base_url.trim_end_matches('/');
         Self {
             http: http::client(&endpoint),
+            encoded: Encoded::default(),
             url: format!("{base}/v1/messages"),
             count_url: format!("{base}/v1/messages/count_tokens"),
             endpoint,
@@ -175,8 +179,13 @@ impl Anthropic {
 
     /// A POST of `body` to `url` with the headers every Messages request
     /// carries: `anthropic-version` and the key.
-    fn post(&self, url: &str, body: &Value) -> reqwest::RequestBuilder {
-        let mut request = self.http.post(url).header("anthropic-version", API_VERSION).json(body);
+    fn post(&self, url: &str, body: impl Into<reqwest::Body>) -> reqwest::RequestBuilder {
+        let mut request = self
+            .http
+            .post(url)
+            .header("anthropic-version", API_VERSION)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
         if let Some(key) = &self.endpoint.api_key {
             request = request.header("x-api-key", key.expose());
         }
@@ -211,7 +220,7 @@ impl Anthropic {
 
     async fn attempt(
         &self,
-        body: &Value,
+        body: bytes::Bytes,
         updates: &(dyn Fn(StreamUpdate) + Send + Sync),
     ) -> Result<ModelResponse, ModelError> {
         let idle = self.endpoint.idle_timeout;
@@ -230,7 +239,8 @@ impl Anthropic {
     /// the idle timeout, when shorter).
     async fn count_attempt(&self, body: &Value) -> Result<u64, ModelError> {
         let within = COUNT_TIMEOUT.min(self.endpoint.idle_timeout);
-        let response = self.send(self.post(&self.count_url, body), within).await?;
+        let response =
+            self.send(self.post(&self.count_url, serde_json::to_vec(body).unwrap_or_default()), within).await?;
         let status = response.status().as_u16();
         let answer = http::read_capped(response, MAX_COUNT_BODY, within).await;
         if let Some(why) = answer.failed {
@@ -264,9 +274,10 @@ impl ModelClient for Anthropic {
         request: ModelRequest<'_>,
         updates: &(dyn Fn(StreamUpdate) + Send + Sync),
     ) -> Result<ModelResponse, ModelError> {
-        let mut body = encode_request(&self.endpoint.model, &request, self.thinking);
-        body["stream"] = Value::Bool(true);
-        with_retries(self.endpoint.max_retries, updates, |_| self.attempt(&body, updates)).await
+        let mut body = encode_body(&self.endpoint.model, &request, self.thinking, &self.encoded);
+        body.head["stream"] = Value::Bool(true);
+        let body = bytes::Bytes::from(body.to_bytes());
+        with_retries(self.endpoint.max_retries, updates, |_| self.attempt(body.clone(), updates)).await
     }
 
     async fn count_tokens(&self, request: ModelRequest<'_>) -> Result<Option<u64>, ModelError> {
@@ -552,34 +563,55 @@ fn http_error(status: u16, body: &str, key_source: &str) -> ModelError {
 /// is asked for and `max_tokens` raised to make room for it
 /// ([`Thinking::sizes`]). Without, the body is what it always was.
 pub fn encode_request(model: &str, req: &ModelRequest<'_>, thinking: Option<Thinking>) -> Value {
+    encode_body(model, req, thinking, &Encoded::default()).to_value()
+}
+
+/// [`encode_request`] as the client sends it: the messages' texts from
+/// `encoded` where they were sent before, but for the two newest user
+/// messages, which carry the rolling cache breakpoints.
+pub fn encode_body(model: &str, req: &ModelRequest<'_>, thinking: Option<Thinking>, encoded: &Encoded) -> Body {
+    let marked: Vec<usize> = req
+        .messages
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, m)| m.role == Role::User)
+        .take(ROLLING_BREAKPOINTS)
+        .map(|(i, _)| i)
+        .collect();
+    let placed = |i: usize| {
+        marked.contains(&i).then(|| {
+            let mut m = encode_message(&req.messages[i]);
+            mark_breakpoint(&mut m);
+            m.to_string()
+        })
+    };
+    let texts = encoded.texts(req.messages, req.revisions, placed, |m| encode_message(m).to_string());
+    let thinking = thinking.filter(|_| turn_keeps_its_thinking(req.messages));
     let tools: Vec<Value> = req
         .tools
         .iter()
         .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
         .collect();
-    let mut messages: Vec<Value> = req.messages.iter().map(encode_message).collect();
-    mark_rolling_breakpoints(&mut messages);
-    let thinking = thinking.filter(|_| turn_keeps_its_thinking(&messages));
-    let mut body = json!({
+    let mut head = json!({
         "model": model,
         "max_tokens": req.max_output_tokens,
         // The stable prefix (tools, then the system prompt) ends at the
         // first breakpoint.
         "system": [{"type": "text", "text": req.system, "cache_control": ephemeral()}],
-        "messages": messages,
     });
     if !tools.is_empty() {
-        body["tools"] = Value::Array(tools);
+        head["tools"] = Value::Array(tools);
         if !req.allow_tools {
             // Allowed with thinking: only a forced choice (`any`, `tool`) is refused.
-            body["tool_choice"] = json!({"type": "none"});
+            head["tool_choice"] = json!({"type": "none"});
         }
     }
     if let Some((max_tokens, budget_tokens)) = thinking.and_then(|t| t.sizes(req.max_output_tokens)) {
-        body["max_tokens"] = json!(max_tokens);
-        body["thinking"] = json!({"type": "enabled", "budget_tokens": budget_tokens});
+        head["max_tokens"] = json!(max_tokens);
+        head["thinking"] = json!({"type": "enabled", "budget_tokens": budget_tokens});
     }
-    body
+    Body::new(head, "messages", texts)
 }
 
 /// Whether the assistant turn a request continues starts with its thinking
@@ -590,13 +622,19 @@ pub fn encode_request(model: &str, req: &ModelRequest<'_>, thinking: Option<Thin
 /// edited away (compaction keeps only the newest exchanges of a long turn)
 /// cannot carry thinking any more: its requests go without, as the API's
 /// error advises, and thinking is back with the next user turn.
-fn turn_keeps_its_thinking(messages: &[Value]) -> bool {
-    let results = |m: &Value| m["content"].as_array().is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"));
-    let continues = messages.last().is_some_and(|m| m["role"] == "user" && results(m));
-    let start = messages.iter().rposition(|m| m["role"] == "user" && !results(m)).map_or(0, |i| i + 1);
+fn turn_keeps_its_thinking(messages: &[Message]) -> bool {
+    let results = |m: &Message| m.content.iter().any(|b| matches!(b, Block::ToolResult { .. }));
+    let continues = messages.last().is_some_and(|m| m.role == Role::User && results(m));
+    let start = messages.iter().rposition(|m| m.role == Role::User && !results(m)).map_or(0, |i| i + 1);
     match messages.get(start) {
-        Some(m) if continues && m["role"] == "assistant" => {
-            matches!(m["content"][0]["type"].as_str(), Some("thinking" | "redacted_thinking"))
+        Some(m) if continues && m.role == Role::Assistant => {
+            // The first block as it is sent (`encode_message`).
+            let first = match (&m.raw, m.content.first()) {
+                (Some(raw), _) => raw[0]["type"].as_str().map(str::to_string),
+                (None, Some(Block::Other(v))) => v["type"].as_str().map(str::to_string),
+                _ => None,
+            };
+            matches!(first.as_deref(), Some("thinking" | "redacted_thinking"))
         }
         _ => true,
     }
@@ -621,20 +659,18 @@ pub fn encode_count_request(model: &str, req: &ModelRequest<'_>, thinking: Optio
     body
 }
 
-/// The rolling prompt-cache breakpoints: the last block of the newest user
-/// message (written by this request) and of the one before it (written by the
-/// previous request, so this one reads it). With the system prompt's, three
-/// of the four the API allows. Never on thinking blocks, which cannot carry
-/// one; assistant messages are echoed verbatim and left alone.
-fn mark_rolling_breakpoints(messages: &mut [Value]) {
-    let users = messages.iter_mut().rev().filter(|m| m["role"] == "user").take(ROLLING_BREAKPOINTS);
-    for m in users {
-        let Some(last) = m["content"].as_array_mut().and_then(|c| c.last_mut()) else { continue };
-        let cacheable = last.is_object() && !matches!(last["type"].as_str(), Some("thinking" | "redacted_thinking"));
-        let empty_text = last["type"] == "text" && last["text"].as_str().is_some_and(str::is_empty);
-        if cacheable && !empty_text {
-            last["cache_control"] = ephemeral();
-        }
+/// A rolling prompt-cache breakpoint on a user message: on its last
+/// block, which is the last block of the newest user message (written by
+/// this request) or of the one before it (written by the previous request,
+/// so this one reads it). With the system prompt's, three of the four the
+/// API allows. Never on thinking blocks, which cannot carry one; assistant
+/// messages are echoed verbatim and left alone.
+fn mark_breakpoint(m: &mut Value) {
+    let Some(last) = m["content"].as_array_mut().and_then(|c| c.last_mut()) else { return };
+    let cacheable = last.is_object() && !matches!(last["type"].as_str(), Some("thinking" | "redacted_thinking"));
+    let empty_text = last["type"] == "text" && last["text"].as_str().is_some_and(str::is_empty);
+    if cacheable && !empty_text {
+        last["cache_control"] = ephemeral();
     }
 }
 
@@ -763,8 +799,14 @@ mod tests {
             description: "d".into(),
             input_schema: json!({"type": "object"}),
         }];
-        let req =
-            ModelRequest { system: "sys", messages: &msgs, tools: &tools, max_output_tokens: 100, allow_tools: true };
+        let req = ModelRequest {
+            system: "sys",
+            messages: &msgs,
+            tools: &tools,
+            max_output_tokens: 100,
+            allow_tools: true,
+            revisions: &[],
+        };
         let body = encode_request("m", &req, None);
         assert_eq!(body["messages"][1]["content"], raw["content"]);
         // The user's text, with the rolling cache breakpoint.
@@ -774,6 +816,50 @@ mod tests {
         );
         assert_eq!(body["tools"][0]["input_schema"], json!({"type": "object"}));
         assert_eq!(body["max_tokens"], 100);
+    }
+
+    #[test]
+    fn bodies_written_from_kept_texts_are_the_bodies_encoded_afresh() {
+        // A growing conversation sent turn after turn through one client's
+        // kept texts: each body is the one a fresh encoding gives, with the
+        // breakpoints where they belong (a message marked two turns ago is
+        // sent unmarked), and a stubbed message is sent as it is now.
+        let encoded = Encoded::default();
+        let mut msgs = vec![Message::user_text("fix it")];
+        let mut revisions = vec![crate::model::next_revision()];
+        for turn in 0..6 {
+            let id = format!("t{turn}");
+            let call = json!([{"type": "text", "text": "Reading \"a\" 漢字"}, {"type": "tool_use", "id": id, "name": "read_file", "input": {"path": "a"}}]);
+            msgs.push(Message { role: Role::Assistant, content: Vec::new(), raw: Some(call) });
+            msgs.push(Message {
+                role: Role::User,
+                content: vec![Block::ToolResult {
+                    tool_use_id: id,
+                    content: format!("out {turn} 😀\n"),
+                    is_error: false,
+                }],
+                raw: None,
+            });
+            revisions.extend([crate::model::next_revision(), crate::model::next_revision()]);
+            if turn == 4 {
+                msgs[2].content =
+                    vec![Block::ToolResult { tool_use_id: "t0".into(), content: "[stub]".into(), is_error: false }];
+                revisions[2] = crate::model::next_revision();
+            }
+            let req = ModelRequest {
+                system: "sys",
+                messages: &msgs,
+                tools: &[],
+                max_output_tokens: 10,
+                allow_tools: true,
+                revisions: &revisions,
+            };
+            let kept = encode_body("m", &req, None, &encoded).to_value();
+            assert_eq!(kept, encode_request("m", &ModelRequest { revisions: &[], ..req }, None), "turn {turn}");
+            let marked =
+                kept["messages"].as_array().unwrap().iter().filter(|m| m.to_string().contains("cache_control")).count();
+            assert_eq!(marked, 2, "turn {turn}");
+        }
     }
 
     #[test]
@@ -792,7 +878,14 @@ mod tests {
             assistant(json!([{"type": "tool_use", "id": "t2", "name": "read_file", "input": {}}])),
             result("t2"),
         ];
-        let req = ModelRequest { system: "sys", messages: &msgs, tools: &[], max_output_tokens: 10, allow_tools: true };
+        let req = ModelRequest {
+            system: "sys",
+            messages: &msgs,
+            tools: &[],
+            max_output_tokens: 10,
+            allow_tools: true,
+            revisions: &[],
+        };
         let body = encode_request("m", &req, None);
         assert_eq!(body["system"], json!([{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}]));
         let marked: Vec<usize> = (0..msgs.len())
@@ -808,8 +901,14 @@ mod tests {
         assert!(count <= 4, "{count} breakpoints");
         // An empty text block cannot carry one.
         let empty = vec![Message::user_text("")];
-        let req =
-            ModelRequest { system: "sys", messages: &empty, tools: &[], max_output_tokens: 10, allow_tools: true };
+        let req = ModelRequest {
+            system: "sys",
+            messages: &empty,
+            tools: &[],
+            max_output_tokens: 10,
+            allow_tools: true,
+            revisions: &[],
+        };
         assert!(encode_request("m", &req, None)["messages"][0]["content"][0].get("cache_control").is_none());
     }
 
@@ -821,8 +920,14 @@ mod tests {
             description: "d".into(),
             input_schema: json!({"type": "object"}),
         }];
-        let req =
-            ModelRequest { system: "sys", messages: &msgs, tools: &tools, max_output_tokens: 64, allow_tools: false };
+        let req = ModelRequest {
+            system: "sys",
+            messages: &msgs,
+            tools: &tools,
+            max_output_tokens: 64,
+            allow_tools: false,
+            revisions: &[],
+        };
         let mut full = encode_request("m", &req, None);
         let count = encode_count_request("m", &req, None);
         assert!(count.get("max_tokens").is_none() && count.get("stream").is_none(), "{count}");
@@ -910,8 +1015,14 @@ mod tests {
     #[test]
     fn without_effort_the_body_is_what_it_always_was() {
         let (msgs, tools) = thinking_conversation();
-        let req =
-            ModelRequest { system: "sys", messages: &msgs, tools: &tools, max_output_tokens: 8192, allow_tools: true };
+        let req = ModelRequest {
+            system: "sys",
+            messages: &msgs,
+            tools: &tools,
+            max_output_tokens: 8192,
+            allow_tools: true,
+            revisions: &[],
+        };
         // The body of a request before `effort` existed, byte for byte.
         let before = r#"{"max_tokens":8192,"messages":[{"content":[{"cache_control":{"type":"ephemeral"},"text":"fix it","type":"text"}],"role":"user"},{"content":[{"signature":"sig==","thinking":"hm","type":"thinking"},{"id":"t1","input":{"path":"a"},"name":"read_file","type":"tool_use"}],"role":"assistant"},{"content":[{"cache_control":{"type":"ephemeral"},"content":"x","tool_use_id":"t1","type":"tool_result"}],"role":"user"}],"model":"claude-sonnet-4-5","system":[{"cache_control":{"type":"ephemeral"},"text":"sys","type":"text"}],"tools":[{"description":"d","input_schema":{"type":"object"},"name":"read_file"}]}"#;
         assert_eq!(encode_request("claude-sonnet-4-5", &req, None).to_string(), before);
@@ -929,8 +1040,14 @@ mod tests {
         assert_eq!(client.thinking, Some(Thinking { budget_tokens: 8192, max_output: 64_000 }));
         assert_eq!(client.output_ceiling(8192), 16_384);
         for allow_tools in [true, false] {
-            let req =
-                ModelRequest { system: "sys", messages: &msgs, tools: &tools, max_output_tokens: 8192, allow_tools };
+            let req = ModelRequest {
+                system: "sys",
+                messages: &msgs,
+                tools: &tools,
+                max_output_tokens: 8192,
+                allow_tools,
+                revisions: &[],
+            };
             let mut body = encode_request("claude-sonnet-4-5", &req, client.thinking);
             assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 8192}), "{allow_tools}");
             assert_eq!(body["max_tokens"], 16_384);
@@ -950,8 +1067,14 @@ mod tests {
             assert_eq!(body, plain);
         }
         // The count covers the thinking setting too (the endpoint takes it).
-        let req =
-            ModelRequest { system: "sys", messages: &msgs, tools: &tools, max_output_tokens: 8192, allow_tools: true };
+        let req = ModelRequest {
+            system: "sys",
+            messages: &msgs,
+            tools: &tools,
+            max_output_tokens: 8192,
+            allow_tools: true,
+            revisions: &[],
+        };
         let count = encode_count_request("claude-sonnet-4-5", &req, client.thinking);
         assert_eq!(count["thinking"], json!({"type": "enabled", "budget_tokens": 8192}));
         assert!(count.get("max_tokens").is_none());
@@ -973,8 +1096,14 @@ mod tests {
             input_schema: json!({"type": "object"}),
         }];
         let asks = |msgs: &[Message]| {
-            let req =
-                ModelRequest { system: "s", messages: msgs, tools: &tools, max_output_tokens: 512, allow_tools: true };
+            let req = ModelRequest {
+                system: "s",
+                messages: msgs,
+                tools: &tools,
+                max_output_tokens: 512,
+                allow_tools: true,
+                revisions: &[],
+            };
             encode_request("claude-sonnet-4-5", &req, thinking).get("thinking").is_some()
         };
         let signed = json!({"type": "thinking", "thinking": "hm", "signature": "s"});
@@ -1016,7 +1145,14 @@ mod tests {
             idle_timeout: Duration::from_secs(1),
         };
         let msgs = vec![Message::user_text("hi")];
-        let req = ModelRequest { system: "s", messages: &msgs, tools: &[], max_output_tokens: 8, allow_tools: true };
+        let req = ModelRequest {
+            system: "s",
+            messages: &msgs,
+            tools: &[],
+            max_output_tokens: 8,
+            allow_tools: true,
+            revisions: &[],
+        };
         assert_eq!(Anthropic::new(endpoint.clone()).count_tokens(req).await, Ok(None));
         let on = Anthropic::new(endpoint).with_token_counting(true).count_tokens(req).await;
         assert_eq!(on.unwrap_err().kind, ModelErrorKind::Network, "with it, the request is sent");

@@ -24,12 +24,23 @@ pub struct Endpoint {
     pub idle_timeout: Duration,
 }
 
+/// The HTTP client for `endpoint`: one per process and connect timeout
+/// (the only setting a client is built with), shared by every run, so that
+/// a run reuses the connections of the runs before it (no new TCP and TLS
+/// handshake) and the system's certificates are read once, not per run.
 pub fn client(endpoint: &Endpoint) -> reqwest::Client {
-    reqwest::Client::builder()
+    static CLIENTS: std::sync::Mutex<Vec<(Duration, reqwest::Client)>> = std::sync::Mutex::new(Vec::new());
+    let mut clients = CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, client)) = clients.iter().find(|(t, _)| *t == endpoint.connect_timeout) {
+        return client.clone();
+    }
+    let client = reqwest::Client::builder()
         .connect_timeout(endpoint.connect_timeout)
         .user_agent(concat!("agentfix/", env!("CARGO_PKG_VERSION")))
         .build()
-        .unwrap_or_default()
+        .unwrap_or_default();
+    clients.push((endpoint.connect_timeout, client.clone()));
+    client
 }
 
 /// A transport failure. reqwest's messages never include headers, so the
@@ -437,6 +448,51 @@ where
 mod tests {
     use super::*;
     use reqwest::header::HeaderValue;
+
+    #[tokio::test]
+    async fn clients_for_one_endpoint_share_their_connections() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        // A keep-alive HTTP/1.1 server on loopback that counts connections.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 1024];
+                    while let Ok(n) = socket.read(&mut chunk).await {
+                        if n == 0 {
+                            break;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            buf.drain(..end + 4);
+                            let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await;
+                        }
+                    }
+                });
+            }
+        });
+        let endpoint = Endpoint {
+            base_url: format!("http://{addr}"),
+            api_key: None,
+            key_source: String::new(),
+            model: "m".into(),
+            max_retries: 0,
+            // A timeout no other test uses: this test's own client.
+            connect_timeout: Duration::from_millis(4321),
+            idle_timeout: Duration::from_secs(5),
+        };
+        for _ in 0..3 {
+            // A new provider per run, as `from_config` builds them.
+            let text = client(&endpoint).get(format!("http://{addr}/v1/models")).send().await.unwrap().text().await;
+            assert_eq!(text.unwrap(), "ok");
+        }
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1, "three runs, one connection");
+    }
 
     #[test]
     fn retry_hints_prefer_ms_then_seconds_then_dates() {

@@ -10,6 +10,7 @@
 //! one sends nothing and shares nothing with the others.
 
 pub mod anthropic;
+pub mod encoded;
 pub mod http;
 pub mod openai;
 pub mod retry;
@@ -276,8 +277,14 @@ mod tests {
     #[tokio::test]
     async fn counting_is_forwarded_with_the_key_scrubbed_and_absent_by_default() {
         let messages = vec![Message::user_text("hi")];
-        let request =
-            ModelRequest { system: "s", messages: &messages, tools: &[], max_output_tokens: 8, allow_tools: true };
+        let request = ModelRequest {
+            system: "s",
+            messages: &messages,
+            tools: &[],
+            max_output_tokens: 8,
+            allow_tools: true,
+            revisions: &[],
+        };
         let redacting = Redacting { inner: Arc::new(Echoing), redactor: Redactor::new([KEY.to_string()]) };
         let e = redacting.count_tokens(request).await.unwrap_err();
         assert_eq!(e.kind, ModelErrorKind::Auth);

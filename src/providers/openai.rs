@@ -27,6 +27,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::ModelClient;
+use super::encoded::{Body, Encoded};
 use super::http::{self, Endpoint};
 use super::retry::with_retries;
 use crate::config::Effort;
@@ -61,6 +62,8 @@ impl Flavor {
 
 pub struct OpenAi {
     http: reqwest::Client,
+    /// The messages' texts of the last request, sent again from here.
+    encoded: Encoded,
     endpoint: Endpoint,
     flavor: Flavor,
     /// `reasoning_effort` of every request (`effort`, where it is sent).
@@ -88,6 +91,7 @@ impl OpenAi {
     pub fn new(endpoint: Endpoint, flavor: Flavor) -> Self {
         Self {
             http: http::client(&endpoint),
+            encoded: Encoded::default(),
             endpoint,
             flavor,
             reasoning_effort: None,
@@ -130,7 +134,7 @@ impl OpenAi {
     /// again unstreamed, and so is every later request.
     async fn attempt(
         &self,
-        body: &Value,
+        body: &Body,
         updates: &(dyn Fn(StreamUpdate) + Send + Sync),
     ) -> Result<ModelResponse, ModelError> {
         if !self.unstreamed.load(Ordering::Relaxed) {
@@ -146,7 +150,7 @@ impl OpenAi {
             }
         }
         let mut whole = body.clone();
-        if let Some(o) = whole.as_object_mut() {
+        if let Some(o) = whole.head.as_object_mut() {
             o.insert("stream".into(), Value::Bool(false));
             o.remove("stream_options");
         }
@@ -163,14 +167,14 @@ impl OpenAi {
     /// a single data event (nor `[DONE]`).
     async fn exchange(
         &self,
-        body: &Value,
+        body: &Body,
         updates: &(dyn Fn(StreamUpdate) + Send + Sync),
     ) -> Result<Option<ModelResponse>, ModelError> {
         let name = self.flavor.name();
         let idle = self.endpoint.idle_timeout;
-        let streamed = body["stream"] == Value::Bool(true);
+        let streamed = body.head["stream"] == Value::Bool(true);
         let wait = if streamed { idle } else { idle.max(UNSTREAMED_WAIT) };
-        let bytes = serde_json::to_vec(body).unwrap_or_default();
+        let bytes = body.to_bytes();
         let prompt_bytes = bytes.len() as u64;
         let request = self.authorize(
             self.http
@@ -271,7 +275,7 @@ impl ModelClient for OpenAi {
         request: ModelRequest<'_>,
         updates: &(dyn Fn(StreamUpdate) + Send + Sync),
     ) -> Result<ModelResponse, ModelError> {
-        let body = encode_request(&self.endpoint.model, &request, self.flavor, self.reasoning_effort);
+        let body = encode_body(&self.endpoint.model, &request, self.flavor, self.reasoning_effort, &self.encoded);
         with_retries(self.endpoint.max_retries, updates, |_| self.attempt(&body, updates)).await
     }
 
@@ -424,13 +428,27 @@ fn server_setting(message: &str) -> Option<String> {
 /// decides whether the model takes it). Without it, the body is what it
 /// always was.
 pub fn encode_request(model: &str, req: &ModelRequest<'_>, flavor: Flavor, reasoning_effort: Option<Effort>) -> Value {
-    let mut messages = vec![json!({"role": "system", "content": req.system})];
-    for m in req.messages {
-        encode_message(m, flavor, &mut messages);
-    }
+    encode_body(model, req, flavor, reasoning_effort, &Encoded::default()).to_value()
+}
+
+/// [`encode_request`] as the client sends it: the messages' texts from
+/// `encoded` where they were sent before.
+pub fn encode_body(
+    model: &str,
+    req: &ModelRequest<'_>,
+    flavor: Flavor,
+    reasoning_effort: Option<Effort>,
+    encoded: &Encoded,
+) -> Body {
+    let encode = |m: &Message| {
+        let mut out = Vec::new();
+        encode_message(m, flavor, &mut out);
+        out.iter().map(Value::to_string).collect::<Vec<_>>().join(",")
+    };
+    let mut texts = vec![std::sync::Arc::from(json!({"role": "system", "content": req.system}).to_string())];
+    texts.extend(encoded.texts(req.messages, req.revisions, |_| None, encode));
     let mut body = json!({
         "model": model,
-        "messages": messages,
         "stream": true,
         "stream_options": {"include_usage": true},
     });
@@ -453,7 +471,7 @@ pub fn encode_request(model: &str, req: &ModelRequest<'_>, flavor: Flavor, reaso
     if let Some(effort) = reasoning_effort {
         body["reasoning_effort"] = json!(effort.name());
     }
-    body
+    Body::new(body, "messages", texts)
 }
 
 fn encode_message(m: &Message, flavor: Flavor, out: &mut Vec<Value>) {
@@ -886,7 +904,14 @@ mod tests {
             &ToolInput::Malformed { raw: "\"x\"".into(), error: "a string is not a JSON object".into() }
         );
         let msgs = vec![Message::user_text("fix"), r.message];
-        let req = ModelRequest { system: "s", messages: &msgs, tools: &[], max_output_tokens: 9, allow_tools: true };
+        let req = ModelRequest {
+            system: "s",
+            messages: &msgs,
+            tools: &[],
+            max_output_tokens: 9,
+            allow_tools: true,
+            revisions: &[],
+        };
         let body = encode_request("m", &req, Flavor::OpenAi, None);
         let echoed = &body["messages"][2]["tool_calls"];
         assert_eq!(
@@ -931,8 +956,14 @@ mod tests {
             description: "d".into(),
             input_schema: json!({"type": "object"}),
         }];
-        let req =
-            ModelRequest { system: "sys", messages: &msgs, tools: &tools, max_output_tokens: 99, allow_tools: false };
+        let req = ModelRequest {
+            system: "sys",
+            messages: &msgs,
+            tools: &tools,
+            max_output_tokens: 99,
+            allow_tools: false,
+            revisions: &[],
+        };
         let body = encode_request("m", &req, Flavor::OpenAi, None);
         assert_eq!(body["max_completion_tokens"], 99);
         assert_eq!(body["tool_choice"], "none");
@@ -985,8 +1016,14 @@ mod tests {
             description: "d".into(),
             input_schema: json!({"type": "object"}),
         }];
-        let req =
-            ModelRequest { system: "sys", messages: &msgs, tools: &tools, max_output_tokens: 99, allow_tools: true };
+        let req = ModelRequest {
+            system: "sys",
+            messages: &msgs,
+            tools: &tools,
+            max_output_tokens: 99,
+            allow_tools: true,
+            revisions: &[],
+        };
         let body = |c: &OpenAi| encode_request(&c.endpoint.model, &req, c.flavor, c.reasoning_effort);
         // The body of a request before `effort` existed, byte for byte.
         let before = r#"{"max_completion_tokens":99,"messages":[{"content":"sys","role":"system"},{"content":"fix","role":"user"}],"model":"o3","stream":true,"stream_options":{"include_usage":true},"tool_choice":"auto","tools":[{"function":{"description":"d","name":"read_file","parameters":{"type":"object"}},"type":"function"}]}"#;
@@ -1107,7 +1144,14 @@ mod tests {
             description: "d".into(),
             input_schema: json!({"type": "object"}),
         }];
-        let req = ModelRequest { system: "s", messages: &msgs, tools: &tools, max_output_tokens: 9, allow_tools: true };
+        let req = ModelRequest {
+            system: "s",
+            messages: &msgs,
+            tools: &tools,
+            max_output_tokens: 9,
+            allow_tools: true,
+            revisions: &[],
+        };
         let openai = encode_request("m", &req, Flavor::OpenAi, None);
         let compatible = encode_request("m", &req, Flavor::Compatible, None);
         assert_eq!((&openai["tool_choice"], &compatible["tool_choice"]), (&json!("auto"), &json!("auto")));
