@@ -275,6 +275,9 @@ impl LanguageServer for Backend {
 
     async fn initialized(&self, _: InitializedParams) {
         tracing::info!("initialized");
+        // The HTTP client, built now rather than in the first run.
+        let timeout = std::time::Duration::from_secs(crate::config::DEFAULT_CONNECT_TIMEOUT_SECS);
+        drop(tokio::task::spawn_blocking(move || crate::providers::http::warm_up(timeout)));
         self.pull_configuration().await;
     }
 

@@ -43,6 +43,23 @@ pub fn client(endpoint: &Endpoint) -> reqwest::Client {
     client
 }
 
+/// Builds the client for `connect_timeout` ahead of the first run, off the
+/// runtime's threads (reading the system's certificates takes a few
+/// milliseconds): the first run then starts as fast as the next ones.
+/// Nothing is dialed.
+pub fn warm_up(connect_timeout: Duration) {
+    let endpoint = Endpoint {
+        base_url: String::new(),
+        api_key: None,
+        key_source: String::new(),
+        model: String::new(),
+        max_retries: 0,
+        connect_timeout,
+        idle_timeout: connect_timeout,
+    };
+    drop(client(&endpoint));
+}
+
 /// A transport failure. reqwest's messages never include headers, so the
 /// key cannot leak here.
 pub fn network_error(provider: &str, e: &reqwest::Error) -> ModelError {
