@@ -63,6 +63,7 @@ pub async fn serve_stdio() -> u8 {
         server::Backend::new(client, session.clone())
     })
     .custom_method("window/workDoneProgress/cancel", server::Backend::work_done_progress_cancel)
+    .custom_method(ext::DOCUMENT_TEXT_REQUEST, server::Backend::document_text)
     .finish();
     let service = ordered::Ordered::new(service, session.clone());
     // Malformed input must not stop the transport: stdin goes through the
