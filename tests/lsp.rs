@@ -415,6 +415,48 @@ fn five_hundred_rapid_incremental_changes_apply_in_order() {
     assert_eq!(read, numbered);
 }
 
+#[test]
+fn document_text_is_the_servers_copy_after_incremental_changes() {
+    let mut f = start(Setup { key: false, ..Default::default() });
+    let path = f.path("mirror.py");
+    let uri = file_uri(&path);
+    let text = "# 中文注释 😀\r\ns = '漢字🦀'\r\nt = 1\nlast line without break";
+    f.editor.open(&path, "python", 1, text);
+    let asked = f.editor.request("agentfix/documentText", json!({"uri": uri}));
+    assert_eq!(asked["result"], json!({"version": 1, "text": text}), "{asked}");
+    // UTF-16 columns after surrogate pairs and CJK, CRLF lines, a line break
+    // typed and one deleted, an emoji replaced: each change at its own version.
+    let col_after_crab = "s = '漢字🦀".encode_utf16().count() as u32;
+    type Range = ((u32, u32), (u32, u32));
+    let changes: [(Range, &str); 6] = [
+        (((1, col_after_crab), (1, col_after_crab)), "🙂x"),
+        (((0, 2), (0, 4)), "汉字"),
+        (((2, 5), (2, 5)), "\r\n"),
+        (((0, "# 汉字注释 ".encode_utf16().count() as u32), (0, "# 汉字注释 😀".encode_utf16().count() as u32)), "🎉"),
+        (((3, 0), (4, 0)), ""),
+        (((3, 4), (3, 4)), "😀\n"),
+    ];
+    for (i, (range, new_text)) in changes.iter().enumerate() {
+        f.editor.change_incremental(&path, 2 + i as i32, *range, new_text);
+    }
+    let expected = f.editor.buffer_text(&path).unwrap();
+    assert_eq!(expected, "# 汉字注释 🎉\r\ns = '漢字🦀🙂x'\r\nt = 1\r\nlast😀\n line without break");
+    let asked = f.editor.request("agentfix/documentText", json!({"uri": uri}));
+    assert_eq!(asked["result"]["text"], expected, "{asked}");
+    assert_eq!(asked["result"]["version"], 7, "{asked}");
+
+    // Not open: never opened, or closed since.
+    let other = file_uri(&f.path("never-opened.py"));
+    let refused = f.editor.request("agentfix/documentText", json!({"uri": other}));
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains(&other), "{refused}");
+    f.editor.close(&path);
+    let refused = f.editor.request("agentfix/documentText", json!({"uri": uri}));
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains(&uri), "{refused}");
+    assert!(f.mock.requests().is_empty(), "documentText never calls the model");
+}
+
 /// The UTF-16 position of the end of `text`.
 fn end_position(text: &str) -> (u32, u32) {
     let line = text.matches('\n').count() as u32;

@@ -1,8 +1,10 @@
 //! agentfix's own protocol on top of LSP: the `agentfix.fix` command's
-//! argument and result. Editor plugins (VS Code, Neovim, Emacs) and
-//! extensions that bundle agentfix build the argument and read the result, so
+//! argument and result, and the `agentfix/documentText` request's params and
+//! result. Editor plugins (VS Code, Neovim, Emacs), extensions that bundle
+//! agentfix and test drivers build the arguments and read the results, so
 //! these shapes are a stable contract, written down in the README's "The
-//! `agentfix.fix` contract" section; a test keeps the two in agreement.
+//! `agentfix.fix` contract" and "The `agentfix/documentText` request"
+//! sections; a test keeps the two in agreement.
 
 use std::path::PathBuf;
 
@@ -99,6 +101,29 @@ pub struct FixResult {
     pub conflicts: Vec<String>,
 }
 
+/// The request that returns the server's copy of an open document.
+pub const DOCUMENT_TEXT_REQUEST: &str = "agentfix/documentText";
+
+/// The params of `agentfix/documentText`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DocumentTextParams {
+    /// The open document.
+    pub uri: Uri,
+}
+
+/// The answer to `agentfix/documentText`: what the server believes the
+/// editor's buffer holds, after every document notification that came
+/// before the request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DocumentText {
+    /// The version of the last `didOpen` or `didChange` applied.
+    pub version: i32,
+    /// The whole text, byte for byte (line breaks as they came).
+    pub text: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,6 +202,32 @@ mod tests {
         assert_eq!(documented, fields);
         assert_eq!(value["transcript"], Value::Null, "an absent transcript is sent as null");
         assert_eq!(serde_json::from_value::<FixResult>(value).unwrap(), result);
+    }
+
+    #[test]
+    fn the_readme_describes_the_document_text_request_as_it_is() {
+        const SECTION: &str = "### The `agentfix/documentText` request";
+        let readme = include_str!("../../README.md");
+        assert!(readme.contains(DOCUMENT_TEXT_REQUEST), "the README names the request");
+        let params = DocumentTextParams { uri: "file:///w/a.py".parse().unwrap() };
+        let value = serde_json::to_value(&params).unwrap();
+        let mut documented = readme_fields(SECTION, "Params");
+        let mut fields = keys(&value);
+        documented.sort();
+        fields.sort();
+        assert_eq!(documented.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(), fields);
+        assert!(documented.iter().all(|(_, optional)| !optional), "every param is required");
+        assert!(serde_json::from_value::<DocumentTextParams>(json!({})).is_err());
+        assert_eq!(serde_json::from_value::<DocumentTextParams>(value).unwrap(), params);
+
+        let result = DocumentText { version: 7, text: "a\r\n変数 😀\n".into() };
+        let value = serde_json::to_value(&result).unwrap();
+        let mut fields = keys(&value);
+        let mut documented: Vec<String> = readme_fields(SECTION, "Result").into_iter().map(|(n, _)| n).collect();
+        fields.sort();
+        documented.sort();
+        assert_eq!(documented, fields);
+        assert_eq!(serde_json::from_value::<DocumentText>(value).unwrap(), result);
     }
 
     #[test]

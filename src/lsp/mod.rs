@@ -65,6 +65,7 @@ pub async fn serve_stdio() -> u8 {
         server::Backend::new(client, session.clone())
     })
     .custom_method("window/workDoneProgress/cancel", server::Backend::work_done_progress_cancel)
+    .custom_method(ext::DOCUMENT_TEXT_REQUEST, server::Backend::document_text)
     .finish();
     let service = ordered::Ordered::new(service, session.clone());
     let (server_messages, client_responses) = socket.split();

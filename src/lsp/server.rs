@@ -15,7 +15,7 @@ use tower_lsp_server::ls_types::{
 };
 use tower_lsp_server::{Client, LanguageServer};
 
-use super::ext::{FIX_COMMAND, FixArguments};
+use super::ext::{DocumentText, DocumentTextParams, FIX_COMMAND, FixArguments};
 use super::session::{ClientSupport, Session};
 use super::{convert, run};
 use crate::config::Settings;
@@ -81,6 +81,17 @@ impl Backend {
         };
         if !self.session.runs.cancel_by_token(&token) {
             tracing::debug!(token, "cancel for an unknown or finished run");
+        }
+    }
+
+    /// `agentfix/documentText`: the server's copy of an open document, as
+    /// every document notification before this request left it (they are
+    /// applied in wire order, before any request is handled: `ordered`).
+    pub async fn document_text(&self, params: DocumentTextParams) -> Result<DocumentText> {
+        let uri = params.uri;
+        match self.session.docs.get(uri.as_str()) {
+            Some(doc) => Ok(DocumentText { version: doc.version, text: doc.rope.to_string() }),
+            None => Err(Error::invalid_params(format!("{} is not open", uri.as_str()))),
         }
     }
 }
