@@ -59,6 +59,12 @@ struct Args {
     /// driver's.
     #[arg(long)]
     verify: Vec<String>,
+    /// A server that runs `agentfix.fix`: the time from its
+    /// `workspace/executeCommand` to the first `$/progress` is measured (the
+    /// run is cancelled then). Give it a provider that answers nothing, e.g.
+    /// `--env NAME=ANTHROPIC_API_KEY=x --env NAME=ANTHROPIC_BASE_URL=http://127.0.0.1:9`.
+    #[arg(long)]
+    progress: Vec<String>,
     /// Documents open for the codeAction measure.
     #[arg(long, default_value_t = 1000)]
     docs: usize,
@@ -331,6 +337,8 @@ struct Server {
     child: Child,
     stdin: Arc<Mutex<ChildStdin>>,
     responses: Receiver<(i64, Value)>,
+    /// When each `$/progress` arrived.
+    progress: Receiver<Instant>,
     stderr: Arc<Mutex<VecDeque<u8>>>,
     next_id: i64,
     timeout: Duration,
@@ -377,6 +385,7 @@ impl Server {
         let stderr_pipe = child.stderr.take().ok_or("no stderr")?;
 
         let (tx, responses) = mpsc::channel();
+        let (progress_tx, progress) = mpsc::channel();
         let writer = Arc::clone(&stdin);
         std::thread::spawn(move || {
             let mut reader = BufReader::with_capacity(1 << 16, stdout);
@@ -387,7 +396,11 @@ impl Server {
                         let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
                         let _ = w.write_all(&reply).and_then(|()| w.flush());
                     }
-                    (None, Some(_)) => {} // a notification: ignored
+                    (None, Some(method)) => {
+                        if method == "$/progress" {
+                            let _ = progress_tx.send(Instant::now());
+                        }
+                    }
                     (Some(id), None) => {
                         if let Some(id) = id.as_i64()
                             && tx.send((id, message)).is_err()
@@ -414,7 +427,7 @@ impl Server {
                 tail.drain(..excess);
             }
         });
-        Ok(Self { name: name.to_string(), child, stdin, responses, stderr, next_id: 1, timeout, spawned })
+        Ok(Self { name: name.to_string(), child, stdin, responses, progress, stderr, next_id: 1, timeout, spawned })
     }
 
     fn stderr_tail(&self) -> String {
@@ -578,6 +591,7 @@ struct Spec<'a> {
     env: Vec<(String, String)>,
     init_options: Option<&'a Value>,
     verify: bool,
+    progress: bool,
 }
 
 #[derive(Default)]
@@ -587,6 +601,7 @@ struct Samples {
     p99_us: Vec<f64>,
     keys_ms: Vec<f64>,
     rss_mib: Vec<f64>,
+    progress_ms: Vec<f64>,
     failures: Vec<String>,
     mismatches: Vec<String>,
     verified: usize,
@@ -706,6 +721,37 @@ impl Plan<'_> {
             let version = 1 + args.keystrokes as i64;
             self.verify(&mut server, samples, run, &uri, &expected, version)?;
         }
+        server.shutdown()
+    }
+
+    /// The executeCommand → first `$/progress` measure (ms).
+    fn progress(&self, spec: &Spec<'_>, samples: &mut Samples) -> Result<(), String> {
+        let mut server = self.start(spec, samples)?;
+        let path = self.root.join("src/run_me.py");
+        std::fs::create_dir_all(self.root.join("src")).map_err(|e| e.to_string())?;
+        let text = document(0, 50);
+        std::fs::write(&path, &text).map_err(|e| e.to_string())?;
+        let uri = file_uri(&path);
+        server.open(&uri, 1, &text)?;
+        // Answered once the didOpen is taken in.
+        server.request("textDocument/codeAction", Self::code_action(&uri, 3, 0, None, false, false))?;
+        let range = json!({"start": {"line": 3, "character": 0}, "end": {"line": 3, "character": 4}});
+        let (id, bytes) = server.prepare(
+            "workspace/executeCommand",
+            json!({"command": "agentfix.fix", "arguments": [{
+            "uri": uri, "version": 1, "range": range,
+            "diagnostics": [{"range": range, "severity": 1, "message": "lsp_load: a diagnostic"}]}]}),
+        );
+        while server.progress.try_recv().is_ok() {}
+        let t = Instant::now();
+        server.write(&bytes)?;
+        let first = server
+            .progress
+            .recv_timeout(server.timeout)
+            .map_err(|_| server.fail("no $/progress after workspace/executeCommand agentfix.fix"))?;
+        samples.progress_ms.push(first.duration_since(t).as_secs_f64() * 1e3);
+        server.notify("$/cancelRequest", json!({"id": id}))?;
+        server.wait(id, "workspace/executeCommand")?;
         server.shutdown()
     }
 
@@ -839,7 +885,14 @@ fn run(args: Args) -> i32 {
             return 64;
         }
     }
-    for name in args.init_options.iter().map(|(n, _)| n).chain(args.env.iter().map(|(n, _, _)| n)).chain(&args.verify) {
+    for name in args
+        .init_options
+        .iter()
+        .map(|(n, _)| n)
+        .chain(args.env.iter().map(|(n, _, _)| n))
+        .chain(&args.verify)
+        .chain(&args.progress)
+    {
         if !names.contains(&name.as_str()) {
             eprintln!("lsp_load: `{name}` names no --server (servers: {})", names.join(", "));
             return 64;
@@ -869,13 +922,18 @@ fn run(args: Args) -> i32 {
             env: args.env.iter().filter(|(n, _, _)| n == name).map(|(_, k, v)| (k.clone(), v.clone())).collect(),
             init_options: args.init_options.iter().find(|(n, _)| n == name).map(|(_, v)| v),
             verify: args.verify.contains(name),
+            progress: args.progress.contains(name),
         })
         .collect();
     let mut samples: HashMap<&str, Samples> = names.iter().map(|n| (*n, Samples::default())).collect();
     for run in 1..=args.runs.max(1) {
         for spec in &specs {
             let s = samples.get_mut(spec.name).expect("one per server");
-            let outcomes = [plan.code_actions(spec, s), plan.keystrokes(spec, s, run), plan.memory(spec, s, run)];
+            let mut outcomes =
+                vec![plan.code_actions(spec, s), plan.keystrokes(spec, s, run), plan.memory(spec, s, run)];
+            if spec.progress {
+                outcomes.push(plan.progress(spec, s));
+            }
             for outcome in outcomes {
                 if let Err(e) = outcome {
                     eprintln!("lsp_load: run {run}: {e}");
@@ -931,6 +989,14 @@ fn run(args: Args) -> i32 {
         &|s| &s.rss_mib,
         1,
     );
+    if !args.progress.is_empty() {
+        // Measured only for the servers named by --progress.
+        let cells: Vec<String> = names
+            .iter()
+            .map(|n| if args.progress.iter().any(|p| p == n) { cell(&samples[n].progress_ms, 2) } else { "—".into() })
+            .collect();
+        println!("| workspace/executeCommand agentfix.fix → first $/progress (ms) | {} |", cells.join(" | "));
+    }
     println!();
     println!(
         "Each measure in a fresh process of each server; the servers interleaved run by run; spawn → initialize over every start (three per run); {} codeAction requests one at a time, each after the answer to the previous.",

@@ -52,7 +52,21 @@ const ROWS: [&str; 5] = [
 fn the_driver_measures_the_floor_and_agentfix_and_agentfixs_copy_is_the_editors() {
     let floor = example("lsp_floor").to_string_lossy().into_owned();
     let agentfix = format!("{} --stdio", agentfix_bin());
-    let out = drive(&[("floor", floor), ("agentfix", agentfix)], &["--verify", "agentfix"]);
+    // The run's provider answers nothing (a closed port): the first
+    // progress comes before any model request.
+    let out = drive(
+        &[("floor", floor), ("agentfix", agentfix)],
+        &[
+            "--verify",
+            "agentfix",
+            "--progress",
+            "agentfix",
+            "--env",
+            "agentfix=ANTHROPIC_API_KEY=sk-ant-lsp-load",
+            "--env",
+            "agentfix=ANTHROPIC_BASE_URL=http://127.0.0.1:9",
+        ],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the driver failed ({}):\n{stdout}\n{stderr}", out.status);
@@ -65,6 +79,13 @@ fn the_driver_measures_the_floor_and_agentfix_and_agentfixs_copy_is_the_editors(
             assert!(cell.replace(',', "").parse::<f64>().is_ok(), "not a figure: `{cell}` in {line}\n{stderr}");
         }
     }
+    let progress = stdout
+        .lines()
+        .find(|l| l.starts_with("| workspace/executeCommand agentfix.fix → first $/progress (ms) |"))
+        .unwrap_or_else(|| panic!("no progress row:\n{stdout}\n{stderr}"));
+    let cells: Vec<&str> = progress.trim_matches('|').split('|').skip(1).map(str::trim).collect();
+    assert_eq!(cells[0], "—", "the floor is not measured: {progress}");
+    assert!(cells[1].parse::<f64>().is_ok(), "not a figure: {progress}\n{stderr}");
     assert!(
         stdout.contains("Mirror check (agentfix): `agentfix/documentText` equals the driver's text and version in every run (4 documents checked)."),
         "{stdout}\n{stderr}"
