@@ -112,11 +112,14 @@ mod before {
         seq: u64,
     }
 
+    /// (seq before, version after, edits) of each change.
+    type Steps = VecDeque<(u64, i32, Vec<Edit>)>;
+
     /// The store's `didChange` path as it was.
     #[derive(Default)]
     pub struct Store {
         docs: RwLock<HashMap<String, Document>>,
-        history: Mutex<HashMap<String, VecDeque<(u64, i32, Vec<Edit>)>>>,
+        history: Mutex<HashMap<String, Steps>>,
     }
 
     impl Store {

@@ -142,7 +142,7 @@ impl Proposal {
         };
         let mut file = FileEdit::from_change(&change);
         file.problems = (0..lines)
-            .filter(|i| changed(*i) && (i / every) % 10 == 0)
+            .filter(|i| changed(*i) && (i / every).is_multiple_of(10))
             .map(|i| (i as u32, format!("mismatched types on line {}", i + 1)))
             .collect();
         Proposal { file }

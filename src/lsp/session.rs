@@ -241,10 +241,13 @@ impl KeptRun {
 /// request asks which run touched its lines, and diffing every kept
 /// proposal again at each request cost more than everything else it does.
 #[derive(Default)]
-pub struct KeptRuns(Mutex<VecDeque<(KeptRun, Vec<(PathBuf, Vec<LineRange>)>)>>);
+pub struct KeptRuns(Mutex<VecDeque<(KeptRun, Touched)>>);
+
+/// The lines a kept run's proposal changed, per file.
+type Touched = Vec<(PathBuf, Vec<LineRange>)>;
 
 impl KeptRuns {
-    fn lock(&self) -> MutexGuard<'_, VecDeque<(KeptRun, Vec<(PathBuf, Vec<LineRange>)>)>> {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<(KeptRun, Touched)>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
