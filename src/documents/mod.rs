@@ -7,7 +7,7 @@
 
 pub mod encoding;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
@@ -68,20 +68,56 @@ pub enum DocumentError {
 /// typing; older runs fall back to reporting conflicts).
 const HISTORY_VERSIONS: usize = 5000;
 
-/// The changes of one document: (seq before, version after, edits).
+/// The changes applied to one document since its text was last set, the
+/// newest [`HISTORY_VERSIONS`] of them: every step's edits in one queue (a
+/// keystroke allocates nothing here but its text), each step named by the
+/// seq before it and how many edits it made.
 #[derive(Debug, Default)]
 struct History {
-    steps: std::collections::VecDeque<(u64, i32, Vec<Edit>)>,
+    /// (seq before, edits) per step, oldest first.
+    steps: VecDeque<(u64, usize)>,
+    /// The edits of every step, in order.
+    edits: VecDeque<Edit>,
+}
+
+impl History {
+    /// Records the step from `seq` that made the last `made` edits of `edits`.
+    fn push(&mut self, seq: u64, made: usize) {
+        self.steps.push_back((seq, made));
+        if self.steps.len() > HISTORY_VERSIONS
+            && let Some((_, n)) = self.steps.pop_front()
+        {
+            self.edits.drain(..n);
+        }
+    }
+
+    /// The edits since the state `seq`, if it is still kept.
+    fn since(&self, seq: u64) -> Option<Vec<Edit>> {
+        let mut skip = 0;
+        for &(before, n) in &self.steps {
+            if before == seq {
+                return Some(self.edits.iter().skip(skip).cloned().collect());
+            }
+            skip += n;
+        }
+        None
+    }
+}
+
+/// An open document and its history, kept apart so a snapshot of the
+/// document never copies the history.
+#[derive(Debug)]
+struct Entry {
+    doc: Document,
+    history: History,
 }
 
 /// The set of open documents.
 #[derive(Debug, Default)]
 pub struct Documents {
-    docs: RwLock<HashMap<String, Document>>,
+    docs: RwLock<HashMap<String, Entry>>,
     /// URI of the document open at each path, written under the `docs` write lock.
     paths: RwLock<HashMap<PathBuf, String>>,
-    /// Applied changes per URI, written under the `docs` write lock.
-    history: std::sync::Mutex<HashMap<String, History>>,
     /// The last generation handed out.
     generations: std::sync::atomic::AtomicU64,
 }
@@ -91,13 +127,13 @@ impl Documents {
         Self::default()
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Document>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Entry>> {
         // A poisoned lock only means another thread panicked mid-update of a
         // map of plain values; the data is still usable.
         self.docs.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Document>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Entry>> {
         self.docs.write().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -114,11 +150,10 @@ impl Documents {
             out_of_sync: false,
         };
         let mut docs = self.write();
-        self.history.lock().unwrap_or_else(|e| e.into_inner()).remove(uri);
         if let Some(p) = &doc.path {
             self.paths.write().unwrap_or_else(|e| e.into_inner()).insert(p.clone(), uri.to_string());
         }
-        docs.insert(uri.to_string(), doc);
+        docs.insert(uri.to_string(), Entry { doc, history: History::default() });
     }
 
     fn next_generation(&self) -> u64 {
@@ -132,8 +167,8 @@ impl Documents {
     /// else whether it was in sync until now (the user is told once).
     pub fn mark_out_of_sync(&self, uri: &str, version: Option<i32>) -> Option<bool> {
         let mut docs = self.write();
-        let doc = docs.get_mut(uri)?;
-        self.history.lock().unwrap_or_else(|e| e.into_inner()).remove(uri);
+        let Entry { doc, history } = docs.get_mut(uri)?;
+        *history = History::default();
         if let Some(v) = version {
             doc.version = v;
         }
@@ -150,14 +185,14 @@ impl Documents {
     /// the text was replaced.
     pub fn resync(&self, uri: &str, text: &str) -> Option<bool> {
         let mut docs = self.write();
-        let doc = docs.get_mut(uri)?;
+        let Entry { doc, history } = docs.get_mut(uri)?;
         if !doc.out_of_sync && doc.rope == text {
             return Some(false);
         }
         if !doc.out_of_sync {
             tracing::warn!(uri, "the saved text differs from the buffer as synced; taking the saved text");
         }
-        self.history.lock().unwrap_or_else(|e| e.into_inner()).remove(uri);
+        *history = History::default();
         doc.rope = Rope::from_str(text);
         doc.generation = self.next_generation();
         doc.seq = 0;
@@ -174,20 +209,15 @@ impl Documents {
         encoding: PositionEncoding,
     ) -> Result<(), DocumentError> {
         let mut docs = self.write();
-        let doc = docs.get_mut(uri).ok_or_else(|| DocumentError::NotOpen(uri.to_string()))?;
+        let Entry { doc, history } = docs.get_mut(uri).ok_or_else(|| DocumentError::NotOpen(uri.to_string()))?;
         if version <= doc.version {
             tracing::warn!(uri, old = doc.version, new = version, "document version did not increase");
         }
-        let mut edits = Vec::new();
+        let before = history.edits.len();
         for change in changes {
-            edits.extend(apply_change(&mut doc.rope, change, encoding));
+            apply_change(&mut doc.rope, change, encoding, &mut history.edits);
         }
-        let mut history = self.history.lock().unwrap_or_else(|e| e.into_inner());
-        let h = history.entry(uri.to_string()).or_default();
-        h.steps.push_back((doc.seq, version, edits));
-        if h.steps.len() > HISTORY_VERSIONS {
-            h.steps.pop_front();
-        }
+        history.push(doc.seq, history.edits.len() - before);
         doc.version = version;
         doc.seq += 1;
         Ok(())
@@ -197,26 +227,21 @@ impl Documents {
     /// order, and the document now. Versions play no part: they may repeat.
     pub fn changes_since(&self, uri: &str, pin: BufferPin) -> Result<(Vec<Edit>, Document), DocumentError> {
         let docs = self.read();
-        let doc = docs.get(uri).ok_or_else(|| DocumentError::NotOpen(uri.to_string()))?;
+        let Entry { doc, history } = docs.get(uri).ok_or_else(|| DocumentError::NotOpen(uri.to_string()))?;
         if doc.generation != pin.generation {
             return Err(DocumentError::Reopened(uri.to_string()));
         }
         if doc.seq == pin.seq {
             return Ok((Vec::new(), doc.clone()));
         }
-        let gone = || DocumentError::HistoryGone(doc.version);
-        let history = self.history.lock().unwrap_or_else(|e| e.into_inner());
-        let steps = history.get(uri).map(|h| &h.steps).ok_or_else(gone)?;
-        let first = steps.iter().position(|(before, _, _)| *before == pin.seq).ok_or_else(gone)?;
-        let edits = steps.iter().skip(first).flat_map(|(_, _, e)| e.iter().cloned()).collect();
+        let edits = history.since(pin.seq).ok_or(DocumentError::HistoryGone(doc.version))?;
         Ok((edits, doc.clone()))
     }
 
     /// `didClose`.
     pub fn close(&self, uri: &str) -> Result<(), DocumentError> {
         let mut docs = self.write();
-        self.history.lock().unwrap_or_else(|e| e.into_inner()).remove(uri);
-        let doc = docs.remove(uri).ok_or_else(|| DocumentError::NotOpen(uri.to_string()))?;
+        let Entry { doc, .. } = docs.remove(uri).ok_or_else(|| DocumentError::NotOpen(uri.to_string()))?;
         if let Some(p) = &doc.path {
             let mut paths = self.paths.write().unwrap_or_else(|e| e.into_inner());
             if paths.get(p).is_some_and(|u| u == uri) {
@@ -228,14 +253,19 @@ impl Documents {
 
     /// A snapshot of one document by URI.
     pub fn get(&self, uri: &str) -> Option<Document> {
-        self.read().get(uri).cloned()
+        self.read().get(uri).map(|e| e.doc.clone())
+    }
+
+    /// The version of the document at `uri`, without a snapshot.
+    pub fn version(&self, uri: &str) -> Option<i32> {
+        self.read().get(uri).map(|e| e.doc.version)
     }
 
     /// A snapshot of the document open at `path`, if any.
     pub fn get_by_path(&self, path: &Path) -> Option<Document> {
         let docs = self.read();
         let uri = self.paths.read().unwrap_or_else(|e| e.into_inner()).get(path).cloned()?;
-        docs.get(&uri).cloned()
+        docs.get(&uri).map(|e| e.doc.clone())
     }
 
     pub fn len(&self) -> usize {
@@ -248,26 +278,27 @@ impl Documents {
 }
 
 /// Applies one change to `rope`, clamping out-of-range positions, and
-/// returns it as byte edits (a whole-text replacement becomes the line hunks
-/// between the two texts, last first, so that each applies to the text left
-/// by the previous one).
-fn apply_change(rope: &mut Rope, change: &Change, encoding: PositionEncoding) -> Vec<Edit> {
+/// appends it to `edits` as byte edits (a whole-text replacement becomes the
+/// line hunks between the two texts, last first, so that each applies to the
+/// text left by the previous one).
+fn apply_change(rope: &mut Rope, change: &Change, encoding: PositionEncoding, edits: &mut VecDeque<Edit>) {
     match change.range {
         None => {
             let old = rope.to_string();
-            let edits = crate::workspace::sequential_hunks(&old, &change.text);
+            edits.extend(crate::workspace::sequential_hunks(&old, &change.text));
             *rope = Rope::from_str(&change.text);
-            edits
         }
-        Some(Span { start, end }) => {
-            let start = encoding::position_to_char(rope, start.line, start.column, encoding);
-            let end = encoding::position_to_char(rope, end.line, end.column, encoding);
+        Some(span) => {
+            let (a, b) = encoding::span_to_offsets(rope, span, encoding);
             // A reversed range is treated as its normalised form.
-            let (start, end) = (start.min(end), start.max(end));
-            let edit = Edit { start: rope.char_to_byte(start), end: rope.char_to_byte(end), text: change.text.clone() };
-            rope.remove(start..end);
-            rope.insert(start, &change.text);
-            vec![edit]
+            let (start, end) = if a.char <= b.char { (a, b) } else { (b, a) };
+            if start.char < end.char {
+                rope.remove(start.char..end.char);
+            }
+            if !change.text.is_empty() {
+                rope.insert(start.char, &change.text);
+            }
+            edits.push_back(Edit { start: start.byte, end: end.byte, text: change.text.clone() });
         }
     }
 }
@@ -278,7 +309,7 @@ impl BufferSource for Documents {
     }
 
     fn open_paths(&self) -> Vec<PathBuf> {
-        self.read().values().filter_map(|d| d.path.clone()).collect()
+        self.read().values().filter_map(|e| e.doc.path.clone()).collect()
     }
 }
 

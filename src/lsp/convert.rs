@@ -163,19 +163,18 @@ impl FileEdit {
         }
     }
 
-    /// The 1-based first and last line of `h` in `text`.
-    fn hunk_lines(&self, h: &Edit) -> (usize, usize) {
+    /// The 1-based first and last line of `h` in `text`, whose newlines
+    /// are `newlines`.
+    fn hunk_lines(&self, h: &Edit, newlines: &Newlines) -> (usize, usize) {
         // Bytes, not a str slice: a hunk edge may sit inside a multi-byte
         // character (the end of a last line without a newline, minus one).
-        let line_of =
-            |byte: usize| self.text.as_bytes()[..byte.min(self.text.len())].iter().filter(|b| **b == b'\n').count() + 1;
-        (line_of(h.start), line_of(h.end.saturating_sub(1).max(h.start)))
+        (newlines.line_of(h.start), newlines.line_of(h.end.saturating_sub(1).max(h.start)))
     }
 
     /// The index in `problems` of the problem `h` addresses: the nearest
     /// one on its lines or within one line of them.
-    fn problem_of(&self, h: &Edit) -> Option<usize> {
-        let (first, last) = self.hunk_lines(h);
+    fn problem_of(&self, h: &Edit, newlines: &Newlines) -> Option<usize> {
+        let (first, last) = self.hunk_lines(h, newlines);
         let (first, last) = (first as i64 - 1, last as i64 - 1);
         self.problems
             .iter()
@@ -184,6 +183,21 @@ impl FileEdit {
             .filter(|(_, distance)| *distance <= 1)
             .min_by_key(|(_, distance)| *distance)
             .map(|(i, _)| i)
+    }
+}
+
+/// Where the `\n`s of a text are, so that the line of each hunk is a
+/// binary search rather than a count from the start of the text.
+struct Newlines(Vec<usize>);
+
+impl Newlines {
+    fn of(text: &str) -> Self {
+        Newlines(text.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i).collect())
+    }
+
+    /// The 1-based line of the byte at `byte` (`\n`s before it, plus one).
+    fn line_of(&self, byte: usize) -> usize {
+        self.0.partition_point(|&p| p < byte) + 1
     }
 }
 
@@ -210,11 +224,11 @@ fn reason_for(hunk: &Edit, reasons: &[EditReason]) -> Option<String> {
 }
 
 /// `calc.py: lines 3-4`, `calc.py: after line 7`, `calc.py: new file`.
-fn hunk_label(file: &FileEdit, h: &Edit) -> String {
+fn hunk_label(file: &FileEdit, h: &Edit, newlines: &Newlines) -> String {
     if file.create {
         return format!("{}: new file", file.display);
     }
-    let (first, last) = file.hunk_lines(h);
+    let (first, last) = file.hunk_lines(h, newlines);
     if h.start == h.end {
         return format!("{}: insert before line {first}", file.display);
     }
@@ -252,7 +266,9 @@ pub fn workspace_edit(
             let (line, character) = encoding::byte_to_position(&rope, byte, encoding);
             Position { line, character }
         };
-        let mut edits: Vec<OneOf<TextEdit, AnnotatedTextEdit>> = Vec::new();
+        // Only the annotations' labels need the lines of the hunks.
+        let newlines = if support.annotations { Newlines::of(&file.text) } else { Newlines(Vec::new()) };
+        let mut edits: Vec<OneOf<TextEdit, AnnotatedTextEdit>> = Vec::with_capacity(file.hunks.len());
         let mut plain_edits = Vec::new();
         for (hi, h) in file.hunks.iter().enumerate() {
             count += 1;
@@ -260,13 +276,13 @@ pub fn workspace_edit(
                 TextEdit { range: Range { start: pos(h.start), end: pos(h.end) }, new_text: h.text.clone() };
             if support.annotations {
                 let description = reason_for(h, &file.reasons).or_else(|| Some("proposed by the agent".into()));
-                let (id, label) = match file.problem_of(h) {
+                let (id, label) = match file.problem_of(h, &newlines) {
                     Some(pi) => {
                         let (line, message) = &file.problems[pi];
                         let message = message.lines().next().unwrap_or("").chars().take(80).collect::<String>();
                         (format!("agentfix-{fi}-problem-{pi}"), format!("{}:{}: {message}", file.display, line + 1))
                     }
-                    None => (format!("agentfix-{fi}-{hi}"), hunk_label(file, h)),
+                    None => (format!("agentfix-{fi}-{hi}"), hunk_label(file, h, &newlines)),
                 };
                 annotations.entry(id.clone()).or_insert(ChangeAnnotation {
                     label,
@@ -274,9 +290,10 @@ pub fn workspace_edit(
                     description,
                 });
                 edits.push(OneOf::Right(AnnotatedTextEdit { text_edit, annotation_id: id }));
-            } else {
-                plain_edits.push(text_edit.clone());
+            } else if support.document_changes {
                 edits.push(OneOf::Left(text_edit));
+            } else {
+                plain_edits.push(text_edit);
             }
         }
         if file.create {

@@ -13,6 +13,7 @@
 //! - `transport`: keeps malformed input from stopping the server.
 
 mod approval;
+pub mod bench_api;
 mod convert;
 mod ext;
 mod ordered;

@@ -231,6 +231,50 @@ fn offers(
     offers
 }
 
+/// The code actions for a request: one fix action per offer (`kept` finds
+/// a recent run to follow up); clients that run the fix in
+/// `codeAction/resolve` get it without a command, the argument in `data`.
+/// Looks up only the request's document (its version), never the others.
+pub(super) fn code_actions(
+    session: &Session,
+    params: &CodeActionParams,
+    kept: impl Fn(&std::path::Path, crate::position::LineRange) -> Option<super::session::KeptRun>,
+) -> CodeActionResponse {
+    let resolve_edit = session.support().runs_in_resolve();
+    let uri = &params.text_document.uri;
+    let version = session.docs.version(uri.as_str());
+    let action = |offer: Offer| {
+        let title = offer.title;
+        let (diagnostics, attached) =
+            if offer.attach { (offer.diagnostics.clone(), Some(offer.diagnostics)) } else { (offer.diagnostics, None) };
+        let arg = FixArguments {
+            uri: uri.clone(),
+            version,
+            range: offer.range,
+            diagnostics,
+            instruction: None,
+            model: None,
+            effort: None,
+            follow_up: offer.follow_up,
+        }
+        .to_value();
+        let (command, data) = if resolve_edit {
+            (None, Some(arg))
+        } else {
+            (Some(Command { title: title.clone(), command: FIX_COMMAND.into(), arguments: Some(vec![arg]) }), None)
+        };
+        CodeActionOrCommand::CodeAction(CodeAction {
+            title,
+            kind: Some(offer.kind),
+            diagnostics: attached,
+            command,
+            data,
+            ..Default::default()
+        })
+    };
+    offers(params, params.context.only.as_ref(), kept).into_iter().map(action).collect()
+}
+
 impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
         let encoding = convert::negotiate_encoding(&params.capabilities);
@@ -312,41 +356,7 @@ impl LanguageServer for Backend {
     }
 
     async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
-        let resolve_edit = self.session.support().runs_in_resolve();
-        let uri = params.text_document.uri.clone();
-        let version = self.session.docs.get(uri.as_str()).map(|d| d.version);
-        let only = params.context.only.as_ref();
-        // One fix action per offer; clients that run the fix in
-        // codeAction/resolve get it without a command, the argument in `data`.
-        let action = |offer: Offer| {
-            let arg = FixArguments {
-                uri: uri.clone(),
-                version,
-                range: offer.range,
-                diagnostics: offer.diagnostics.clone(),
-                instruction: None,
-                model: None,
-                effort: None,
-                follow_up: offer.follow_up,
-            }
-            .to_value();
-            let title = offer.title;
-            let (command, data) = if resolve_edit {
-                (None, Some(arg))
-            } else {
-                (Some(Command { title: title.clone(), command: FIX_COMMAND.into(), arguments: Some(vec![arg]) }), None)
-            };
-            CodeActionOrCommand::CodeAction(CodeAction {
-                title,
-                kind: Some(offer.kind),
-                diagnostics: offer.attach.then_some(offer.diagnostics),
-                command,
-                data,
-                ..Default::default()
-            })
-        };
-        let offers = offers(&params, only, |path, lines| self.session.kept.newest_touching(path, lines));
-        Ok(Some(offers.into_iter().map(action).collect()))
+        Ok(Some(code_actions(&self.session, &params, |path, lines| self.session.kept.newest_touching(path, lines))))
     }
 
     async fn code_action_resolve(&self, mut action: CodeAction) -> Result<CodeAction> {

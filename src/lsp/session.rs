@@ -236,32 +236,45 @@ impl KeptRun {
     }
 }
 
-/// The last [`KEPT_RUNS`] finished runs, newest last.
+/// The last [`KEPT_RUNS`] finished runs, newest last, each with the lines
+/// its proposal changed per file, found once when it is kept: a code action
+/// request asks which run touched its lines, and diffing every kept
+/// proposal again at each request cost more than everything else it does.
 #[derive(Default)]
-pub struct KeptRuns(Mutex<VecDeque<KeptRun>>);
+pub struct KeptRuns(Mutex<VecDeque<(KeptRun, Touched)>>);
+
+/// The lines a kept run's proposal changed, per file.
+type Touched = Vec<(PathBuf, Vec<LineRange>)>;
 
 impl KeptRuns {
-    fn lock(&self) -> MutexGuard<'_, VecDeque<KeptRun>> {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<(KeptRun, Touched)>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Keeps `run` (a follow-up's run replaces none: each has its own id),
     /// dropping the oldest past [`KEPT_RUNS`].
     pub fn keep(&self, run: KeptRun) {
+        let touched = run.past.proposed.iter().map(|f| (f.path.clone(), f.touched_lines())).collect();
         let mut runs = self.lock();
-        runs.push_back(run);
+        runs.push_back((run, touched));
         while runs.len() > KEPT_RUNS {
             runs.pop_front();
         }
     }
 
     pub fn get(&self, id: &str) -> Option<KeptRun> {
-        self.lock().iter().find(|r| r.id == id).cloned()
+        self.lock().iter().find(|(r, _)| r.id == id).map(|(r, _)| r.clone())
     }
 
-    /// The newest run whose proposal changed `lines` of `path`.
+    /// The newest run whose proposal changed `lines` of `path` (what
+    /// [`KeptRun::touched`] says, from the lines found when it was kept).
     pub fn newest_touching(&self, path: &Path, lines: LineRange) -> Option<KeptRun> {
-        self.lock().iter().rev().find(|r| r.touched(path, lines)).cloned()
+        let overlaps = |t: &LineRange| t.first <= lines.last && lines.first <= t.last;
+        self.lock()
+            .iter()
+            .rev()
+            .find(|(_, touched)| touched.iter().any(|(p, t)| p == path && t.iter().any(overlaps)))
+            .map(|(r, _)| r.clone())
     }
 }
 
