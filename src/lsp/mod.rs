@@ -10,7 +10,9 @@
 //! - `ext`: agentfix's own protocol (the command's argument and result);
 //! - `run`: the `agentfix.fix` command, from arguments to `workspace/applyEdit`;
 //! - `progress`: `$/progress` reporting; `convert`: type conversions;
-//! - `transport`: keeps malformed input from stopping the server.
+//! - `transport`: the reader thread (framing, each message decoded once,
+//!   malformed ones answered, the service called in wire order) and the
+//!   writer thread.
 
 mod approval;
 pub mod bench_api;
