@@ -12,17 +12,6 @@ use common::mock_model::*;
 use common::{agentfix_bin, tool_results};
 use serde_json::{Value, json};
 
-/// The fake language server, built as an example next to the test binary.
-fn fake_lsp() -> PathBuf {
-    let exe = PathBuf::from(agentfix_bin());
-    let path = exe.parent().unwrap().join("examples").join("fake_lsp");
-    if !path.exists() {
-        let status = Command::new(env!("CARGO")).args(["build", "--example", "fake_lsp"]).status().unwrap();
-        assert!(status.success(), "cannot build the fake language server");
-    }
-    path
-}
-
 const CALC: &str = "class Calc:\n    def add(self, a, b):\n        return a + b\n\n    def div(self, a, b):\n        return a / b\n\nvalue = ERROR\n";
 const MAIN: &str = "from calc import Calc\n\nprint(Calc().div(1, 2))\nprint(Calc().div(3, 4))\n";
 
@@ -50,7 +39,7 @@ fn servers(extra_env: &[(&str, &str)]) -> String {
     // The fake server takes its faults from the environment: wrap it in `env`.
     let mut command = vec!["env".to_string()];
     command.extend(extra_env.iter().map(|(k, v)| format!("{k}={v}")));
-    command.push(fake_lsp().to_string_lossy().into_owned());
+    command.push(common::example("fake_lsp").to_string_lossy().into_owned());
     json!({"python": {"command": command}}).to_string()
 }
 

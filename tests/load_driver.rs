@@ -6,25 +6,12 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use common::{agentfix_bin, without_provider_env};
 
-/// The examples, built next to the test binary.
-fn example(name: &str) -> PathBuf {
-    let exe = PathBuf::from(agentfix_bin());
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--example", "lsp_load", "--example", "lsp_floor"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .unwrap();
-    assert!(status.success(), "cannot build the load driver and the floor server");
-    exe.parent().unwrap().join("examples").join(name)
-}
-
 fn drive(servers: &[(&str, String)], extra: &[&str]) -> Output {
-    let mut cmd = Command::new(example("lsp_load"));
+    let mut cmd = Command::new(common::example("lsp_load"));
     without_provider_env(&mut cmd);
     cmd.args(["--runs", "1", "--docs", "5", "--keystrokes", "50", "--codeactions", "20"]).args([
         "--rss-docs",
@@ -50,7 +37,7 @@ const ROWS: [&str; 5] = [
 
 #[test]
 fn the_driver_measures_the_floor_and_agentfix_and_agentfixs_copy_is_the_editors() {
-    let floor = example("lsp_floor").to_string_lossy().into_owned();
+    let floor = common::example("lsp_floor").to_string_lossy().into_owned();
     let agentfix = format!("{} --stdio", agentfix_bin());
     // The run's provider answers nothing (a closed port): the first
     // progress comes before any model request.
@@ -98,7 +85,7 @@ fn the_driver_measures_the_floor_and_agentfix_and_agentfixs_copy_is_the_editors(
 fn a_server_whose_copy_cannot_be_checked_fails_the_mirror_check_loudly() {
     // The floor keeps no documents and answers agentfix/documentText with
     // MethodNotFound: the check must fail, not pass by default.
-    let floor = example("lsp_floor").to_string_lossy().into_owned();
+    let floor = common::example("lsp_floor").to_string_lossy().into_owned();
     let out = drive(&[("floor", floor)], &["--verify", "floor"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);

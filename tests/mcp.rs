@@ -13,17 +13,6 @@ use common::agentfix_bin;
 use common::mock_model::{self, MockModel, text_reply, tool_reply};
 use serde_json::{Value, json};
 
-/// The test server, built as an example next to the test binary.
-fn server() -> PathBuf {
-    let exe = PathBuf::from(agentfix_bin());
-    let path = exe.parent().unwrap().join("examples").join("mcp_test_server");
-    if !path.exists() {
-        let status = Command::new(env!("CARGO")).args(["build", "--example", "mcp_test_server"]).status().unwrap();
-        assert!(status.success(), "cannot build the MCP test server");
-    }
-    path
-}
-
 struct Ws {
     _dir: tempfile::TempDir,
     root: PathBuf,
@@ -66,7 +55,7 @@ impl Ws {
     /// A server entry of `mcpServers` that logs its starts.
     fn entry(&self, extra: Value) -> Value {
         let mut e = json!({
-            "command": server(),
+            "command": common::example("mcp_test_server"),
             "env": {"MCP_TEST_EXTRA": "x1", "MCP_TEST_LOG": self.log},
         });
         e.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
@@ -185,7 +174,7 @@ fn a_crashed_server_is_restarted_once_and_a_hung_call_times_out() {
     mock.push(text_reply("Nothing to change."));
     let settings = json!({"mcpServers": {
         "test": ws.entry(json!({})),
-        "slow": {"command": server(), "timeoutSecs": 1},
+        "slow": {"command": common::example("mcp_test_server"), "timeoutSecs": 1},
     }});
     let out = agentfix(&ws.root, &mock, &["fix", "calc.py", "--line", "2", "--settings", &settings.to_string()]);
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -31,6 +31,23 @@ pub fn agentfix_bin() -> &'static str {
     env!("CARGO_BIN_EXE_agentfix")
 }
 
+/// An example of this crate (`examples/<name>.rs`), built next to the
+/// test binary, once per test process (so never a stale one).
+pub fn example(name: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if !built.iter().any(|b| b == name) {
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "--example", name])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .unwrap();
+        assert!(status.success(), "cannot build the example {name}");
+        built.push(name.to_string());
+    }
+    PathBuf::from(agentfix_bin()).parent().unwrap().join("examples").join(name)
+}
+
 /// `file://` URI of `path`, encoded the way VS Code (vscode-uri) does it: everything except
 /// `A-Z a-z 0-9 - . _ ~ /` is percent-encoded (UTF-8, uppercase hex), so spaces become `%20` and
 /// non-ASCII characters their encoded bytes. A relative path is resolved against the current
