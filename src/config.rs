@@ -216,7 +216,7 @@ pub struct ServerConfig {
 pub enum CommandEntry {
     /// `"autoApprove": true` runs configured commands without asking; `"network": true` lets them reach the network.
     Flag(bool),
-    /// `"sandbox": "landlock"` (the default) or `"off"`.
+    /// `"sandbox": "on"` (the default; `"landlock"` is the same) or `"off"`.
     Word(String),
     /// `["cargo", "test", "-q"]`.
     Argv(Vec<String>),
@@ -226,6 +226,30 @@ pub enum CommandEntry {
         #[serde(rename = "timeoutSecs", default, skip_serializing_if = "Option::is_none")]
         timeout_secs: Option<u64>,
     },
+    /// `"limits": {"addressSpaceMb": 16384, "processes": 4096, "fileSizeMb": 8192, "cpuSecs": 3600, "openFiles": 8192}`:
+    /// resource limits of each sandboxed process (0 leaves one as it is).
+    Limits(CommandLimits),
+}
+
+/// The `commands.limits` setting; a limit not given keeps its default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CommandLimits {
+    /// Address space of each process, in MiB (default 16384).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address_space_mb: Option<u64>,
+    /// Processes and threads of the sandbox (default 4096; the kernel does not apply it to root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u64>,
+    /// Largest file a process may write, in MiB (default 8192).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_size_mb: Option<u64>,
+    /// CPU time of each process, in seconds (default 3600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_secs: Option<u64>,
+    /// Open files of each process (default 8192).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_files: Option<u64>,
 }
 
 /// A command the model may run through `run_command`, resolved.
@@ -241,10 +265,12 @@ pub const DEFAULT_COMMAND_TIMEOUT_SECS: u64 = 300;
 /// The `commands.sandbox` setting: how configured commands are confined.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum CommandSandbox {
-    /// Landlock (Linux): writes only in the scratch copy, its temporary
-    /// directory and the build cache; no network unless `commands.network`.
+    /// The sandbox (Linux: namespaces, seccomp, Landlock): the command sees
+    /// the system and its toolchains read-only, writes only in the scratch
+    /// copy, its temporary directory and the build cache; no network unless
+    /// `commands.network`.
     #[default]
-    Landlock,
+    On,
     /// No sandbox: commands can do whatever the user can.
     Off,
 }
@@ -316,7 +342,7 @@ pub struct Settings {
     /// Language servers by language id (`python`, `rust`, `typescript`, `c`, `go`, …). Unset languages use the defaults found on PATH. Not allowed in agentfix.toml.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub language_servers: Option<std::collections::BTreeMap<String, ServerConfig>>,
-    /// Commands the model may run with `run_command`, by name: `{"test": ["cargo", "test", "-q"], "lint": {"command": ["ruff", "check", "."], "timeoutSecs": 60}, "autoApprove": false}`. They run in a scratch copy of the workspace with the run's edits applied; the user is asked before the first run of each (Allow once / Always in this workspace / Deny) unless `autoApprove` is true. On Linux they run in a Landlock sandbox: they may write only in the copy, a private temporary directory and the build cache, and reach no network; `"sandbox": "off"` turns the sandbox off (where the kernel has no Landlock, commands are refused until you do), `"network": true` allows the network. `autoApprove`, `sandbox` and `network` are not allowed in agentfix.toml.
+    /// Commands the model may run with `run_command`, by name: `{"test": ["cargo", "test", "-q"], "lint": {"command": ["ruff", "check", "."], "timeoutSecs": 60}, "autoApprove": false}`. They run in a scratch copy of the workspace with the run's edits applied; the user is asked before the first run of each (Allow once / Always in this workspace / Deny) unless `autoApprove` is true. On Linux they run in a sandbox (user, mount, PID, IPC, UTS and network namespaces, seccomp, Landlock): they see the system and their toolchains read-only, write only in the copy, a private temporary directory and the build cache, see no other file of yours, and reach no network; `"sandbox": "off"` turns the sandbox off (where the system cannot provide it, commands are refused until you do), `"network": true` keeps the host's network, `"readPaths": ["/data/models"]` lets them read more directories, `"limits": {"addressSpaceMb": 16384, "processes": 4096, "fileSizeMb": 8192, "cpuSecs": 3600, "openFiles": 8192}` sets resource limits. `autoApprove`, `sandbox`, `network`, `readPaths` and `limits` are not allowed in agentfix.toml.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub commands: Option<std::collections::BTreeMap<String, CommandEntry>>,
     /// Start the default language servers found on PATH for languages not in `languageServers` (default true).
@@ -400,7 +426,7 @@ impl Settings {
                 "{FILE_NAME} may not set `commands.autoApprove` (a repository must not approve its own commands); set it in the editor settings"
             )));
         }
-        for key in ["sandbox", "network"] {
+        for key in ["sandbox", "network", "readPaths", "limits"] {
             if s.commands.as_ref().is_some_and(|c| c.contains_key(key)) {
                 return Err(ConfigError::Invalid(format!(
                     "{FILE_NAME} may not set `commands.{key}` (a repository must not loosen the sandbox of its own commands); set it in the editor settings"
@@ -704,6 +730,10 @@ pub struct CommandsConfig {
     pub sandbox: CommandSandbox,
     /// Whether they may reach the network (`commands.network`).
     pub network: bool,
+    /// More directories a sandboxed command may read (`commands.readPaths`).
+    pub read_paths: Vec<std::path::PathBuf>,
+    /// Resource limits of sandboxed commands (`commands.limits`).
+    pub limits: CommandLimits,
     /// Credential variables they may inherit (`envAllow`).
     pub env_allow: Vec<String>,
 }
@@ -1176,8 +1206,33 @@ fn resolve_commands(entries: std::collections::BTreeMap<String, CommandEntry>) -
     let mut auto = false;
     let mut sandbox = CommandSandbox::default();
     let mut network = false;
+    let mut read_paths = Vec::new();
+    let mut limits = CommandLimits::default();
     for (name, entry) in entries {
         let (argv, timeout) = match (name.as_str(), entry) {
+            ("readPaths", CommandEntry::Argv(paths)) => {
+                for p in paths {
+                    let path = std::path::PathBuf::from(&p);
+                    if !path.is_absolute() {
+                        return Err(ConfigError::Invalid(format!("commands.readPaths: `{p}` is not an absolute path")));
+                    }
+                    read_paths.push(path);
+                }
+                continue;
+            }
+            ("readPaths", _) => {
+                return Err(ConfigError::Invalid("commands.readPaths must be a list of absolute paths".into()));
+            }
+            ("limits", CommandEntry::Limits(l)) => {
+                limits = l;
+                continue;
+            }
+            ("limits", _) => {
+                return Err(ConfigError::Invalid(
+                    "commands.limits must be an object of addressSpaceMb, processes, fileSizeMb, cpuSecs, openFiles"
+                        .into(),
+                ));
+            }
             ("autoApprove", CommandEntry::Flag(b)) => {
                 auto = b;
                 continue;
@@ -1192,8 +1247,8 @@ fn resolve_commands(entries: std::collections::BTreeMap<String, CommandEntry>) -
             ("network", _) => {
                 return Err(ConfigError::Invalid("commands.network must be true or false".into()));
             }
-            ("sandbox", CommandEntry::Word(w)) if w == "landlock" => {
-                sandbox = CommandSandbox::Landlock;
+            ("sandbox", CommandEntry::Word(w)) if w == "on" || w == "landlock" => {
+                sandbox = CommandSandbox::On;
                 continue;
             }
             ("sandbox", CommandEntry::Word(w)) if w == "off" => {
@@ -1201,9 +1256,9 @@ fn resolve_commands(entries: std::collections::BTreeMap<String, CommandEntry>) -
                 continue;
             }
             ("sandbox", _) => {
-                return Err(ConfigError::Invalid("commands.sandbox must be \"landlock\" or \"off\"".into()));
+                return Err(ConfigError::Invalid("commands.sandbox must be \"on\" or \"off\"".into()));
             }
-            (_, CommandEntry::Flag(_) | CommandEntry::Word(_)) => {
+            (_, CommandEntry::Flag(_) | CommandEntry::Word(_) | CommandEntry::Limits(_)) => {
                 return Err(ConfigError::Invalid(format!(
                     "commands.{name} must be a command (a list of strings), not a flag or a word"
                 )));
@@ -1222,7 +1277,15 @@ fn resolve_commands(entries: std::collections::BTreeMap<String, CommandEntry>) -
         let timeout = Duration::from_secs(timeout.unwrap_or(DEFAULT_COMMAND_TIMEOUT_SECS).max(1));
         commands.insert(name, CommandConfig { argv, timeout });
     }
-    Ok(CommandsConfig { entries: commands, auto_approve: auto, sandbox, network, env_allow: Vec::new() })
+    Ok(CommandsConfig {
+        entries: commands,
+        auto_approve: auto,
+        sandbox,
+        network,
+        read_paths,
+        limits,
+        env_allow: Vec::new(),
+    })
 }
 
 #[cfg(test)]
@@ -1307,7 +1370,7 @@ mod tests {
     #[test]
     fn the_sandbox_is_on_and_offline_by_default_and_only_the_editor_changes_that() {
         let c = resolve(&Settings::default(), &Settings::default(), &[]).unwrap();
-        assert_eq!((c.commands.sandbox, c.commands.network), (CommandSandbox::Landlock, false));
+        assert_eq!((c.commands.sandbox, c.commands.network), (CommandSandbox::On, false));
         let editor =
             Settings::from_json(&json!({"commands": {"test": ["pytest"], "sandbox": "off", "network": true}})).unwrap();
         let c = resolve(&Settings::default(), &editor, &[]).unwrap();
@@ -1315,12 +1378,13 @@ mod tests {
         assert_eq!(c.commands.entries.keys().collect::<Vec<_>>(), ["test"]);
         let editor = Settings::from_json(&json!({"commands": {"sandbox": "landlock", "network": false}})).unwrap();
         let c = resolve(&Settings::default(), &editor, &[]).unwrap();
-        assert_eq!((c.commands.sandbox, c.commands.network), (CommandSandbox::Landlock, false));
+        assert_eq!((c.commands.sandbox, c.commands.network), (CommandSandbox::On, false));
         assert!(c.commands.entries.is_empty());
         // A repository cannot loosen the sandbox of its own commands.
         for text in [
             "[commands]\nsandbox = \"off\"\n",
             "[commands]\nsandbox = \"landlock\"\n",
+            "[commands]\nsandbox = \"on\"\n",
             "[commands]\nnetwork = true\n",
             "[commands]\ntest = [\"pytest\"]\nnetwork = false\n",
         ] {
@@ -1602,6 +1666,39 @@ mod tests {
         assert!(e.to_string().contains("is not a provider"));
         assert_eq!(Settings::from_json(&json!({"agentfix": {"model": "m"}})).unwrap().model.as_deref(), Some("m"));
         assert_eq!(Settings::from_json(&json!({"agentfix": null})).unwrap(), Settings::default());
+    }
+
+    #[test]
+    fn read_paths_and_limits_of_commands() {
+        let s = Settings::from_json(&json!({"commands": {
+            "test": ["pytest"],
+            "readPaths": ["/data/models"],
+            "limits": {"addressSpaceMb": 1024, "cpuSecs": 60}
+        }}))
+        .unwrap();
+        let c = resolve(&Settings::default(), &s, &[]).unwrap();
+        assert_eq!(c.commands.read_paths, [std::path::PathBuf::from("/data/models")]);
+        assert_eq!(
+            c.commands.limits,
+            CommandLimits { address_space_mb: Some(1024), cpu_secs: Some(60), ..Default::default() }
+        );
+        assert_eq!(c.commands.entries.len(), 1);
+        for (bad, what) in [
+            (json!({"readPaths": ["relative"]}), "not an absolute path"),
+            (json!({"readPaths": true}), "commands.readPaths"),
+            (json!({"limits": ["x"]}), "commands.limits"),
+        ] {
+            let e = Settings::from_json(&json!({"commands": bad}))
+                .map_err(|e| e.to_string())
+                .and_then(|s| resolve(&Settings::default(), &s, &[]).map(|_| ()).map_err(|e| e.to_string()))
+                .unwrap_err();
+            assert!(e.contains(what), "{bad}: {e}");
+        }
+        // A repository cannot widen what its commands read or how much they may use.
+        for text in ["[commands]\nreadPaths = [\"/home\"]\n", "[commands]\nlimits = { cpuSecs = 1 }\n"] {
+            let e = Settings::from_toml(text).unwrap_err().to_string();
+            assert!(e.contains("may not set `commands."), "{text}: {e}");
+        }
     }
 
     #[test]

@@ -643,9 +643,23 @@ fn toolbox(config: &Config, ctx: ToolContext, approver: Option<Arc<dyn Approver>
         .collect();
     let sandbox = match commands.sandbox {
         crate::config::CommandSandbox::Off => crate::sandbox::Sandbox::Off,
-        crate::config::CommandSandbox::Landlock => crate::sandbox::Sandbox::Landlock { network: commands.network },
+        crate::config::CommandSandbox::On => {
+            let d = crate::sandbox::Limits::default();
+            let l = &commands.limits;
+            let limits = crate::sandbox::Limits {
+                address_space_mb: l.address_space_mb.unwrap_or(d.address_space_mb),
+                processes: l.processes.unwrap_or(d.processes),
+                file_size_mb: l.file_size_mb.unwrap_or(d.file_size_mb),
+                cpu_secs: l.cpu_secs.unwrap_or(d.cpu_secs),
+                open_files: l.open_files.unwrap_or(d.open_files),
+            };
+            crate::sandbox::Sandbox::On { network: commands.network, limits }
+        }
     };
-    let tool = RunCommand::new(specs, approver).with_sandbox(sandbox).with_env_allow(commands.env_allow.clone());
+    let tool = RunCommand::new(specs, approver)
+        .with_sandbox(sandbox)
+        .with_env_allow(commands.env_allow.clone())
+        .with_read_paths(commands.read_paths.clone());
     let names = tool.names().join(", ");
     toolbox.add(tool, &format!("The configured commands are: {names}."));
     toolbox

@@ -76,6 +76,39 @@ pub fn credential_vars(allow: &[String]) -> Vec<OsString> {
         .collect()
 }
 
+/// The variables of this process's environment that a command or an MCP
+/// server keeps (provisional: the allow list is being written).
+pub fn allowed_env(allow: &[String]) -> Vec<(OsString, OsString)> {
+    const KEEP: &[&str] = &[
+        "PATH",
+        "HOME",
+        "LANG",
+        "LANGUAGE",
+        "LC_*",
+        "TERM",
+        "TZ",
+        "USER",
+        "LOGNAME",
+        "CARGO_HOME",
+        "RUSTUP_HOME",
+        "RUSTUP_TOOLCHAIN",
+        "VIRTUAL_ENV",
+        "PYENV_ROOT",
+        "PYENV_VERSION",
+        "PYTHONPATH",
+        "NODE_PATH",
+        "NVM_DIR",
+    ];
+    std::env::vars_os()
+        .filter(|(k, _)| {
+            k.to_str().is_some_and(|name| {
+                !PROVIDER_KEY_VARS.iter().any(|p| p.eq_ignore_ascii_case(name))
+                    && (KEEP.iter().any(|p| glob_match(p, name)) || allow.iter().any(|a| glob_match(a, name)))
+            })
+        })
+        .collect()
+}
+
 /// What a redacted value is replaced with.
 pub const REDACTED: &str = "[REDACTED]";
 

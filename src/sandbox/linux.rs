@@ -1,21 +1,27 @@
-//! The Linux helper: subreaper, network namespace, capability bounding set,
-//! Landlock, then the command, supervised until it and everything it
-//! started are gone. See the module doc of `sandbox` for why.
+//! The Linux helper: new user, mount, PID, IPC, UTS and network namespaces;
+//! in them an init (PID 1) that builds the command's file system
+//! (`view`, `mounts`), drops capabilities, applies Landlock and the
+//! resource limits, and starts the command under a seccomp filter
+//! (`seccomp`), then waits for it. The init's exit ends every process of
+//! the namespace. See the module doc of `sandbox` for why.
 
-use std::collections::{HashMap, HashSet};
+use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::FromRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
     RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
-use super::{EXIT_NO_LANDLOCK, EXIT_SETUP_FAILED, EXIT_SPAWN_FAILED, ExecArgs, status_line};
+use super::view::{self, Mount};
+use super::{EXIT_NO_LANDLOCK, EXIT_NO_SANDBOX, EXIT_SETUP_FAILED, EXIT_SPAWN_FAILED, ExecArgs, Limits, status_line};
+use super::{mounts, seccomp};
 
 /// The newest Landlock ABI whose rights this code asks for; older kernels
 /// get what they support (best effort), a kernel without Landlock nothing,
@@ -24,10 +30,6 @@ const TARGET_ABI: ABI = ABI::V9;
 
 /// Devices the command may read and write (and use ordinary ioctls on).
 const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
-/// Directories of `/dev` the command may write.
-const DEVICE_DIRS: &[&str] = &["/dev/shm"];
-/// Longest time spent killing what the command left behind.
-const KILL_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Capabilities removed from the bounding set, so that a command run as
 /// root does not get them at `execve`: loading modules, raw devices and
@@ -106,6 +108,15 @@ impl Status {
         Status(Some(unsafe { File::from_raw_fd(fd) }))
     }
 
+    fn fd(&self) -> Option<i32> {
+        self.0.as_ref().map(|f| f.as_raw_fd())
+    }
+
+    /// Closes the descriptor: nothing more is reported.
+    fn close(&mut self) {
+        self.0 = None;
+    }
+
     fn send(&mut self, fields: &[&str]) {
         if let Some(f) = &mut self.0 {
             let _ = f.write_all(status_line(fields).as_bytes());
@@ -120,62 +131,278 @@ impl Status {
     }
 }
 
+/// How the sandbox's init (PID 1 of its namespace) starts the command.
+struct Init {
+    mounts: Vec<Mount>,
+    cwd: PathBuf,
+    network: bool,
+    limits: Limits,
+    /// What Landlock lets the command write.
+    writable: Vec<PathBuf>,
+    argv: Vec<CString>,
+    filters: [seccompiler::BpfProgram; 2],
+}
+
 /// See [`super::exec`].
 pub fn exec(args: ExecArgs) -> ExitCode {
     let mut status = Status::open(args.status_fd);
-    let Some((program, rest)) = args.argv.split_first() else {
+    close_inherited(status.fd());
+    if args.argv.is_empty() {
         return status.fail("setup", EXIT_SETUP_FAILED, "no command to run");
-    };
+    }
     // Blocked from the start, waited for with sigwaitinfo: none is lost
-    // between the spawn and the wait. The command starts with an empty mask
-    // (the standard library resets it in the child).
+    // between the fork and the wait. The command starts with an empty mask.
     let signals = match block_signals() {
         Ok(set) => set,
         Err(e) => return status.fail("setup", EXIT_SETUP_FAILED, &format!("cannot block signals: {e}")),
     };
-    // SAFETY: plain prctl; orphaned descendants are reparented to us.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
-        let e = io::Error::last_os_error();
-        return status.fail("setup", EXIT_SETUP_FAILED, &format!("cannot become a subreaper: {e}"));
+    let missing = super::missing(&super::probe_without_namespaces());
+    if !missing.is_empty() {
+        return status.fail("unavailable", EXIT_NO_SANDBOX, &super::refusal(&missing.join("; ")));
     }
-    let netns = !args.network && !args.no_netns && unshare_network();
-    drop_capabilities();
-    let abi = match restrict(&args.write, args.network) {
-        Ok(abi) => abi,
-        Err((kind, code, message)) => return status.fail(kind, code, &message),
+    // Everything the view needs is read off the host before leaving it.
+    let cwd = match std::env::current_dir() {
+        Ok(cwd) => cwd,
+        Err(e) => return status.fail("setup", EXIT_SETUP_FAILED, &format!("no working directory: {e}")),
     };
-    if !args.network && !netns && abi < ABI::V4 {
-        status.send(&[
-            "warn",
-            "the network is not blocked: this kernel's Landlock has no TCP rules (ABI 4, Linux 6.7) and no network \
-             namespace could be created",
-        ]);
-    } else if !args.network && !netns {
-        status.send(&["warn", "only TCP is blocked: no network namespace could be created, so UDP is not"]);
+    let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute() && h.parent().is_some());
+    let inputs = view::Inputs::from_env(args.read.clone(), args.write.clone(), args.hide.clone());
+    let mounts = view::plan(&inputs, &view::host_kind, &|p| std::fs::read_link(p).ok());
+    let mut writable = args.write.clone();
+    writable.extend(["/tmp", "/dev/shm"].map(PathBuf::from));
+    writable.extend(home);
+    let argv: Result<Vec<CString>, _> = args.argv.iter().map(|a| CString::new(a.as_bytes())).collect();
+    let Ok(argv) = argv else {
+        return status.fail("setup", EXIT_SETUP_FAILED, "an argument of the command contains a NUL byte");
+    };
+    let filters = match seccomp::programs() {
+        Ok(f) => f,
+        Err(e) => return status.fail("unavailable", EXIT_NO_SANDBOX, &super::refusal(&format!("seccomp: {e}"))),
+    };
+    let init = Init { mounts, cwd, network: args.network, limits: args.limits(), writable, argv, filters };
+    // SAFETY: plain system calls.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    if let Err(e) = unshare(args.network) {
+        return status.fail(
+            "unavailable",
+            EXIT_NO_SANDBOX,
+            &super::refusal(&format!("the kernel refused new user, mount, PID, IPC, UTS and network namespaces ({e})")),
+        );
     }
-    let child = match std::process::Command::new(program).args(rest).spawn() {
-        Ok(child) => child,
+    if let Err(e) = map_ids(uid, gid) {
+        return status.fail("setup", EXIT_SETUP_FAILED, &format!("cannot map the user into its namespace: {e}"));
+    }
+    // SAFETY: this process is single-threaded: the child may do anything.
+    match unsafe { libc::fork() } {
+        -1 => {
+            let e = io::Error::last_os_error();
+            status.fail("setup", EXIT_SETUP_FAILED, &format!("cannot start the sandbox's init: {e}"))
+        }
+        0 => {
+            let code = run_init(&mut status, init, &signals);
+            drop(status);
+            // SAFETY: leaves at once; the namespace dies with its init.
+            unsafe { libc::_exit(code) }
+        }
+        pid => {
+            drop(status);
+            ExitCode::from(wait_init(pid, &signals))
+        }
+    }
+}
+
+/// Closes every descriptor above 2 that this process inherited but `keep`.
+fn close_inherited(keep: Option<i32>) {
+    let ranges: Vec<(u32, u32)> = match keep {
+        Some(k) if k > 2 => vec![(3, k as u32 - 1), (k as u32 + 1, u32::MAX)],
+        _ => vec![(3, u32::MAX)],
+    };
+    for (lo, hi) in ranges {
+        if lo > hi {
+            continue;
+        }
+        // SAFETY: plain close_range; descriptors of this process only.
+        let r = unsafe { libc::syscall(libc::SYS_close_range, lo, hi, 0u32) };
+        if r != 0 {
+            // Before Linux 5.9: one by one.
+            for fd in lo..hi.min(65_536) {
+                // SAFETY: closing a descriptor number that may not be open.
+                unsafe {
+                    libc::close(fd as i32);
+                }
+            }
+        }
+    }
+}
+
+/// The namespaces of a sandboxed command: a network namespace unless it may use the network.
+fn unshare(network: bool) -> io::Result<()> {
+    let mut flags =
+        libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+    if !network {
+        flags |= libc::CLONE_NEWNET;
+    }
+    // SAFETY: plain system call; this process is single-threaded.
+    if unsafe { libc::unshare(flags) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Maps the user and group to themselves in the new user namespace (a
+/// normal user stays itself, root stays root of the namespace only).
+fn map_ids(uid: libc::uid_t, gid: libc::gid_t) -> io::Result<()> {
+    match std::fs::write("/proc/self/setgroups", "deny") {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))?;
+    std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))
+}
+
+/// PID 1 of the sandbox: builds the view, restricts itself, starts the
+/// command and waits for it. Its exit ends every process of the namespace.
+fn run_init(status: &mut Status, init: Init, signals: &libc::sigset_t) -> i32 {
+    // SAFETY: plain prctl: the init dies with the helper that started it.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+    }
+    if let Err(e) = mounts::enter(&init.mounts) {
+        status.fail("setup", EXIT_SETUP_FAILED, &format!("cannot build the sandbox's file system: {e}"));
+        return i32::from(EXIT_SETUP_FAILED);
+    }
+    if let Err(e) = std::env::set_current_dir(&init.cwd) {
+        status.fail("setup", EXIT_SETUP_FAILED, &format!("cannot enter {}: {e}", init.cwd.display()));
+        return i32::from(EXIT_SETUP_FAILED);
+    }
+    // SAFETY: plain system call with a valid buffer.
+    unsafe {
+        libc::sethostname(HOSTNAME.as_ptr().cast(), HOSTNAME.len());
+    }
+    if !init.network
+        && let Err(e) = loopback_up()
+    {
+        status.send(&["warn", &format!("the loopback device of the sandbox is down: {e}")]);
+    }
+    drop_capabilities();
+    if let Err((kind, code, message)) = restrict(&init.writable) {
+        status.fail(kind, code, &message);
+        return i32::from(code);
+    }
+    init.limits.apply();
+    let pid = match start(&init) {
+        Ok(pid) => pid,
         Err(e) => {
-            eprintln!("agentfix sandbox: cannot start `{}`: {e}", Path::new(program).display());
+            eprintln!("agentfix sandbox: cannot start `{}`: {e}", init.argv[0].to_string_lossy());
             status.send(&["error", "spawn", &e.to_string()]);
-            return ExitCode::from(EXIT_SPAWN_FAILED);
+            return i32::from(EXIT_SPAWN_FAILED);
         }
     };
     status.send(&["started"]);
-    drop(status);
-    let pid = i32::try_from(child.id()).unwrap_or(-1);
-    // The child is reaped with waitpid below, not through `child`.
-    drop(child);
-    ExitCode::from(supervise(pid, &signals))
+    status.close();
+    i32::from(supervise(pid, signals))
 }
 
-/// Moves this process into a new network namespace, which has only a
-/// loopback device that is down. False when that is not permitted.
-fn unshare_network() -> bool {
-    // SAFETY: plain system call; this process is single-threaded.
-    unsafe { libc::unshare(libc::CLONE_NEWNET) == 0 }
+const HOSTNAME: &str = "agentfix-sandbox";
+
+/// Forks and execs the command: descriptors above 2 closed, signals
+/// unblocked, the seccomp filter installed. An `execvp` failure comes back
+/// through a close-on-exec pipe.
+fn start(init: &Init) -> io::Result<i32> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let (rd, wr) = (fds[0], fds[1]);
+    let mut ptrs: Vec<*const libc::c_char> = init.argv.iter().map(|a| a.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    // SAFETY: this process is single-threaded.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // The child: only system calls from here to execvp.
+        // SAFETY: plain system calls on this process, with valid pointers.
+        unsafe {
+            libc::close(rd);
+            if wr > 3 {
+                libc::syscall(libc::SYS_close_range, 3u32, (wr - 1) as u32, 0u32);
+            }
+            libc::syscall(libc::SYS_close_range, (wr + 1) as u32, u32::MAX, 0u32);
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            let errno = match seccomp::install(&init.filters) {
+                Ok(()) => {
+                    libc::execvp(ptrs[0], ptrs.as_ptr());
+                    *libc::__errno_location()
+                }
+                Err(e) => e,
+            };
+            libc::write(wr, (&errno as *const i32).cast(), 4);
+            libc::_exit(i32::from(EXIT_SPAWN_FAILED));
+        }
+    }
+    // SAFETY: closing our copy of the write end.
+    unsafe {
+        libc::close(wr);
+    }
+    if pid < 0 {
+        let e = io::Error::last_os_error();
+        // SAFETY: closing the read end.
+        unsafe {
+            libc::close(rd);
+        }
+        return Err(e);
+    }
+    let mut errno = 0i32;
+    // SAFETY: reads at most 4 bytes into `errno`, then closes the pipe.
+    let n = unsafe {
+        let n = loop {
+            let n = libc::read(rd, (&mut errno as *mut i32).cast(), 4);
+            if n >= 0 || *libc::__errno_location() != libc::EINTR {
+                break n;
+            }
+        };
+        libc::close(rd);
+        n
+    };
+    if n == 4 {
+        let mut st = 0;
+        // SAFETY: reaping the child that failed.
+        unsafe {
+            libc::waitpid(pid, &mut st, 0);
+        }
+        return Err(io::Error::from_raw_os_error(errno));
+    }
+    Ok(pid)
 }
 
+/// Brings up the loopback device of the new network namespace.
+fn loopback_up() -> io::Result<()> {
+    #[repr(C)]
+    struct IfReq {
+        name: [u8; 16],
+        flags: libc::c_short,
+        pad: [u8; 22],
+    }
+    // SAFETY: a socket used for two ioctls on a properly sized request.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut req = IfReq { name: [0; 16], flags: 0, pad: [0; 22] };
+        req.name[..2].copy_from_slice(b"lo");
+        let r = if libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req) < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            req.flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+            if libc::ioctl(fd, libc::SIOCSIFFLAGS, &req) < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+        };
+        libc::close(fd);
+        r
+    }
+}
 /// Drops [`DROPPED_CAPABILITIES`] from the bounding set and clears the
 /// ambient set; without the privilege to do so (not root), there is
 /// nothing to drop.
@@ -195,23 +422,17 @@ fn drop_capabilities() {
 type SetupError = (&'static str, u8, String);
 
 /// Applies the Landlock ruleset to this process; the ABI in force.
-fn restrict(write: &[PathBuf], network: bool) -> Result<ABI, SetupError> {
+fn restrict(write: &[PathBuf]) -> Result<ABI, SetupError> {
     let setup = |what: &str, e: &dyn std::fmt::Display| ("setup", EXIT_SETUP_FAILED, format!("{what}: {e}"));
     let all = AccessFs::from_all(TARGET_ABI);
     let read = AccessFs::from_read(TARGET_ABI);
     // Everything but creating device nodes.
     let writable = all & !(AccessFs::MakeChar | AccessFs::MakeBlock);
     let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev;
-    let mut ruleset = Ruleset::default()
+    let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)
         .map_err(|e| setup("Landlock file system rights", &e))?;
-    if !network {
-        // Handled, with no rule allowing any port: every TCP bind and connect is denied.
-        ruleset = ruleset
-            .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
-            .map_err(|e| setup("Landlock network rights", &e))?;
-    }
     let ruleset = ruleset.scope(Scope::from_all(TARGET_ABI)).map_err(|e| setup("Landlock scopes", &e))?;
     let mut rules: Vec<(PathBuf, BitFlags<AccessFs>)> = Vec::new();
     // Read and execute everything but /dev, of which only the harmless
@@ -221,12 +442,10 @@ fn restrict(write: &[PathBuf], network: bool) -> Result<ABI, SetupError> {
             rules.push((entry.path(), read));
         }
     }
+    rules.push((PathBuf::from("/"), AccessFs::ReadDir.into()));
     rules.push((PathBuf::from("/dev"), AccessFs::ReadDir.into()));
     for dev in DEVICES {
         rules.push((PathBuf::from(dev), device));
-    }
-    for dir in DEVICE_DIRS {
-        rules.push((PathBuf::from(dir), writable));
     }
     let mut created = ruleset.create().map_err(|e| setup("cannot create the Landlock ruleset", &e))?;
     for (path, access) in rules {
@@ -284,56 +503,74 @@ fn block_signals() -> io::Result<libc::sigset_t> {
     }
 }
 
-/// Waits for the command `pid`; then, or on SIGTERM/SIGINT/SIGHUP, kills
-/// every descendant. Returns the exit code to exit with.
-fn supervise(pid: i32, signals: &libc::sigset_t) -> u8 {
+/// The helper outside: waits for the sandbox's init; on SIGTERM, SIGINT or
+/// SIGHUP kills it, which kills every process of its namespace.
+fn wait_init(pid: i32, signals: &libc::sigset_t) -> u8 {
     loop {
-        // SAFETY: `info` is a valid, writable siginfo_t; `signals` is initialized.
-        let sig = unsafe {
-            let mut info: libc::siginfo_t = std::mem::zeroed();
-            libc::sigwaitinfo(signals, &mut info)
-        };
-        match sig {
-            libc::SIGCHLD => {
-                if let Some(code) = reap_until(pid) {
-                    kill_descendants();
-                    return code;
+        match wait_signal(signals) {
+            sig @ (libc::SIGTERM | libc::SIGINT | libc::SIGHUP) => {
+                // SAFETY: plain kill and waitpid of our own child.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    let mut st = 0;
+                    libc::waitpid(pid, &mut st, 0);
                 }
-            }
-            libc::SIGTERM | libc::SIGINT | libc::SIGHUP => {
-                kill_descendants();
                 return 128 + sig as u8;
             }
             _ => {
-                // EINTR or an error: check the child once more.
-                let interrupted = io::Error::last_os_error().raw_os_error() == Some(libc::EINTR);
-                if let Some(code) = reap_until(pid) {
-                    kill_descendants();
-                    return code;
+                let mut st = 0;
+                // SAFETY: plain waitpid with a valid status pointer.
+                let r = unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) };
+                if r == pid {
+                    return exit_code(st);
                 }
-                if !interrupted {
-                    std::thread::sleep(Duration::from_millis(10));
+                if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
+                    return EXIT_SETUP_FAILED;
                 }
             }
         }
     }
 }
 
-/// Reaps every exited child; the exit code of `pid` once it was reaped.
-fn reap_until(pid: i32) -> Option<u8> {
-    loop {
-        let mut status = 0;
-        // SAFETY: plain waitpid with a valid status pointer.
-        let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        if r <= 0 {
-            if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
-                // The command is gone without us seeing it: unknown.
-                return Some(EXIT_SETUP_FAILED);
-            }
-            return None;
+/// The next of `signals` (0 after an interruption or an error).
+fn wait_signal(signals: &libc::sigset_t) -> i32 {
+    // SAFETY: `info` is a valid, writable siginfo_t; `signals` is initialized.
+    let sig = unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        libc::sigwaitinfo(signals, &mut info)
+    };
+    if sig < 0 {
+        if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            std::thread::sleep(Duration::from_millis(10));
         }
-        if r == pid {
-            return Some(exit_code(status));
+        return 0;
+    }
+    sig
+}
+
+/// The init inside: reaps every process that ends (orphans come to PID 1)
+/// until the command `pid` has; then, or on a signal to stop, returns the
+/// exit code to exit with, and its exit kills what is left.
+fn supervise(pid: i32, signals: &libc::sigset_t) -> u8 {
+    loop {
+        let sig = wait_signal(signals);
+        if matches!(sig, libc::SIGTERM | libc::SIGINT | libc::SIGHUP) {
+            return 128 + sig as u8;
+        }
+        loop {
+            let mut status = 0;
+            // SAFETY: plain waitpid with a valid status pointer.
+            let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if r == pid {
+                return exit_code(status);
+            }
+            if r > 0 {
+                continue;
+            }
+            if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
+                return EXIT_SETUP_FAILED;
+            }
+            break;
         }
     }
 }
@@ -347,93 +584,9 @@ fn exit_code(status: libc::c_int) -> u8 {
         EXIT_SETUP_FAILED
     }
 }
-
-/// SIGKILLs every descendant of this process and reaps them, until it has
-/// no child left (as the subreaper, every orphan becomes its child) or
-/// [`KILL_DEADLINE`] passes.
-fn kill_descendants() {
-    let me = std::process::id() as i32;
-    let deadline = Instant::now() + KILL_DEADLINE;
-    loop {
-        for pid in descendants(me) {
-            // SAFETY: plain kill of a positive pid found under this process
-            // (Landlock's signal scope keeps it inside the sandbox anyway).
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-            }
-        }
-        loop {
-            let mut status = 0;
-            // SAFETY: plain waitpid with a valid status pointer.
-            let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-            if r > 0 {
-                continue;
-            }
-            if r < 0 {
-                match io::Error::last_os_error().raw_os_error() {
-                    Some(libc::EINTR) => continue,
-                    // No child left: no descendant left.
-                    _ => return,
-                }
-            }
-            break;
-        }
-        if Instant::now() >= deadline {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-/// The processes whose parent chain leads to `root`, from `/proc`.
-fn descendants(root: i32) -> Vec<i32> {
-    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-        if let Some(ppid) = parent_of(&stat) {
-            children.entry(ppid).or_default().push(pid);
-        }
-    }
-    let mut found = Vec::new();
-    let mut seen = HashSet::new();
-    let mut stack = vec![root];
-    while let Some(p) = stack.pop() {
-        for &c in children.get(&p).map(Vec::as_slice).unwrap_or_default() {
-            if c > 1 && c != root && seen.insert(c) {
-                found.push(c);
-                stack.push(c);
-            }
-        }
-    }
-    found
-}
-
-/// The parent pid in a `/proc/PID/stat` line (the field after the state,
-/// which follows the command name in parentheses).
-fn parent_of(stat: &str) -> Option<i32> {
-    let (_, rest) = stat.rsplit_once(')')?;
-    let mut fields = rest.split_whitespace();
-    let _state = fields.next()?;
-    fields.next()?.parse().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parent_pids_from_stat_lines() {
-        assert_eq!(parent_of("42 (sh) S 7 42 42 0 -1"), Some(7));
-        assert_eq!(parent_of("42 (a) b) (c) R 9 1 1"), Some(9));
-        assert_eq!(parent_of("garbage"), None);
-        let me = std::process::id() as i32;
-        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
-        assert!(descendants(me).contains(&(child.id() as i32)));
-        child.kill().unwrap();
-        child.wait().unwrap();
-    }
 
     #[test]
     fn exit_codes_of_wait_statuses() {

@@ -64,8 +64,13 @@ pub(super) struct Launch {
     pub(super) tmp: PathBuf,
     /// Build caches it may write besides the copy and `tmp`.
     pub(super) caches: Vec<PathBuf>,
-    /// Environment variables it must not inherit.
-    pub(super) env_remove: Vec<OsString>,
+    /// More directories the sandboxed command may read (`commands.readPaths`).
+    pub(super) read: Vec<PathBuf>,
+    /// Paths it must not see even inside a directory it may read (the real
+    /// workspace, agentfix's own files).
+    pub(super) hide: Vec<PathBuf>,
+    /// The environment it gets (an allow list), before the copy's own.
+    pub(super) env: Vec<(OsString, OsString)>,
 }
 
 type Chunks = BoxStream<'static, Vec<u8>>;
@@ -98,7 +103,7 @@ fn command_for(argv: &[String], scratch: &Scratch, launch: &Launch) -> io::Resul
             cmd.args(args);
             cmd
         }
-        Sandbox::Landlock { network } => {
+        Sandbox::On { network, limits } => {
             let mut cmd = tokio::process::Command::new(sandbox::helper_exe());
             cmd.arg(sandbox::EXEC_SUBCOMMAND);
             for dir in
@@ -106,16 +111,25 @@ fn command_for(argv: &[String], scratch: &Scratch, launch: &Launch) -> io::Resul
             {
                 cmd.arg("--write").arg(dir);
             }
+            for dir in &launch.read {
+                cmd.arg("--read").arg(dir);
+            }
+            for path in &launch.hide {
+                cmd.arg("--hide").arg(path);
+            }
             if network {
                 cmd.arg("--network");
             }
+            cmd.args(sandbox::ExecArgs::limit_args(&limits));
             #[cfg(unix)]
             cmd.arg("--status-fd").arg(STATUS_FD.to_string());
             cmd.arg("--").arg(program).args(args);
             cmd
         }
     };
-    cmd.current_dir(scratch.root())
+    cmd.env_clear()
+        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(scratch.root())
         .envs(scratch.env())
         .env("PWD", scratch.root())
         .env("TMPDIR", &launch.tmp)
@@ -123,9 +137,6 @@ fn command_for(argv: &[String], scratch: &Scratch, launch: &Launch) -> io::Resul
         .env("TEMP", &launch.tmp)
         .stdin(Stdio::null())
         .kill_on_drop(true);
-    for name in &launch.env_remove {
-        cmd.env_remove(name);
-    }
     Ok(cmd)
 }
 
@@ -137,7 +148,7 @@ pub(super) async fn execute(
     timeout: Duration,
     launch: &Launch,
 ) -> io::Result<Finished> {
-    let sandboxed = matches!(launch.sandbox, Sandbox::Landlock { .. });
+    let sandboxed = matches!(launch.sandbox, Sandbox::On { .. });
     let started = spawn(argv, scratch, launch, sandboxed)?;
     let group = ProcessGroup::of(&started.child);
     // Exit without reaping, so the group can still be killed safely.
@@ -230,13 +241,25 @@ fn connect_pipes(
         use std::os::fd::AsRawFd;
         let (status_reader, status_writer) = io::pipe()?;
         let fd = status_writer.as_raw_fd();
+        let parent = std::process::id() as libc::pid_t;
         // SAFETY: only async-signal-safe system calls between fork and
-        // exec. A new session (which is also a new process group, the
-        // one `ProcessGroup` kills) leaves the controlling terminal behind; the
+        // exec. The helper dies with the thread that started it (a runtime
+        // worker, which lives as long as agentfix), so a command never
+        // outlives agentfix; a parent already gone is caught by `getppid`.
+        // A new session (which is also a new process group, the one
+        // `ProcessGroup` kills) leaves the controlling terminal behind; the
         // status pipe becomes the helper's descriptor STATUS_FD, without
         // close-on-exec (the helper sets it again for its command).
         unsafe {
             cmd.pre_exec(move || {
+                #[cfg(target_os = "linux")]
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0
+                    || libc::getppid() != parent
+                {
+                    return Err(io::Error::other("agentfix exited before the sandbox started"));
+                }
+                #[cfg(not(target_os = "linux"))]
+                let _ = parent;
                 if libc::setsid() < 0 {
                     return Err(io::Error::last_os_error());
                 }

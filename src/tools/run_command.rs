@@ -117,6 +117,8 @@ pub struct RunCommand {
     sandbox: Sandbox,
     /// Credential variables the commands may still inherit (`envAllow`).
     env_allow: Vec<String>,
+    /// More directories a sandboxed command may read (`commands.readPaths`).
+    read_paths: Vec<PathBuf>,
     /// Names approved with [`Approval::Always`] in this run.
     approved: Mutex<HashSet<String>>,
     /// Held while the user is asked, so that concurrent calls never ask
@@ -133,6 +135,7 @@ impl RunCommand {
             approver,
             sandbox: Sandbox::default(),
             env_allow: Vec::new(),
+            read_paths: Vec::new(),
             approved: Mutex::new(HashSet::new()),
             asking: tokio::sync::Mutex::new(()),
         }
@@ -147,6 +150,12 @@ impl RunCommand {
     /// Lets the commands inherit the credential variables `allow` names (`envAllow`).
     pub fn with_env_allow(mut self, allow: Vec<String>) -> Self {
         self.env_allow = allow;
+        self
+    }
+
+    /// Lets sandboxed commands read `paths` too (`commands.readPaths`).
+    pub fn with_read_paths(mut self, paths: Vec<PathBuf>) -> Self {
+        self.read_paths = paths;
         self
     }
 
@@ -217,7 +226,7 @@ impl Tool for RunCommand {
             )));
         }
         if self.sandbox != Sandbox::Off
-            && let Err(refusal) = sandbox::availability(self.sandbox, &sandbox::landlock_abi())
+            && let Err(refusal) = sandbox::availability(self.sandbox, sandbox::support())
         {
             warn_once(&refusal);
             return Err(ToolError::Respond(refusal));
@@ -234,7 +243,9 @@ impl Tool for RunCommand {
             sandbox: self.sandbox,
             tmp: tmp.path().to_path_buf(),
             caches: if self.sandbox == Sandbox::Off { Vec::new() } else { build_caches(&scratch) },
-            env_remove: crate::secrets::credential_vars(&self.env_allow),
+            read: self.read_paths.clone(),
+            hide: hidden_paths(ctx),
+            env: crate::secrets::allowed_env(&self.env_allow),
         };
         let finished = execute(&spec.argv, &scratch, spec.timeout, &launch).await;
         let skipped = scratch.skipped().to_vec();
@@ -247,7 +258,7 @@ impl Tool for RunCommand {
         .await;
         let finished = finished.map_err(|e| match self.sandbox {
             Sandbox::Off => ToolError::Respond(format!("could not start `{shown}`: {e}")),
-            Sandbox::Landlock { .. } => ToolError::Respond(format!(
+            Sandbox::On { .. } => ToolError::Respond(format!(
                 "could not start the sandbox helper `{}` for `{shown}`: {e}",
                 sandbox::helper_exe().display()
             )),
@@ -272,6 +283,7 @@ impl Tool for RunCommand {
 fn failure_message(shown: &str, failure: Failure) -> String {
     match failure {
         Failure::NoLandlock(why) => sandbox::refusal(&why),
+        Failure::Unavailable(refusal) => refusal,
         Failure::Spawn(why) => format!("could not start `{shown}`: {why}"),
         Failure::Setup(why) => format!("could not set up the sandbox for `{shown}`: {why}"),
     }
@@ -307,6 +319,17 @@ fn build_caches(scratch: &Scratch) -> Vec<PathBuf> {
         .map(|(_, v)| PathBuf::from(v))
         .filter(|dir| std::fs::create_dir_all(dir).is_ok() && dir.is_dir())
         .collect()
+}
+
+/// What a sandboxed command must not see even inside a directory it may
+/// read: the real workspace roots and agentfix's own cache (transcripts,
+/// undo backups; the build cache inside it is bound again on top).
+fn hidden_paths(ctx: &ToolContext) -> Vec<PathBuf> {
+    let mut hide: Vec<PathBuf> = ctx.overlay.workspace().roots().to_vec();
+    if let Some(cache) = dirs::cache_dir() {
+        hide.push(cache.join("agentfix"));
+    }
+    hide
 }
 
 /// The workspace's primary root as text.
