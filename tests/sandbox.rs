@@ -26,6 +26,15 @@ const SECRETS: &[(&str, &str)] = &[
     ("OPENAI_API_KEY", "sk-sandbox-test-openai-0123456789abcdef"),
     ("AGENTFIX_API_KEY", "agentfix-sandbox-test-key-0123456789"),
     ("GITHUB_TOKEN", "ghp_sandboxtestgithubtoken0123456789abcd"),
+    // Names the old deny list missed: no `_SUFFIX`, or a suffix it did not know.
+    ("SECRET_KEY", "django-sandbox-secret-key-0123"),
+    ("DATABASE_URL", "postgres://app:db-sandbox-password-0123@db/app"),
+    ("PGPASSWORD", "pg-sandbox-password-0123"),
+    ("MYSQL_PWD", "mysql-sandbox-password-0123"),
+    ("API_KEY", "plain-sandbox-api-key-0123"),
+    ("TOKEN", "plain-sandbox-token-0123"),
+    ("AZURE_OPENAI_KEY", "azure-sandbox-key-0123"),
+    ("SENTRY_DSN", "https://sentry-sandbox-key-0123@sentry.example/1"),
 ];
 const NPM_TOKEN: &str = "npm-sandbox-test-token-0123456789";
 
@@ -483,4 +492,483 @@ async fn root_cannot_make_device_nodes_in_the_copy() {
         except OSError as e:\n    print('mknod denied:', e)\n";
     let out = python(&ctx, &root, disk, OFFLINE).await;
     assert!(out.contains("\nmknod denied: [Errno 13] Permission denied"), "{out}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The attacks of a hostile repository and a prompt-injected model, each run through the real
+// helper as root and as a normal user (uid 65534 through `setpriv`). Every probe first prints
+// `PROBE-INSIDE <hostname>`, so a probe that never ran inside the sandbox cannot pass.
+// ---------------------------------------------------------------------------------------------
+
+/// Who runs agentfix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Who {
+    /// This test process's user (root on CI).
+    Me,
+    /// uid/gid 65534, through `setpriv`, when this process is root.
+    Nobody,
+}
+
+const NOBODY: u32 = 65534;
+
+/// The users to attack as: root and nobody when root (says SKIPPED for nobody without
+/// `setpriv`, and fails under CI), else this normal user alone (says so).
+fn users() -> Vec<Who> {
+    if !is_root() {
+        println!("SKIPPED as root: these tests run as root only when the test process is root");
+        eprintln!("SKIPPED as root: these tests run as root only when the test process is root");
+        return vec![Who::Me];
+    }
+    if std::process::Command::new("setpriv").arg("--version").output().is_err() {
+        println!("SKIPPED as a normal user: no `setpriv` on PATH (util-linux)");
+        eprintln!("SKIPPED as a normal user: no `setpriv` on PATH (util-linux)");
+        assert!(std::env::var_os("CI").is_none(), "CI machines have setpriv");
+        return vec![Who::Me];
+    }
+    vec![Who::Me, Who::Nobody]
+}
+
+/// A world for one probe: `base/` holds the copy the command may write (`copy/`), the user's
+/// home (`home/`, with secrets) and the real workspace (`ws/`, with secrets). The command may read
+/// `base/` (as with `commands.readPaths`), so the home's agentfix cache and the workspace must be
+/// covered, not merely absent.
+struct World {
+    _dir: tempfile::TempDir,
+    base: PathBuf,
+    who: Who,
+}
+
+impl World {
+    fn new(who: Who) -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let files = [
+            ("copy/probe.txt", "in the copy\n"),
+            ("ws/.env", "DATABASE_PASSWORD=ws-env-secret-0123\n"),
+            ("ws/.git/config", "[http]\n\textraheader = AUTHORIZATION: basic git-config-token-4567\n"),
+            ("ws/src/lib.py", "x = 1\n"),
+            (
+                "home/.ssh/id_rsa",
+                "-----BEGIN OPENSSH PRIVATE KEY-----\nid-rsa-secret-89ab\n-----END OPENSSH PRIVATE KEY-----\n",
+            ),
+            ("home/.cache/agentfix/transcripts/old.jsonl", "{\"transcript-secret-cdef\": 1}\n"),
+            ("home/.cache/agentfix/undo/backup", "undo-backup-secret-0246\n"),
+        ];
+        for (p, text) in files {
+            let path = base.join(p);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let world = World { _dir: dir, base, who };
+        world.own(&world.base);
+        world
+    }
+
+    /// Makes `path` (and everything under it) the user's: nobody's for [`Who::Nobody`].
+    fn own(&self, path: &Path) {
+        if self.who == Who::Nobody {
+            let status =
+                std::process::Command::new("chown").args(["-R", &format!("{NOBODY}:{NOBODY}")]).arg(path).status();
+            assert!(status.unwrap().success());
+        }
+    }
+
+    /// The secrets the command must never print.
+    fn secrets() -> [&'static str; 5] {
+        [
+            "ws-env-secret-0123",
+            "git-config-token-4567",
+            "id-rsa-secret-89ab",
+            "transcript-secret-cdef",
+            "undo-backup-secret-0246",
+        ]
+    }
+
+    /// A command for `argv` as this world's user: through `setpriv` for nobody.
+    fn as_user(&self, argv: &[&str]) -> std::process::Command {
+        let mut cmd = match self.who {
+            Who::Me => std::process::Command::new(argv[0]),
+            Who::Nobody => {
+                let mut c = std::process::Command::new("setpriv");
+                c.args([&format!("--reuid={NOBODY}"), &format!("--regid={NOBODY}"), "--clear-groups", "--", argv[0]]);
+                c
+            }
+        };
+        cmd.args(&argv[1..]).env_clear().env("PATH", "/usr/bin:/bin").env("HOME", self.base.join("home"));
+        cmd
+    }
+
+    /// The helper's command line for `python3 -c script` with `extra` helper arguments.
+    fn helper(&self, extra: &[String], script: &str) -> std::process::Command {
+        let b = |p: &str| self.base.join(p).display().to_string();
+        let mut argv: Vec<String> = vec![env!("CARGO_BIN_EXE_agentfix").into(), "__sandbox-exec".into()];
+        argv.extend(["--write".into(), b("copy"), "--read".into(), b(""), "--hide".into(), b("ws")]);
+        argv.extend(["--hide".into(), b("home/.cache/agentfix")]);
+        argv.extend(extra.iter().cloned());
+        let prelude = "import socket\nprint('PROBE-INSIDE', socket.gethostname(), flush=True)\n";
+        argv.extend(["--".into(), "python3".into(), "-c".into(), format!("{prelude}{script}")]);
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let mut cmd = self.as_user(&argv);
+        cmd.current_dir(self.base.join("copy"));
+        cmd
+    }
+
+    /// Runs `script` in the sandbox; its output (stdout and stderr), checked to come from inside.
+    fn probe(&self, script: &str) -> String {
+        self.probe_with(&[], script, |_| {})
+    }
+
+    fn probe_with(&self, extra: &[String], script: &str, prepare: impl FnOnce(&mut std::process::Command)) -> String {
+        let mut cmd = self.helper(extra, script);
+        prepare(&mut cmd);
+        let out = cmd.output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(
+            text.starts_with("PROBE-INSIDE agentfix-sandbox\n"),
+            "{:?}: the probe did not run inside: {text}",
+            self.who
+        );
+        assert!(out.status.success(), "{:?}: the probe failed: {text}", self.who);
+        for secret in Self::secrets() {
+            assert!(!text.contains(secret), "{:?}: {secret} leaked: {text}", self.who);
+        }
+        text
+    }
+}
+
+#[test]
+fn no_pathname_socket_of_the_host_is_reachable() {
+    if !landlock() {
+        return;
+    }
+    for who in users() {
+        let w = World::new(who);
+        // Where such sockets live: /tmp (tmux, X11, screen), the user's home (an agent's, a
+        // language server's), and the workspace.
+        let paths = [
+            std::env::temp_dir().join(format!("agentfix-sock-{}-{who:?}", std::process::id())),
+            w.base.join("home/agent.sock"),
+            w.base.join("ws/.git/fsmonitor.sock"),
+        ];
+        let listeners: Vec<std::os::unix::net::UnixListener> = paths
+            .iter()
+            .map(|p| {
+                let _ = std::fs::remove_file(p);
+                let l = std::os::unix::net::UnixListener::bind(p).unwrap();
+                l.set_nonblocking(true).unwrap();
+                w.own(p);
+                std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+                l
+            })
+            .collect();
+        let script: String = paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                format!(
+                    "try:\n    s = socket.socket(socket.AF_UNIX); s.connect({p:?}); s.sendall(b'run a shell'); print('s{i} connected')\n\
+                     except OSError as e:\n    print('s{i} denied:', e)\n",
+                    p = p.display().to_string()
+                )
+            })
+            .collect();
+        let out = w.probe(&script);
+        for (i, l) in listeners.iter().enumerate() {
+            assert!(refused(&out, &format!("s{i}")), "{who:?}: {out}");
+            assert!(l.accept().is_err(), "{who:?}: {} got a connection: {out}", paths[i].display());
+        }
+        let _ = std::fs::remove_file(&paths[0]);
+    }
+}
+
+/// A field of `/proc/PID/limits` (the soft limit of the line starting with `name`).
+fn soft_limit(pid: u32, name: &str) -> String {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = text.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name}: {text}"));
+    line[name.len()..].split_whitespace().next().unwrap().to_string()
+}
+
+/// The nice value of `pid` (field 19 of `/proc/PID/stat`).
+fn nice(pid: u32) -> String {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let (_, rest) = stat.rsplit_once(')').unwrap();
+    rest.split_whitespace().nth(16).unwrap().to_string()
+}
+
+#[test]
+fn processes_outside_cannot_be_limited_slowed_or_pinned() {
+    if !landlock() {
+        return;
+    }
+    for who in users() {
+        let w = World::new(who);
+        // A process of the same user outside (agentfix itself, for the attack that made it die of
+        // RLIMIT_FSIZE), and this test process.
+        let mut victim = w.as_user(&["sleep", "60"]).spawn().unwrap();
+        let pids = [victim.id(), std::process::id()];
+        let before: Vec<(String, String)> = pids.iter().map(|&p| (soft_limit(p, "Max file size"), nice(p))).collect();
+        let script = format!(
+            "import os, resource\n\
+             for pid in ({v}, {me}, 1, os.getppid()):\n\
+             \x20   for name, act in (('prlimit', lambda: resource.prlimit(pid, resource.RLIMIT_FSIZE, (4096, 4096))),\n\
+             \x20                     ('setpriority', lambda: os.setpriority(os.PRIO_PROCESS, pid, 19)),\n\
+             \x20                     ('affinity', lambda: os.sched_setaffinity(pid, {{0}}))):\n\
+             \x20       try:\n\
+             \x20           act(); print(name, pid, 'ok')\n\
+             \x20       except OSError as e:\n\
+             \x20           print(name, pid, 'denied:', e)\n\
+             resource.prlimit(0, resource.RLIMIT_NOFILE, (1024, 1024)); print('own limit ok')\n\
+             os.setpriority(os.PRIO_PROCESS, 0, 1); print('own nice ok')\n",
+            v = pids[0],
+            me = pids[1]
+        );
+        let out = w.probe(&script);
+        let after: Vec<(String, String)> = pids.iter().map(|&p| (soft_limit(p, "Max file size"), nice(p))).collect();
+        let _ = victim.kill();
+        let _ = victim.wait();
+        assert_eq!(before, after, "{who:?}: an outside process was changed: {out}");
+        assert!(!out.lines().any(|l| l.ends_with(" ok") && !l.starts_with("own")), "{who:?}: {out}");
+        assert!(out.contains("\nprlimit 1 denied:") && out.contains("\nsetpriority 1 denied:"), "{who:?}: {out}");
+        assert!(out.contains("\nown limit ok\nown nice ok\n"), "{who:?}: {out}");
+    }
+}
+
+#[test]
+fn no_datagram_or_connection_leaves_the_sandbox() {
+    if !landlock() {
+        return;
+    }
+    for who in users() {
+        let w = World::new(who);
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+        let script = format!(
+            "{}try:\n    socket.getaddrinfo('pypi.org', 443); print('dns ok')\nexcept OSError as e:\n    print('dns denied:', e)\n",
+            connect_script(tcp.local_addr().unwrap().port(), udp.local_addr().unwrap().port())
+        );
+        let out = w.probe(&script);
+        assert!(out.contains("\ntcp failed:") && out.contains("\ndns denied:"), "{who:?}: {out}");
+        assert!(!received(&udp), "{who:?}: a datagram reached the host: {out}");
+        assert!(!accepted(&tcp, Duration::from_millis(200)), "{who:?}: {out}");
+    }
+}
+
+#[test]
+fn the_users_secrets_and_the_real_workspace_cannot_be_read() {
+    if !landlock() {
+        return;
+    }
+    for who in users() {
+        let w = World::new(who);
+        let b = |p: &str| w.base.join(p).display().to_string();
+        let targets = [
+            ("env", b("ws/.env")),
+            ("gitconfig", b("ws/.git/config")),
+            ("ssh", b("home/.ssh/id_rsa")),
+            ("transcript", b("home/.cache/agentfix/transcripts/old.jsonl")),
+            ("undo", b("home/.cache/agentfix/undo/backup")),
+        ];
+        let mut script: String = targets
+            .iter()
+            .map(|(name, p)| format!("try:\n    print('{name} ok', open({p:?}).read())\nexcept OSError as e:\n    print('{name} denied:', e)\n"))
+            .collect();
+        // Where the real root would show: other processes' command lines and environments.
+        script.push_str(&format!(
+            "import os\nfound = []\nfor pid in os.listdir('/proc'):\n\
+             \x20   if not pid.isdigit() or int(pid) == os.getpid(): continue\n\
+             \x20   for f in ('cmdline', 'environ'):\n\
+             \x20       try:\n\
+             \x20           if {ws:?}.encode() in open('/proc/%s/%s' % (pid, f), 'rb').read(): found.append(pid)\n\
+             \x20       except OSError:\n\
+             \x20           pass\n\
+             print('root found in', found)\nprint('processes', sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n\
+             print('shadow', len(open('/etc/shadow').read()) if os.access('/etc/shadow', os.R_OK) else 'denied')\n",
+            ws = b("ws")
+        ));
+        let ws = b("ws");
+        let mut holder = w.as_user(&["python3", "-c", "import time; time.sleep(30)", &ws]).spawn().unwrap();
+        let out = w.probe(&script);
+        let _ = holder.kill();
+        let _ = holder.wait();
+        for (name, _) in targets {
+            assert!(refused(&out, name), "{who:?} {name}: {out}");
+        }
+        assert!(out.contains("\nroot found in []\n"), "{who:?}: {out}");
+        assert!(out.contains("\nshadow 0\n") || out.contains("\nshadow denied\n"), "{who:?}: {out}");
+        // Only the sandbox's own processes are there (its init and the probe).
+        assert!(out.contains("\nprocesses [1, 2]\n"), "{who:?}: {out}");
+        // What the command may see of the readable base: the copy and the home's other files.
+        let out = w.probe(&format!(
+            "import os\nprint(sorted(os.listdir({:?})))\nprint(sorted(os.listdir({:?})))\n",
+            b("ws"),
+            b("home/.cache/agentfix")
+        ));
+        assert!(out.contains("\n[]\n[]\n"), "{who:?}: the covered directories are not empty: {out}");
+    }
+}
+
+#[test]
+fn sysv_ipc_and_dev_shm_are_the_sandboxs_own() {
+    if !landlock() {
+        return;
+    }
+    for who in users() {
+        let w = World::new(who);
+        let key = 0x4146_0000 + (std::process::id() & 0xffff) as i32 + if who == Who::Nobody { 0x1_0000 } else { 0 };
+        // A 0600 segment of the same user, made by a process of that user, as another program's.
+        let make = format!(
+            "import ctypes; c = ctypes.CDLL(None, use_errno=True); c.shmat.restype = ctypes.c_void_p\n\
+             i = c.shmget({key}, 4096, 0o1000 | 0o600); p = c.shmat(i, None, 0)\n\
+             ctypes.memmove(p, b'host-segment', 12); print(i)\n"
+        );
+        let made = w.as_user(&["python3", "-c", &make]).output().unwrap();
+        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+        let id: i32 = String::from_utf8_lossy(&made.stdout).trim().parse().unwrap();
+        let shm_file = PathBuf::from(format!("/dev/shm/agentfix-host-{}-{who:?}", std::process::id()));
+        std::fs::write(&shm_file, "host shm file\n").unwrap();
+        std::fs::set_permissions(&shm_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        w.own(&shm_file);
+        let left = PathBuf::from(format!("/dev/shm/agentfix-left-{}-{who:?}", std::process::id()));
+        let script = format!(
+            "import ctypes\nc = ctypes.CDLL(None, use_errno=True)\n\
+             print('shmget', c.shmget({key}, 0, 0), ctypes.get_errno())\n\
+             try:\n    print('shmfile ok', open({f:?}).read())\nexcept OSError as e:\n    print('shmfile denied:', e)\n\
+             open({f:?}, 'w').write('overwritten')\n\
+             open({l:?}, 'w').write('left for the next run'); print('wrote own shm')\n",
+            f = shm_file.display().to_string(),
+            l = left.display().to_string()
+        );
+        let out = w.probe(&script);
+        // SAFETY: attaching and removing the segment this test made.
+        let content = unsafe {
+            let p = libc::shmat(id, std::ptr::null(), libc::SHM_RDONLY);
+            let s = std::slice::from_raw_parts(p as *const u8, 12).to_vec();
+            libc::shmdt(p);
+            libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
+            s
+        };
+        let host_file = std::fs::read_to_string(&shm_file).unwrap();
+        let _ = std::fs::remove_file(&shm_file);
+        assert!(out.contains(&format!("\nshmget -1 {}\n", libc::ENOENT)), "{who:?}: {out}");
+        assert_eq!(content, b"host-segment", "{who:?}: {out}");
+        assert!(refused(&out, "shmfile") && host_file == "host shm file\n", "{who:?}: {out}");
+        assert!(out.contains("\nwrote own shm\n"), "{who:?}: {out}");
+        assert!(!left.exists(), "{who:?}: a file in the sandbox's /dev/shm outlived the run");
+    }
+}
+
+#[test]
+fn inherited_descriptors_do_not_reach_the_command() {
+    if !landlock() {
+        return;
+    }
+    for who in users() {
+        let w = World::new(who);
+        let outside = w.base.join("outside.txt");
+        std::fs::write(&outside, "mine\n").unwrap();
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&outside).unwrap();
+        let script = "import os\n\
+            try:\n    os.write(9, b'overwritten'); print('fd9 ok')\nexcept OSError as e:\n    print('fd9 denied:', e)\n\
+            print('fds', sorted(int(f) for f in os.listdir('/proc/self/fd')))\n";
+        let out = w.probe_with(&[], script, |cmd| {
+            use std::os::fd::AsRawFd;
+            use std::os::unix::process::CommandExt;
+            let fd = file.as_raw_fd();
+            // SAFETY: dup2 between fork and exec: fd 9 open on the outside file, without
+            // close-on-exec, as agentfix would have inherited it from its own parent.
+            unsafe {
+                cmd.pre_exec(move || if libc::dup2(fd, 9) < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) });
+            }
+        });
+        assert!(out.contains("\nfd9 denied: [Errno 9] Bad file descriptor\n"), "{who:?}: {out}");
+        // 0, 1, 2 and the one listdir opens.
+        assert!(out.contains("\nfds [0, 1, 2, 3]\n"), "{who:?}: {out}");
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "mine\n");
+    }
+}
+
+#[test]
+fn resource_limits_bind_the_command() {
+    if !landlock() {
+        return;
+    }
+    for who in users() {
+        let w = World::new(who);
+        let limits = Limits { address_space_mb: 2048, processes: 256, file_size_mb: 1, cpu_secs: 30, open_files: 100 };
+        let script = "import os\n\
+            try:\n    open('big', 'wb').write(b'x' * (2 << 20)); print('big ok')\nexcept OSError as e:\n    print('big denied:', e)\n\
+            print(open('/proc/self/limits').read())\n";
+        let out = w.probe_with(&agentfix::sandbox::ExecArgs::limit_args(&limits), script, |_| {});
+        assert!(out.contains("\nbig denied: [Errno 27] File too large\n"), "{who:?}: {out}");
+        for (name, value) in [
+            ("Max cpu time", "30"),
+            ("Max file size", "1048576"),
+            ("Max processes", "256"),
+            ("Max open files", "100"),
+            ("Max address space", "2147483648"),
+            ("Max core file size", "0"),
+        ] {
+            let line = out.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name}: {out}"));
+            assert_eq!(line[name.len()..].split_whitespace().next(), Some(value), "{who:?}: {line}");
+        }
+    }
+}
+
+/// Whether `python3 -m pytest` works here; says SKIPPED otherwise (and fails under CI, whose
+/// `.ci/run` installs pytest).
+fn pytest_installed() -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-m", "pytest", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        println!("SKIPPED: pytest is not installed for python3 (.ci/run installs it)");
+        eprintln!("SKIPPED: pytest is not installed for python3 (.ci/run installs it)");
+        assert!(std::env::var_os("CI").is_none(), "CI installs pytest");
+    }
+    ok
+}
+
+#[tokio::test]
+async fn a_real_pytest_run_passes_and_fails_in_the_sandbox() {
+    if !landlock() || !pytest_installed() {
+        return;
+    }
+    let (_d, root, ctx) = workspace(&[
+        ("calc.py", "def add(a, b):\n    return a + b\n"),
+        (
+            "tests/test_calc.py",
+            "from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n\ndef test_tmp(tmp_path):\n    (tmp_path / 'x').write_text('y')\n    assert (tmp_path / 'x').read_text() == 'y'\n",
+        ),
+        ("pyproject.toml", "[tool.pytest.ini_options]\npythonpath = [\".\"]\n"),
+    ]);
+    let t = tool(
+        &[("test", command(&["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider"], Duration::from_secs(120)))],
+        OFFLINE,
+        &[],
+    );
+    let out = run(&t, &ctx, "test").await;
+    assert!(out.contains("2 passed") && out.ends_with("[exit code 0]"), "{out}");
+    // The model breaks the code in its overlay: the same suite now fails, in the copy only.
+    model_writes(&ctx, &root, "calc.py", "def add(a, b):\n    return a - b\n");
+    let out = run(&t, &ctx, "test").await;
+    assert!(out.contains("1 failed, 1 passed") && out.ends_with("[exit code 1]"), "{out}");
+    assert_eq!(std::fs::read_to_string(root.join("calc.py")).unwrap(), "def add(a, b):\n    return a + b\n");
+}
+
+#[tokio::test]
+async fn a_real_cargo_test_passes_in_the_sandbox() {
+    if !landlock() {
+        return;
+    }
+    let (_d, _root, ctx) = workspace(&[
+        ("Cargo.toml", "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n"),
+        (
+            "src/lib.rs",
+            "pub fn add(a: i32, b: i32) -> i32 { a + b }\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() { assert_eq!(super::add(2, 3), 5); }\n}\n",
+        ),
+    ]);
+    let t = tool(&[("test", command(&["cargo", "test", "--offline", "-q"], Duration::from_secs(300)))], OFFLINE, &[]);
+    let out = run(&t, &ctx, "test").await;
+    assert!(out.contains("test result: ok. 1 passed") && out.ends_with("[exit code 0]"), "{out}");
 }

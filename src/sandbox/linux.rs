@@ -267,6 +267,7 @@ fn run_init(status: &mut Status, init: Init, signals: &libc::sigset_t) -> i32 {
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
     }
+    forget_arguments();
     if let Err(e) = mounts::enter(&init.mounts) {
         status.fail("setup", EXIT_SETUP_FAILED, &format!("cannot build the sandbox's file system: {e}"));
         return i32::from(EXIT_SETUP_FAILED);
@@ -304,6 +305,35 @@ fn run_init(status: &mut Status, init: Init, signals: &libc::sigset_t) -> i32 {
 }
 
 const HOSTNAME: &str = "agentfix-sandbox";
+
+/// Blanks this process's command line in memory, where `/proc/1/cmdline`
+/// reads it: the init's arguments name the real workspace (`--hide`) and
+/// the directories bound, which the command must not learn. Its
+/// environment and memory are closed to the command as well (not dumpable).
+fn forget_arguments() {
+    // SAFETY: plain prctl.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0);
+    }
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return };
+    let Some((_, rest)) = stat.rsplit_once(')') else { return };
+    // Fields 48 and 49 (arg_start, arg_end); `rest` starts at field 3.
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let (Some(start), Some(end)) =
+        (fields.get(45).and_then(|f| f.parse::<usize>().ok()), fields.get(46).and_then(|f| f.parse::<usize>().ok()))
+    else {
+        return;
+    };
+    if start == 0 || end <= start || end - start > 1 << 20 {
+        return;
+    }
+    // SAFETY: [start, end) is this process's own argument area (on its
+    // stack, writable); the standard library copied the arguments at start,
+    // and nothing reads this memory again.
+    unsafe {
+        std::ptr::write_bytes(start as *mut u8, 0, end - start);
+    }
+}
 
 /// Forks and execs the command: descriptors above 2 closed, signals
 /// unblocked, the seccomp filter installed. An `execvp` failure comes back
