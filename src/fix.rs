@@ -665,6 +665,21 @@ fn toolbox(config: &Config, ctx: ToolContext, approver: Option<Arc<dyn Approver>
     toolbox
 }
 
+/// Why the configured commands cannot run, when they are configured, the
+/// sandbox is on and this system cannot give it (what is missing, how to
+/// proceed): said before the run by every front end, not only when the
+/// model first tries a command.
+pub fn sandbox_refusal(config: &Config) -> Option<String> {
+    let commands = &config.commands;
+    if commands.entries.is_empty() || commands.sandbox == crate::config::CommandSandbox::Off {
+        return None;
+    }
+    let names: Vec<&str> = commands.entries.keys().map(String::as_str).collect();
+    crate::sandbox::availability(crate::sandbox::Sandbox::default(), crate::sandbox::support())
+        .err()
+        .map(|refusal| format!("the configured commands ({}) cannot run: {refusal}", names.join(", ")))
+}
+
 /// The run's transcript, when transcripts are on and the folder is writable.
 fn open_transcript(config: &Config) -> Option<Transcript> {
     let dir = config.transcripts.dir.as_deref()?;

@@ -972,3 +972,72 @@ async fn a_real_cargo_test_passes_in_the_sandbox() {
     let out = run(&t, &ctx, "test").await;
     assert!(out.contains("test result: ok. 1 passed") && out.ends_with("[exit code 0]"), "{out}");
 }
+
+/// `agentfix check --offline` with one configured command, inside `wrap` (a command prefix).
+fn check_output(wrap: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let mut argv: Vec<&str> = wrap.to_vec();
+    argv.extend([
+        env!("CARGO_BIN_EXE_agentfix"),
+        "check",
+        "--offline",
+        "--settings",
+        r#"{"commands": {"test": ["true"]}}"#,
+    ]);
+    let out = std::process::Command::new(argv[0])
+        .args(&argv[1..])
+        .current_dir(dir.path())
+        .env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0")
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .output()
+        .unwrap();
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+#[test]
+fn check_lists_the_sandbox_layers_and_says_loudly_what_is_missing() {
+    if !landlock() {
+        return;
+    }
+    let out = check_output(&[]);
+    assert!(out.contains("\ncommands: test\n"), "{out}");
+    assert!(out.contains("\nsandbox: namespaces (user, mount, PID, IPC, UTS, network): ok\n"), "{out}");
+    assert!(out.contains("\nsandbox: seccomp: ok\n") && out.contains("\nsandbox: Landlock: ABI "), "{out}");
+    assert!(!out.contains("cannot run"), "{out}");
+    // A system where this user may create no user namespace (here: a user namespace whose
+    // limit of nested ones is 0): check says what is missing, and no command runs.
+    let out = check_output(&[
+        "unshare",
+        "--user",
+        "--map-root-user",
+        "sh",
+        "-c",
+        "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$@\"",
+        "sh",
+    ]);
+    assert!(out.contains("\nsandbox: namespaces (user, mount, PID, IPC, UTS, network): MISSING (this user cannot create user namespaces"), "{out}");
+    assert!(out.contains("sandbox: the configured commands (test) cannot run: commands run in a sandbox, and this system cannot provide one: namespaces:"), "{out}");
+    assert!(out.contains(r#""sandbox": "off""#), "{out}");
+}
+
+#[test]
+fn the_helper_refuses_to_run_a_command_without_its_namespaces() {
+    if !landlock() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "echo 0 > /proc/sys/user/max_user_namespaces && exec {} __sandbox-exec --write {} -- sh -c 'echo RAN'",
+        env!("CARGO_BIN_EXE_agentfix"),
+        dir.path().display()
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stdout.contains("RAN"), "the command ran unsandboxed: {stdout}");
+    assert_eq!(out.status.code(), Some(i32::from(agentfix::sandbox::EXIT_NO_SANDBOX)), "{stderr}");
+    assert!(stderr.contains("the kernel refused new user, mount, PID, IPC, UTS and network namespaces"), "{stderr}");
+}

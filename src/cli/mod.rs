@@ -399,6 +399,7 @@ pub async fn check(args: CheckArgs) -> ExitCode {
         Some(d) => println!("transcripts: {}", d.display()),
         None => println!("transcripts: off"),
     }
+    problems += print_sandbox(&config);
     problems += print_instructions(&config, &root, args.target.as_deref());
     problems += print_mcp(&config, &root).await;
     if !args.offline && problems == 0 {
@@ -421,6 +422,38 @@ pub async fn check(args: CheckArgs) -> ExitCode {
         }
     }
     if problems == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
+/// What the command sandbox can give on this system, layer by layer, and
+/// whether the configured commands can run. Returns the problems found
+/// (commands configured that cannot run).
+fn print_sandbox(config: &Config) -> u32 {
+    let commands = &config.commands;
+    let names: Vec<&str> = commands.entries.keys().map(String::as_str).collect();
+    println!("commands: {}", if names.is_empty() { "none".to_string() } else { names.join(", ") });
+    if commands.sandbox == crate::config::CommandSandbox::Off {
+        println!("sandbox: off (commands run with all of your rights)");
+        return 0;
+    }
+    let support = crate::sandbox::support();
+    let layer = |r: &Result<(), String>| r.as_ref().map_or_else(|e| format!("MISSING ({e})"), |()| "ok".to_string());
+    println!(
+        "sandbox: namespaces (user, mount, PID, IPC, UTS{}): {}",
+        if commands.network { "; network: the host's" } else { ", network" },
+        layer(&support.namespaces)
+    );
+    println!("sandbox: seccomp: {}", layer(&support.seccomp));
+    match &support.landlock {
+        Ok(v) => println!("sandbox: Landlock: ABI {v}"),
+        Err(e) => println!("sandbox: Landlock: MISSING ({e})"),
+    }
+    match fix::sandbox_refusal(config) {
+        Some(refusal) => {
+            println!("sandbox: {refusal}");
+            1
+        }
+        None => 0,
+    }
 }
 
 /// The project instructions `check` finds for `root`, or for `target`
@@ -552,6 +585,9 @@ fn prepare(args: &FixArgs) -> Result<(Setup, Workspace, Target), String> {
         eprintln!("agentfix: warning: {w}");
     }
     let setup = Setup::load(Some(&root), &editor).map_err(|e| e.to_string())?;
+    if let Some(refusal) = fix::sandbox_refusal(&setup.config) {
+        eprintln!("agentfix: warning: {refusal}");
+    }
     let workspace = setup.workspace(vec![root.clone()]);
     if !workspace.contains(&path) {
         return Err(format!("{} is outside the workspace root {}; pass --root", path.display(), root.display()));

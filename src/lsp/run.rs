@@ -225,6 +225,17 @@ async fn start(
             return Err(request_failed(e.to_string()));
         }
     };
+    if let Some(refusal) = crate::fix::sandbox_refusal(&setup.config) {
+        // Said once per session, in the editor and in its log: every run
+        // would say the same.
+        static SAID: std::sync::Once = std::sync::Once::new();
+        let mut first = false;
+        SAID.call_once(|| first = true);
+        if first {
+            tracing::warn!("{refusal}");
+            client.show_message(MessageType::WARNING, format!("Agent fix: {refusal}")).await;
+        }
+    }
     if let Some(v) = args.version
         && let Some(doc) = session.docs.get(args.uri.as_str())
         && doc.version != v
