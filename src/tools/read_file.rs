@@ -127,6 +127,15 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn protected_files_are_refused_whatever_their_case() {
+        let (_d, ctx) = context(&[(".ENV", "TOKEN=1\n"), ("ID_RSA", "key\n"), (".Git/config", "[core]\n")], &[]);
+        for p in [".ENV", "ID_RSA", ".Git/config"] {
+            let e = ReadFile.run(input(p, None, None), &ctx).await.unwrap_err().to_string();
+            assert!(e.contains("is a protected file"), "{p}: {e}");
+        }
+    }
+
+    #[tokio::test]
     async fn missing_file_and_escape_are_errors() {
         let (_d, ctx) = context(&[], &[]);
         let e = ReadFile.run(input("nope.py", None, None), &ctx).await.unwrap_err();

@@ -21,8 +21,10 @@ pub enum PathError {
 }
 
 /// The built-in deny-list of protected files: gitignore-style patterns that
-/// match at any depth (a trailing `/` means a directory and all under it).
-/// Settings can add to it (`exclude`), never remove from it.
+/// match at any depth (a trailing `/` means a directory and all under it),
+/// ignoring case: `.ENV` and `.Git/config` are the same files on a
+/// case-insensitive file system, and a repository must not get around the
+/// list by spelling. Settings can add to it (`exclude`), never remove from it.
 pub const DEFAULT_PROTECTED: &[&str] = &[
     ".env",
     ".env.*",
@@ -50,6 +52,25 @@ pub const DEFAULT_PROTECTED: &[&str] = &[
     "credentials.json",
     "*.tfstate",
     "*.tfstate.*",
+    "*.tfvars",
+    "*.tfvars.json",
+    ".terraformrc",
+    "terraform.rc",
+    "*.env",
+    // direnv runs it on `cd`, and it usually exports secrets.
+    ".envrc",
+    "secrets.yaml",
+    "secrets.yml",
+    "secrets.json",
+    "*.secrets.*",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".config/gh/hosts.yml",
+    ".pgpass",
+    ".my.cnf",
+    ".vault-token",
+    ".htpasswd",
+    "*.kdbx",
     ".git/",
 ];
 
@@ -74,8 +95,10 @@ impl Protected {
         let mut patterns = Vec::new();
         for p in DEFAULT_PROTECTED.iter().map(|p| p.to_string()).chain(extra.iter().cloned()) {
             let globs = globs_of(&p);
-            let built: Result<Vec<_>, _> =
-                globs.iter().map(|g| GlobBuilder::new(g).literal_separator(true).build()).collect();
+            let built: Result<Vec<_>, _> = globs
+                .iter()
+                .map(|g| GlobBuilder::new(g).literal_separator(true).case_insensitive(true).build())
+                .collect();
             match built {
                 Ok(globs) => {
                     for g in globs {
@@ -396,7 +419,20 @@ mod tests {
         ] {
             assert!(matches!(ws.resolve(p), Err(PathError::Protected(_))), "{p} is not protected");
         }
-        for p in ["src/a.py", "environment.py", "keys.py", "docs/git.md", "src/env/mod.rs", ".gitignore"] {
+        for p in [
+            "src/a.py",
+            "environment.py",
+            "keys.py",
+            "docs/git.md",
+            "src/env/mod.rs",
+            ".gitignore",
+            "src/secrets.py",
+            "docs/secrets.md",
+            ".venv/lib/site.py",
+            "env.example",
+            ".cargo/config.toml",
+            "infra/main.tf",
+        ] {
             assert!(ws.resolve(p).is_ok(), "{p} is protected");
         }
         let ws = ws.with_protected(&["secrets/".into(), "*.sqlite".into(), "/top-only.txt".into()]);
@@ -408,6 +444,61 @@ mod tests {
         assert!(matches!(ws.resolve(".env"), Err(PathError::Protected(_))));
         let msg = ws.resolve(".env").unwrap_err().to_string();
         assert!(msg.contains("protected") && msg.contains("do not try"), "{msg}");
+    }
+
+    #[test]
+    fn the_newer_defaults_are_protected() {
+        let (_d, ws) = ws();
+        for p in [
+            "config/secrets.yaml",
+            "secrets.yml",
+            "deploy/secrets.json",
+            "app.secrets.json",
+            "prod.env",
+            "deploy/staging.env",
+            ".envrc",
+            "sub/.envrc",
+            ".cargo/credentials",
+            "home/.cargo/credentials.toml",
+            ".config/gh/hosts.yml",
+            "infra/prod.tfvars",
+            "infra/prod.tfvars.json",
+            ".pgpass",
+            ".vault-token",
+            ".my.cnf",
+            ".git-credentials",
+            ".terraformrc",
+            "terraform.rc",
+            ".docker/config.json",
+            "web/.htpasswd",
+            "vault/passwords.kdbx",
+        ] {
+            assert!(matches!(ws.resolve(p), Err(PathError::Protected(_))), "{p} is not protected");
+        }
+    }
+
+    #[test]
+    fn protection_ignores_case() {
+        let (_d, ws) = ws();
+        for p in [
+            ".ENV",
+            ".Env.Local",
+            "ID_RSA",
+            "keys/Id_Ed25519.PUB",
+            "certs/SERVER.PEM",
+            ".Git/config",
+            ".GIT/hooks/pre-commit",
+            "sub/.gIt/HEAD",
+            ".SSH/config",
+            "PROD.ENV",
+            "Secrets.YAML",
+        ] {
+            assert!(matches!(ws.resolve(p), Err(PathError::Protected(_))), "{p} is not protected");
+        }
+        // The user's own patterns too.
+        let ws = ws.with_protected(&["private/".into()]);
+        assert!(matches!(ws.resolve("Private/notes.md"), Err(PathError::Protected(_))));
+        assert!(ws.resolve("src/Git.md").is_ok());
     }
 
     #[cfg(unix)]
