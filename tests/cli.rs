@@ -600,3 +600,41 @@ fn misspelt_keys_are_warned_about_and_the_run_goes_on() {
         "{stderr}"
     );
 }
+
+/// `ln .env notes.txt`: the other name is refused like `.env` itself, by
+/// every tool and as the target, and `--apply` writes neither name.
+#[cfg(unix)]
+#[test]
+fn a_hard_link_to_a_protected_file_is_refused_and_apply_writes_neither_name() {
+    let (_d, root) = workspace();
+    std::fs::write(root.join(".env"), "TOKEN=hunter2\n").unwrap();
+    std::fs::hard_link(root.join(".env"), root.join("notes.txt")).unwrap();
+    let mock = MockModel::start();
+    mock.push(tool_reply(&[
+        ("toolu_1", "read_file", json!({"path": "notes.txt"})),
+        ("toolu_2", "edit_file", json!({"path": "notes.txt", "old_text": "hunter2", "new_text": "pwned"})),
+        ("toolu_3", "write_file", json!({"path": "notes.txt", "content": "pwned\n"})),
+        ("toolu_4", "grep", json!({"pattern": "hunter2"})),
+        ("toolu_5", "list_files", json!({})),
+    ]));
+    mock.push(text_reply("Done."));
+    let out = run(&root, &mock, &["fix", "calc.py", "--line", "1", "--apply"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no edit proposed"), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(root.join(".env")).unwrap(), "TOKEN=hunter2\n");
+    let results = mock.requests()[1].body["messages"].as_array().unwrap().last().unwrap()["content"].clone();
+    let text = |i: usize| results[i]["content"].to_string();
+    for i in 0..3 {
+        assert_eq!(results[i]["is_error"], true, "{results}");
+        assert!(text(i).contains("`notes.txt` is a protected file"), "{results}");
+    }
+    assert!(text(3).contains("No matches for `hunter2`"), "{results}");
+    assert!(text(4).contains("calc.py") && !text(4).contains("notes.txt"), "{results}");
+    assert!(!mock.requests_text().contains("TOKEN=hunter2"));
+    // As the target, it is refused before anything is sent.
+    let mock = MockModel::start();
+    let out = run(&root, &mock, &["fix", "notes.txt", "--line", "1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("notes.txt is a protected file"), "{}", stderr(&out));
+    assert!(mock.requests().is_empty());
+}

@@ -2,9 +2,10 @@
 //! resolved here, and anything that leaves the roots (`..`, an absolute path
 //! elsewhere, a symlink pointing out) is refused.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
@@ -146,6 +147,37 @@ fn globs_of(pattern: &str) -> Vec<String> {
     vec![base.clone(), format!("{base}/**")]
 }
 
+/// A file's identity: (device, inode).
+type FileId = (u64, u64);
+
+/// Entries a walk for [`Links`] reads at most; past that, every
+/// multiply-linked file counts as protected (smaller in unit tests).
+fn max_link_walk() -> usize {
+    if cfg!(test) { 100 } else { 2_000_000 }
+}
+
+/// Which multiply-linked files are other names of protected files. A hard
+/// link (`ln .env notes.txt`) has a name the deny-list does not know, so a
+/// regular file with more than one link is looked up here by its identity.
+/// The protected files' identities come from a walk of the roots (hidden
+/// and ignored files included: `.env` usually is ignored), made the first
+/// time a multiply-linked file is met, and again whenever one is met that
+/// neither that walk nor a lookup since saw, since a link made after the walk
+/// would otherwise go unseen. Such files are rare, so most runs never walk.
+#[derive(Debug, Default)]
+struct Links {
+    /// The multiply-linked protected files of the roots, as the last walk
+    /// found them; `None` before the first walk.
+    protected: Option<HashSet<FileId>>,
+    /// The last walk did not see every file (a folder it could not read,
+    /// or more than [`max_link_walk`] entries): every multiply-linked file
+    /// counts as protected.
+    incomplete: bool,
+    /// Multiply-linked files looked up since and found to be no protected
+    /// file's other name.
+    cleared: HashSet<FileId>,
+}
+
 /// The workspace roots of a session. The first root is where relative paths
 /// are resolved.
 #[derive(Debug, Clone)]
@@ -155,6 +187,8 @@ pub struct Workspace {
     /// a file outside every workspace folder (never its folder).
     files: Vec<PathBuf>,
     protected: Protected,
+    /// Shared by the clones of one workspace (a run's tools and walks).
+    links: Arc<Mutex<Links>>,
 }
 
 impl Workspace {
@@ -167,12 +201,13 @@ impl Workspace {
             .filter(|r| r.is_absolute())
             .map(|r| std::fs::canonicalize(&r).unwrap_or_else(|_| normalize(&r)))
             .collect();
-        Self { roots, files: Vec::new(), protected: Protected::default() }
+        Self { roots, files: Vec::new(), protected: Protected::default(), links: Arc::default() }
     }
 
     /// Adds protected-file patterns to the defaults.
     pub fn with_protected(mut self, extra: &[String]) -> Self {
         self.protected = Protected::new(extra);
+        self.links = Arc::default();
         self
     }
 
@@ -248,10 +283,95 @@ impl Workspace {
     }
 
     /// Whether an absolute path is protected: matched relative to its root,
-    /// or as a whole outside the roots.
+    /// or as a whole outside the roots, or (a regular file with more than
+    /// one link, not followed if it is a symlink) another name of a
+    /// protected file of the roots.
     pub fn is_protected(&self, path: &Path) -> bool {
         let rel = self.roots.iter().find_map(|r| path.strip_prefix(r).ok()).unwrap_or(path);
-        self.protected.matches(rel)
+        self.protected.matches(rel) || self.is_link_to_protected(path)
+    }
+
+    /// Whether `path` is a regular file with other names, one of them a
+    /// protected file of the roots.
+    fn is_link_to_protected(&self, path: &Path) -> bool {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            match std::fs::symlink_metadata(path) {
+                Ok(m) if m.is_file() && m.nlink() > 1 => self.protected_link((m.dev(), m.ino())),
+                _ => false,
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = path;
+            false
+        }
+    }
+
+    /// Whether the multiply-linked file `id` is a protected file: from what
+    /// the last walk found, else after a new walk.
+    fn protected_link(&self, id: FileId) -> bool {
+        // Held through the walk: other lookups of the run wait for its
+        // answer rather than walk again.
+        let mut links = self.links.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(known) = &links.protected {
+            if links.incomplete || known.contains(&id) {
+                return true;
+            }
+            if links.cleared.contains(&id) {
+                return false;
+            }
+        }
+        let (known, complete) = self.walk_protected_links();
+        let protected = !complete || known.contains(&id);
+        links.protected = Some(known);
+        links.incomplete = !complete;
+        if !protected {
+            links.cleared.insert(id);
+        }
+        protected
+    }
+
+    /// The identities of the protected regular files of the roots that have
+    /// more than one link, and whether the walk saw every file. No ignore
+    /// file or hidden-file rule applies; symlinks are not followed (a link
+    /// to a protected file is refused by its target's path); only protected
+    /// names are looked at closer (one `lstat` each), every other entry costs
+    /// its directory's read alone.
+    fn walk_protected_links(&self) -> (HashSet<FileId>, bool) {
+        let mut found = HashSet::new();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let mut seen = 0;
+            for root in &self.roots {
+                let walker = ignore::WalkBuilder::new(root).standard_filters(false).follow_links(false).build();
+                for entry in walker {
+                    seen += 1;
+                    // A folder it cannot read may hold a protected file.
+                    let Ok(entry) = entry else { return (found, false) };
+                    if seen > max_link_walk() {
+                        return (found, false);
+                    }
+                    if !entry.file_type().is_some_and(|t| t.is_file()) {
+                        continue;
+                    }
+                    let Ok(rel) = entry.path().strip_prefix(root) else { continue };
+                    if !self.protected.matches(rel) {
+                        continue;
+                    }
+                    match entry.metadata() {
+                        Ok(m) if m.nlink() > 1 => {
+                            found.insert((m.dev(), m.ino()));
+                        }
+                        Ok(_) => {}
+                        Err(_) => return (found, false),
+                    }
+                }
+            }
+        }
+        (found, true)
     }
 
     /// Whether a file a run is asked to work on is protected: its path, or
@@ -508,6 +628,68 @@ mod tests {
         std::fs::write(d.path().join(".env"), "TOKEN=1").unwrap();
         std::os::unix::fs::symlink(".env", d.path().join("settings.txt")).unwrap();
         assert!(matches!(ws.resolve("settings.txt"), Err(PathError::Protected(_))));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_hard_link_to_a_protected_file_is_protected_wherever_that_file_hides() {
+        let (d, ws) = ws();
+        let root = d.path();
+        std::fs::write(root.join(".env"), "TOKEN=1").unwrap();
+        std::fs::hard_link(root.join(".env"), root.join("notes.txt")).unwrap();
+        // In an ignored, hidden folder, and under `.git/`: the walk sees them.
+        std::fs::write(root.join(".gitignore"), ".deploy/\n").unwrap();
+        std::fs::create_dir_all(root.join(".deploy/keys")).unwrap();
+        std::fs::write(root.join(".deploy/keys/ID_RSA"), "key").unwrap();
+        std::fs::hard_link(root.join(".deploy/keys/ID_RSA"), root.join("src/key.txt")).unwrap();
+        std::fs::create_dir(root.join(".git")).unwrap();
+        std::fs::write(root.join(".git/config"), "[core]").unwrap();
+        std::fs::hard_link(root.join(".git/config"), root.join("src/cfg.txt")).unwrap();
+        // Two names of an ordinary file are fine.
+        std::fs::write(root.join("src/b.py"), "b").unwrap();
+        std::fs::hard_link(root.join("src/b.py"), root.join("src/b2.py")).unwrap();
+        for p in ["notes.txt", "src/key.txt", "src/cfg.txt"] {
+            assert_eq!(ws.resolve(p), Err(PathError::Protected(p.into())), "{p}");
+            assert!(ws.is_protected(&ws.resolve("src").unwrap().parent().unwrap().join(p)), "{p}");
+        }
+        assert!(ws.resolve("src/b2.py").is_ok());
+        assert!(ws.resolve("src/a.py").is_ok());
+        // A symlink to the hard link is refused by where it leads.
+        std::os::unix::fs::symlink("notes.txt", root.join("alias.txt")).unwrap();
+        assert!(matches!(ws.resolve("alias.txt"), Err(PathError::Protected(_))));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_hard_link_made_after_the_walk_is_still_found() {
+        let (d, ws) = ws();
+        let root = d.path();
+        std::fs::write(root.join("src/b.py"), "b").unwrap();
+        std::fs::hard_link(root.join("src/b.py"), root.join("src/b2.py")).unwrap();
+        std::fs::write(root.join("id_ed25519"), "key").unwrap();
+        // The first multiply-linked file walks the roots; the key had one link then.
+        assert!(ws.resolve("src/b2.py").is_ok());
+        std::fs::hard_link(root.join("id_ed25519"), root.join("src/later.txt")).unwrap();
+        assert!(matches!(ws.resolve("src/later.txt"), Err(PathError::Protected(_))));
+        assert!(ws.resolve("src/b2.py").is_ok(), "a cleared file stays cleared");
+        // Clones share what was found.
+        let clone = ws.clone();
+        assert!(clone.links.lock().unwrap().protected.as_ref().is_some_and(|p| p.len() == 1));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_walk_that_cannot_see_everything_protects_every_multiply_linked_file() {
+        let (d, ws) = ws();
+        let root = d.path();
+        for i in 0..max_link_walk() {
+            std::fs::write(root.join(format!("f{i:03}.txt")), "").unwrap();
+        }
+        std::fs::write(root.join("src/b.py"), "b").unwrap();
+        std::fs::hard_link(root.join("src/b.py"), root.join("src/b2.py")).unwrap();
+        assert!(matches!(ws.resolve("src/b2.py"), Err(PathError::Protected(_))));
+        // Files with one name are unaffected.
+        assert!(ws.resolve("src/a.py").is_ok());
     }
 
     #[test]
