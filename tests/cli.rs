@@ -12,6 +12,11 @@ use common::mock_model::{self, MockModel, error_reply, text_reply, tool_reply};
 use serde_json::{Value, json};
 
 fn agentfix(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    command(root, args, env).output().expect("run agentfix")
+}
+
+/// The `agentfix` of [`agentfix`], not started.
+fn command(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut cmd = Command::new(agentfix_bin());
     cmd.args(args).current_dir(root);
     for (k, _) in std::env::vars() {
@@ -26,7 +31,7 @@ fn agentfix(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         .env("XDG_CACHE_HOME", home.join("cache"))
         .env("HOME", home.join("home"))
         .envs(env.iter().copied());
-    cmd.output().expect("run agentfix")
+    cmd
 }
 
 /// A temporary folder with the workspace `ws/` in it (the folder also
@@ -637,4 +642,46 @@ fn a_hard_link_to_a_protected_file_is_refused_and_apply_writes_neither_name() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("notes.txt is a protected file"), "{}", stderr(&out));
     assert!(mock.requests().is_empty());
+}
+
+/// A hard link made to a file while the run works on it (after the run
+/// read it, before `--apply`): the file gets the edit, the other name keeps
+/// what it had, and `undo` puts the file back the same way.
+#[cfg(unix)]
+#[test]
+fn apply_replaces_a_file_so_a_hard_link_made_during_the_run_keeps_the_old_text() {
+    let (d, root) = workspace();
+    let before = std::fs::read_to_string(root.join("calc.py")).unwrap();
+    let mock = MockModel::start();
+    push_fix_first(&mock);
+    mock.push(mock_model::Reply::Delay(
+        std::time::Duration::from_millis(500),
+        Box::new(text_reply("Raise a clear error when b is zero.")),
+    ));
+    let env = env(&mock);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let child = command(&root, &["fix", "calc.py", "--line", "2", "--apply"], &env)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The second request carries the edit's result: the run has read the file.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while mock.requests().len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "the run never sent its second request");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let other = d.path().join("elsewhere.py");
+    std::fs::hard_link(root.join("calc.py"), &other).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let fixed = std::fs::read_to_string(root.join("calc.py")).unwrap();
+    assert!(fixed.contains("raise ZeroDivisionError"), "{fixed}");
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), before);
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(root.join("calc.py")).unwrap().nlink(), 1);
+    let out = agentfix(&root, &["undo"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(root.join("calc.py")).unwrap(), before);
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), before);
 }
