@@ -644,23 +644,23 @@ fn a_hard_link_to_a_protected_file_is_refused_and_apply_writes_neither_name() {
     assert!(mock.requests().is_empty());
 }
 
-/// A hard link made to a file while the run works on it (after the run
-/// read it, before `--apply`): the file gets the edit, the other name keeps
-/// what it had, and `undo` puts the file back the same way.
-#[cfg(unix)]
-#[test]
-fn apply_replaces_a_file_so_a_hard_link_made_during_the_run_keeps_the_old_text() {
-    let (d, root) = workspace();
-    let before = std::fs::read_to_string(root.join("calc.py")).unwrap();
+/// Runs `fix calc.py --apply` with the model's edit of `path`, calls
+/// `during` after the run made it and before the run ends, and returns
+/// the run's output.
+fn apply_with_a_pause(root: &Path, path: &str, during: impl FnOnce()) -> Output {
     let mock = MockModel::start();
-    push_fix_first(&mock);
+    mock.push(tool_reply(&[(
+        "toolu_1",
+        "edit_file",
+        json!({"path": path, "old_text": "    return a / b\n", "new_text": "    if b == 0:\n        raise ZeroDivisionError(\"b is zero\")\n    return a / b\n"}),
+    )]));
     mock.push(mock_model::Reply::Delay(
         std::time::Duration::from_millis(500),
         Box::new(text_reply("Raise a clear error when b is zero.")),
     ));
     let env = env(&mock);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let child = command(&root, &["fix", "calc.py", "--line", "2", "--apply"], &env)
+    let child = command(root, &["fix", "calc.py", "--line", "2", "--apply"], &env)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -671,9 +671,22 @@ fn apply_replaces_a_file_so_a_hard_link_made_during_the_run_keeps_the_old_text()
         assert!(std::time::Instant::now() < deadline, "the run never sent its second request");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let other = d.path().join("elsewhere.py");
-    std::fs::hard_link(root.join("calc.py"), &other).unwrap();
+    during();
     let out = child.wait_with_output().unwrap();
+    assert!(mock.requests()[1].body.to_string().contains("Edited "), "the edit was made");
+    out
+}
+
+/// A hard link made to a file while the run works on it (after the run
+/// read it, before `--apply`): the file gets the edit, the other name keeps
+/// what it had, and `undo` puts the file back the same way.
+#[cfg(unix)]
+#[test]
+fn apply_replaces_a_file_so_a_hard_link_made_during_the_run_keeps_the_old_text() {
+    let (d, root) = workspace();
+    let before = std::fs::read_to_string(root.join("calc.py")).unwrap();
+    let other = d.path().join("elsewhere.py");
+    let out = apply_with_a_pause(&root, "calc.py", || std::fs::hard_link(root.join("calc.py"), &other).unwrap());
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let fixed = std::fs::read_to_string(root.join("calc.py")).unwrap();
     assert!(fixed.contains("raise ZeroDivisionError"), "{fixed}");
@@ -684,4 +697,27 @@ fn apply_replaces_a_file_so_a_hard_link_made_during_the_run_keeps_the_old_text()
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(std::fs::read_to_string(root.join("calc.py")).unwrap(), before);
     assert_eq!(std::fs::read_to_string(&other).unwrap(), before);
+}
+
+/// A symlink the run edited through, pointed out of the root before
+/// `--apply`: nothing is written, there or anywhere.
+#[cfg(unix)]
+#[test]
+fn apply_writes_nothing_when_a_symlink_leads_out_of_the_root_by_then() {
+    let (d, root) = workspace();
+    std::fs::create_dir(root.join("sub")).unwrap();
+    std::fs::rename(root.join("calc.py"), root.join("sub/real.py")).unwrap();
+    std::fs::write(root.join("calc.py"), "def div(a, b):\n    return a / b\n").unwrap();
+    std::os::unix::fs::symlink("sub/real.py", root.join("link.py")).unwrap();
+    let outside = d.path().join("outside.py");
+    std::fs::copy(root.join("sub/real.py"), &outside).unwrap();
+    let out = apply_with_a_pause(&root, "link.py", || {
+        std::fs::remove_file(root.join("link.py")).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("link.py")).unwrap();
+    });
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("link.py now leads outside "), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "def div(a, b):\n    return a / b\n");
+    assert_eq!(std::fs::read_to_string(root.join("sub/real.py")).unwrap(), "def div(a, b):\n    return a / b\n");
+    assert!(!d.path().join("cache/agentfix/backups").exists(), "no backup either");
 }
