@@ -5,7 +5,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
@@ -132,6 +132,61 @@ impl Protected {
         let rel = rel.strip_prefix("/").unwrap_or(rel);
         self.set.is_match(rel)
     }
+}
+
+/// Files that run code later without anyone running them on purpose: when
+/// git commits, when the folder is opened in an editor or a container, on
+/// any build, install or test run. Each is a gitignore-style pattern (as
+/// [`DEFAULT_PROTECTED`], ignoring case) and why it runs code. An edit of
+/// one is proposed like any other, but flagged for review. Ordinary sources
+/// (tests and Makefiles included: they run when asked to) are not here;
+/// `.envrc` and `.git/hooks` are protected, never edited at all.
+pub const RUNS_CODE: &[(&str, &str)] = &[
+    (".husky/", "git runs husky's hooks"),
+    (".githooks/", "git runs these hooks when core.hooksPath names the folder"),
+    (".pre-commit-config.yaml", "pre-commit runs the hooks it names on `git commit`"),
+    ("lefthook.yml", "lefthook runs the commands it names on git commands"),
+    (".lefthook.yml", "lefthook runs the commands it names on git commands"),
+    (".vscode/tasks.json", "VS Code runs its tasks, some when the folder opens"),
+    (".vscode/launch.json", "VS Code runs the programs it names when you debug"),
+    (".vscode/settings.json", "VS Code settings name programs the editor and its extensions run"),
+    ("*.code-workspace", "VS Code settings and tasks name programs the editor runs"),
+    (".devcontainer/", "dev containers run its commands when the folder opens in one"),
+    (".cargo/config.toml", "cargo runs the runners, wrappers and aliases it names"),
+    (".cargo/config", "cargo runs the runners, wrappers and aliases it names"),
+    ("rust-toolchain.toml", "cargo and rustup run the toolchain it names"),
+    ("rust-toolchain", "cargo and rustup run the toolchain it names"),
+    ("build.rs", "cargo runs build scripts on every build, rust-analyzer when the folder opens"),
+    ("conftest.py", "pytest runs it whenever it collects tests"),
+    ("setup.py", "pip runs it to install the package"),
+    ("package.json", "npm runs its scripts on install and test"),
+    (".yarnrc.yml", "yarn runs the `yarnPath` it names"),
+    (".github/workflows/", "GitHub Actions run it on push"),
+    (".gitlab-ci.yml", "GitLab CI runs it on push"),
+];
+
+/// Why the file at `rel` (relative to its root, or an absolute path) runs
+/// code when it is next used, if it does ([`RUNS_CODE`]).
+pub fn runs_code(rel: &Path) -> Option<&'static str> {
+    static SET: LazyLock<(GlobSet, Vec<&'static str>)> = LazyLock::new(|| {
+        let mut builder = GlobSetBuilder::new();
+        let mut reasons = Vec::new();
+        for (pattern, why) in RUNS_CODE {
+            for g in globs_of(pattern) {
+                match GlobBuilder::new(&g).literal_separator(true).case_insensitive(true).build() {
+                    Ok(glob) => {
+                        builder.add(glob);
+                        reasons.push(*why);
+                    }
+                    Err(e) => tracing::error!("the pattern `{pattern}` of RUNS_CODE: {e}"),
+                }
+            }
+        }
+        (builder.build().unwrap_or_else(|_| GlobSet::empty()), reasons)
+    });
+    let rel = rel.strip_prefix("/").unwrap_or(rel);
+    let (set, reasons) = &*SET;
+    set.matches(rel).first().and_then(|&i| reasons.get(i).copied())
 }
 
 /// The globs for one gitignore-style pattern: a leading `/` anchors it at
@@ -619,6 +674,50 @@ mod tests {
         let ws = ws.with_protected(&["private/".into()]);
         assert!(matches!(ws.resolve("Private/notes.md"), Err(PathError::Protected(_))));
         assert!(ws.resolve("src/Git.md").is_ok());
+    }
+
+    #[test]
+    fn files_that_run_code_are_told_from_ordinary_sources() {
+        for (p, why) in [
+            (".husky/pre-commit", "git runs husky's hooks"),
+            (".githooks/pre-push", "git runs these hooks when core.hooksPath names the folder"),
+            (".pre-commit-config.yaml", "pre-commit runs the hooks it names on `git commit`"),
+            ("lefthook.yml", "lefthook runs the commands it names on git commands"),
+            (".vscode/tasks.json", "VS Code runs its tasks, some when the folder opens"),
+            (".VSCode/Settings.json", "VS Code settings name programs the editor and its extensions run"),
+            (".vscode/launch.json", "VS Code runs the programs it names when you debug"),
+            ("app.code-workspace", "VS Code settings and tasks name programs the editor runs"),
+            (".devcontainer/devcontainer.json", "dev containers run its commands when the folder opens in one"),
+            (".cargo/config.toml", "cargo runs the runners, wrappers and aliases it names"),
+            (".cargo/config", "cargo runs the runners, wrappers and aliases it names"),
+            ("rust-toolchain.toml", "cargo and rustup run the toolchain it names"),
+            ("crates/core/build.rs", "cargo runs build scripts on every build, rust-analyzer when the folder opens"),
+            ("tests/conftest.py", "pytest runs it whenever it collects tests"),
+            ("setup.py", "pip runs it to install the package"),
+            ("web/package.json", "npm runs its scripts on install and test"),
+            (".yarnrc.yml", "yarn runs the `yarnPath` it names"),
+            (".github/workflows/ci.yml", "GitHub Actions run it on push"),
+            (".gitlab-ci.yml", "GitLab CI runs it on push"),
+            ("/home/u/proj/build.rs", "cargo runs build scripts on every build, rust-analyzer when the folder opens"),
+        ] {
+            assert_eq!(runs_code(Path::new(p)), Some(why), "{p}");
+        }
+        for p in [
+            "src/main.rs",
+            "src/build.rs.md",
+            "tests/test_calc.py",
+            "Makefile",
+            "pyproject.toml",
+            "package-lock.json",
+            ".vscode/extensions.json",
+            ".github/copilot-instructions.md",
+            "docs/setup.py.txt",
+            "src/rebuild.rs",
+        ] {
+            assert_eq!(runs_code(Path::new(p)), None, "{p}");
+        }
+        // Every pattern compiled: one reason per glob, two globs per pattern.
+        assert!(RUNS_CODE.iter().all(|(p, _)| runs_code(Path::new(p.trim_end_matches('/'))).is_some()));
     }
 
     #[cfg(unix)]
