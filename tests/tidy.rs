@@ -244,8 +244,8 @@ const RULES: &[Rule] = &[
         files: "src/cli/undo.rs",
         except_files: &[],
         forbidden: &["crate"],
-        allowed: &["crate::cli::undo", "crate::workspace::FileChange"],
-        why: "`cli::undo` may use `workspace::FileChange`",
+        allowed: &["crate::cli::undo", "crate::workspace::FileChange", "crate::workspace::real_path"],
+        why: "`cli::undo` may use `workspace::FileChange` and `workspace::real_path` (where a write lands)",
     },
     Rule {
         files: "src/fix.rs",

@@ -32,7 +32,7 @@ use crate::position::LineRange;
 use crate::pricing::format_tokens;
 use crate::providers;
 use crate::tools::{Approval, Approver};
-use crate::workspace::{NoBuffers, Overlay, Workspace, real_path, unified_diff};
+use crate::workspace::{NoBuffers, Overlay, Workspace, real_path, runs_code, unified_diff};
 
 /// Exit codes of `agentfix fix`.
 pub mod exit {
@@ -762,6 +762,18 @@ fn deliver(result: &fix::FixResult, apply: Option<&Path>) -> ExitCode {
         Verdict::NoEdit(_) => return fail(exit::NO_EDIT, "no edit proposed"),
         Verdict::Proposal(p) => &p.changes,
     };
+    // A change that runs code later (a git hook, the editor's tasks, a
+    // build script) reads like configuration in the diff: say so.
+    for change in changes {
+        if let Some(why) = runs_code(Path::new(&change.display)) {
+            let then = if apply.is_some() {
+                "review it before it runs (`agentfix undo` takes it back)"
+            } else {
+                "review it before accepting"
+            };
+            eprintln!("agentfix: note: {} runs code ({why}); {then}", change.display);
+        }
+    }
     if let Some(root) = apply {
         match undo::apply(root, changes) {
             Ok(written) => {

@@ -12,6 +12,12 @@
 //! goes one fix further back. The newest [`KEEP`] backups of a root are kept.
 //! The editor needs none of this: there the proposal is an edit of the
 //! buffers, and the editor's undo reverts it.
+//!
+//! Files are never rewritten in place, by `--apply` or by `undo`: the new
+//! text goes to a new file beside the old one, which is synced and renamed
+//! over it ([`replace`]). A hard link of the old file (another name for it,
+//! perhaps a protected one, perhaps outside the workspace) keeps its text,
+//! and nobody ever reads half a file.
 
 use std::fs;
 use std::io;
@@ -20,7 +26,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::workspace::FileChange;
+use crate::workspace::{FileChange, real_path};
 
 /// Backups kept per workspace root.
 pub const KEEP: usize = 20;
@@ -133,20 +139,89 @@ fn private_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     file.sync_all()
 }
 
+/// Gives the file at `path` (symlinks followed, as a write through them
+/// would be) the content `bytes`, and makes its folder first if need be,
+/// without writing into the file that is there: a new file in the same
+/// folder (created exclusively, never through a link left in its place;
+/// owner-only until it has the old file's permissions) is written, synced
+/// and renamed over it, then the folder is synced. The old file's other
+/// hard links keep the old text. What a rename cannot keep: the old file's
+/// owner (the new one is the user's), extended attributes, and a file in a
+/// folder the user cannot write fails instead of being written.
+fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let path = real_path(path).unwrap_or_else(|| path.to_path_buf());
+    let dir = path.parent().ok_or_else(|| io::Error::other(format!("{} has no folder", path.display())))?;
+    fs::create_dir_all(dir)?;
+    let old = match fs::symlink_metadata(&path) {
+        Ok(m) if m.is_file() => Some(m.permissions()),
+        Ok(_) => return Err(io::Error::other(format!("{} is not a regular file", path.display()))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    let name: String = path.file_name().unwrap_or_default().to_string_lossy().chars().take(64).collect();
+    let (tmp, mut file) = new_beside(dir, &name, old.is_some())?;
+    let written = (|| {
+        file.write_all(bytes)?;
+        if let Some(permissions) = old {
+            file.set_permissions(permissions)?;
+        }
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&tmp, &path)
+    })();
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    // The rename is durable once the folder is; a file system that cannot
+    // sync a folder has lost nothing else.
+    if let Ok(d) = fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// A new file in `dir` beside `name` that nothing else names
+/// (`.<name>.agentfix-<pid>-<n>`), owner-only when `private`, else with
+/// the mode of any new file (0666 less the umask).
+fn new_beside(dir: &Path, name: &str, private: bool) -> io::Result<(PathBuf, fs::File)> {
+    for n in 0..100 {
+        let tmp = dir.join(format!(".{name}.agentfix-{}-{n}", std::process::id()));
+        let mut options = fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, if private { 0o600 } else { 0o666 });
+        match options.open(&tmp) {
+            Ok(file) => return Ok((tmp, file)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("no free temporary name beside {name}")))
+}
+
 /// Saves a backup of what writing `changes` will overwrite, then writes
-/// them; returns the display paths written. Nothing is written when the
-/// backup cannot be made; when a write fails, the files already written are
-/// put back and the backup dropped.
+/// them ([`replace`]: never in place); returns the display paths written.
+/// Nothing is written when the backup cannot be made, or when a file's
+/// symlinks now lead out of `root`; when a write fails, the files already
+/// written are put back and the backup dropped.
 pub fn apply(root: &Path, changes: &[FileChange]) -> Result<Vec<String>, String> {
+    // Where each change lands, backed up and written there (the manifest
+    // names the file, not a link to it).
+    let mut targets = Vec::with_capacity(changes.len());
+    for change in changes {
+        match real_path(&change.path) {
+            Some(real) if real.starts_with(root) => targets.push(FileChange { path: real, ..change.clone() }),
+            _ => return Err(format!("{} now leads outside {}; nothing written", change.display, root.display())),
+        }
+    }
+    let changes = &targets;
     let backups = backups_of(root);
     let (dir, manifest) = save(&backups, root, changes)
         .map_err(|e| format!("cannot save a backup in {}: {e}; nothing written", backups.display()))?;
     for (n, change) in changes.iter().enumerate() {
-        let written = change
-            .path
-            .parent()
-            .map_or(Ok(()), fs::create_dir_all)
-            .and_then(|_| fs::write(&change.path, &change.new_text));
+        let written = replace(&change.path, change.new_text.as_bytes());
         if let Err(e) = written {
             let back = restore(&dir, &manifest, n + 1);
             let _ = fs::remove_dir_all(&dir);
@@ -235,8 +310,7 @@ fn restore(dir: &Path, manifest: &Manifest, count: usize) -> io::Result<()> {
         match &f.backup {
             Some(copy) => {
                 let bytes = fs::read(dir.join(copy))?;
-                f.path.parent().map_or(Ok(()), fs::create_dir_all)?;
-                fs::write(&f.path, bytes)?;
+                replace(&f.path, &bytes)?;
             }
             None => match fs::remove_file(&f.path) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
@@ -425,6 +499,50 @@ mod tests {
         // A folder that holds someone else's file stays.
         assert!(root.join("new/deep/other.txt").exists());
         assert_eq!(changed_since(&manifest.files[0]), Ok(Some("a.py changed since the fix was applied".into())));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_file_is_replaced_never_rewritten_so_its_other_links_keep_their_text() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let tmp = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(tmp.path()).unwrap();
+        fs::create_dir(root.join("ws")).unwrap();
+        fs::create_dir(root.join("elsewhere")).unwrap();
+        let file = root.join("ws/a.py");
+        fs::write(&file, "old\n").unwrap();
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o754)).unwrap();
+        fs::hard_link(&file, root.join("elsewhere/link.py")).unwrap();
+        let inode = fs::metadata(&file).unwrap().ino();
+        replace(&file, b"new\n").unwrap();
+        assert_eq!(fs::read(&file).unwrap(), b"new\n");
+        assert_eq!(fs::read(root.join("elsewhere/link.py")).unwrap(), b"old\n");
+        let now = fs::metadata(&file).unwrap();
+        assert_ne!(now.ino(), inode);
+        assert_eq!((now.nlink(), now.permissions().mode() & 0o7777), (1, 0o754));
+        // Through a symlink: the file it names is replaced, the link stays.
+        std::os::unix::fs::symlink("a.py", root.join("ws/alias.py")).unwrap();
+        replace(&root.join("ws/alias.py"), b"via the link\n").unwrap();
+        assert!(fs::symlink_metadata(root.join("ws/alias.py")).unwrap().file_type().is_symlink());
+        assert_eq!(fs::read(&file).unwrap(), b"via the link\n");
+        // A link planted at the temporary name is not written through.
+        let planted = root.join(format!("ws/.a.py.agentfix-{}-0", std::process::id()));
+        std::os::unix::fs::symlink(root.join("elsewhere/link.py"), &planted).unwrap();
+        replace(&file, b"third\n").unwrap();
+        assert_eq!(fs::read(root.join("elsewhere/link.py")).unwrap(), b"old\n");
+        assert!(fs::symlink_metadata(&planted).unwrap().file_type().is_symlink());
+        fs::remove_file(&planted).unwrap();
+        // A new file in a new folder; nothing temporary is left behind.
+        replace(&root.join("ws/new/b.py"), b"b\n").unwrap();
+        assert_eq!(fs::read(root.join("ws/new/b.py")).unwrap(), b"b\n");
+        let mut left: Vec<String> =
+            fs::read_dir(root.join("ws")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        left.sort();
+        assert_eq!(left, ["a.py", "alias.py", "new"]);
+        // Not a regular file: refused, untouched.
+        fs::create_dir(root.join("ws/dir")).unwrap();
+        assert!(replace(&root.join("ws/dir"), b"x").is_err());
+        assert!(root.join("ws/dir").is_dir());
     }
 
     #[test]

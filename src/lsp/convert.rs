@@ -16,7 +16,7 @@ use tower_lsp_server::ls_types::{
 use crate::diagnostic::Severity;
 use crate::documents::{Change, PositionEncoding, encoding};
 use crate::position::{LineCol, LineRange, Span};
-use crate::workspace::{Edit, EditReason, FileChange, hunks};
+use crate::workspace::{Edit, EditReason, FileChange, hunks, runs_code};
 
 /// Picks the position encoding from what the client offers: UTF-8, then
 /// UTF-32 (both cheaper to convert), else the mandatory UTF-16.
@@ -268,6 +268,9 @@ pub fn workspace_edit(
         };
         // Only the annotations' labels need the lines of the hunks.
         let newlines = if support.annotations { Newlines::of(&file.text) } else { Newlines(Vec::new()) };
+        // A file that runs code later (a git hook, the editor's tasks, a
+        // build script) says so in every annotation of its hunks.
+        let runs = runs_code(std::path::Path::new(&file.display));
         let mut edits: Vec<OneOf<TextEdit, AnnotatedTextEdit>> = Vec::with_capacity(file.hunks.len());
         let mut plain_edits = Vec::new();
         for (hi, h) in file.hunks.iter().enumerate() {
@@ -275,8 +278,8 @@ pub fn workspace_edit(
             let text_edit =
                 TextEdit { range: Range { start: pos(h.start), end: pos(h.end) }, new_text: h.text.clone() };
             if support.annotations {
-                let description = reason_for(h, &file.reasons).or_else(|| Some("proposed by the agent".into()));
-                let (id, label) = match file.problem_of(h, &newlines) {
+                let mut description = reason_for(h, &file.reasons).unwrap_or_else(|| "proposed by the agent".into());
+                let (id, mut label) = match file.problem_of(h, &newlines) {
                     Some(pi) => {
                         let (line, message) = &file.problems[pi];
                         let message = message.lines().next().unwrap_or("").chars().take(80).collect::<String>();
@@ -284,10 +287,14 @@ pub fn workspace_edit(
                     }
                     None => (format!("agentfix-{fi}-{hi}"), hunk_label(file, h, &newlines)),
                 };
+                if let Some(why) = runs {
+                    label.push_str(" (this file runs code)");
+                    description = format!("This file runs code ({why}): review it before accepting. {description}");
+                }
                 annotations.entry(id.clone()).or_insert(ChangeAnnotation {
                     label,
                     needs_confirmation: Some(true),
-                    description,
+                    description: Some(description),
                 });
                 edits.push(OneOf::Right(AnnotatedTextEdit { text_edit, annotation_id: id }));
             } else if support.document_changes {
@@ -442,6 +449,33 @@ mod tests {
         );
         assert_eq!(v["changeAnnotations"]["agentfix-0-1"]["label"], "calc.py: line 4");
         assert_eq!(v["changeAnnotations"]["agentfix-0-1"]["description"], "bump d");
+    }
+
+    #[test]
+    fn hunks_of_a_file_that_runs_code_say_so() {
+        let change = |display: &str| FileChange {
+            path: format!("/w/{display}").into(),
+            display: display.into(),
+            version: None,
+            pin: None,
+            original: Some("{}\n".into()),
+            new_text: "{\"x\": 1}\n".into(),
+            reasons: vec![EditReason { reason: "add x".into(), inserted: "{\"x\": 1}\n".into() }],
+        };
+        let files = [FileEdit::from_change(&change(".vscode/tasks.json")), FileEdit::from_change(&change("a.json"))];
+        let support = EditSupport { document_changes: true, create_files: true, annotations: true };
+        let (edit, _, _) = workspace_edit(&files, PositionEncoding::Utf16, support);
+        let v = serde_json::to_value(&edit).unwrap();
+        assert_eq!(
+            v["changeAnnotations"]["agentfix-0-0"],
+            serde_json::json!({
+                "label": ".vscode/tasks.json: line 1 (this file runs code)",
+                "needsConfirmation": true,
+                "description": "This file runs code (VS Code runs its tasks, some when the folder opens): review it before accepting. add x"
+            })
+        );
+        assert_eq!(v["changeAnnotations"]["agentfix-1-0"]["label"], "a.json: line 1");
+        assert_eq!(v["changeAnnotations"]["agentfix-1-0"]["description"], "add x");
     }
 
     #[test]

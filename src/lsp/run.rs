@@ -30,7 +30,7 @@ use crate::downstream::SymbolSource;
 use crate::fix::{self, NoEdit, ProgressLine, ProgressLines, Proposal, Setup, Target, Verdict};
 use crate::follow_up::{PastRun, ProposedFile};
 use crate::tools::Approver;
-use crate::workspace::Overlay;
+use crate::workspace::{Overlay, runs_code};
 
 /// At most one streamed-text progress report per this interval.
 const STREAM_THROTTLE: Duration = Duration::from_millis(250);
@@ -425,7 +425,15 @@ async fn deliver(
         first_line(&proposal.summary).or_else(|| started.fallback_title.clone()).unwrap_or_else(|| "proposal".into());
     let early = proposal.stopped_early.as_ref().map(|r| format!(" (stopped early: {r})")).unwrap_or_default();
     let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
-    let label = format!("Agent fix: {title}{early} ({}, {}; {spent})", plural(files, "file"), plural(hunks, "hunk"));
+    let mut label =
+        format!("Agent fix: {title}{early} ({}, {}; {spent})", plural(files, "file"), plural(hunks, "hunk"));
+    // Said in the label too: a client without change annotations shows no
+    // other sign of it.
+    for f in prepared.files.iter().filter(|f| !skipped.contains(&f.display)) {
+        if let Some(why) = runs_code(std::path::Path::new(&f.display)) {
+            label.push_str(&format!("; {} runs code ({why}): review it before accepting", f.display));
+        }
+    }
     let mut message = label.clone();
     if !skipped.is_empty() {
         message.push_str(&format!("; left out (the editor cannot create files): {}", skipped.join(", ")));

@@ -217,6 +217,19 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "def div(a, b):\n    return a / b\n");
     }
 
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_multiply_linked_file_is_not_edited() {
+        let (d, ctx) = context(&[("a.py", "x = 1\n"), (".env", "TOKEN=1\n")], &[]);
+        std::fs::hard_link(d.path().join("a.py"), d.path().join("b.py")).unwrap();
+        std::fs::hard_link(d.path().join(".env"), d.path().join("notes.txt")).unwrap();
+        let e = EditFile.run(input("b.py", "x = 1", "x = 2"), &ctx).await.unwrap_err().to_string();
+        assert!(e.starts_with("`b.py` has other names (hard links)"), "{e}");
+        let e = EditFile.run(input("notes.txt", "TOKEN=1", "TOKEN=2"), &ctx).await.unwrap_err().to_string();
+        assert!(e.contains("is a protected file"), "{e}");
+        assert!(ctx.overlay.changes().is_empty());
+    }
+
     #[tokio::test]
     async fn several_matches_name_their_lines() {
         let (_d, ctx) = context(&[("a.py", "x = 1\ny = 2\nx = 1\n")], &[]);

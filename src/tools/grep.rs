@@ -158,6 +158,17 @@ mod tests {
         assert_eq!(out, "a.py:1: def renamed():\n");
     }
 
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn another_name_of_a_protected_file_is_skipped_silently() {
+        let (d, ctx) = context(&[(".env", "TOKEN=hunter2\n"), ("a.txt", "TOKEN=placeholder\n")], &[]);
+        std::fs::hard_link(d.path().join(".env"), d.path().join("notes.txt")).unwrap();
+        let out = Grep.run(input("TOKEN", None, None), &ctx).await.unwrap();
+        assert_eq!(out, "a.txt:1: TOKEN=placeholder\n");
+        let e = Grep.run(input("TOKEN", Some("notes.txt"), None), &ctx).await.unwrap_err();
+        assert!(e.to_string().contains("is a protected file"), "{e}");
+    }
+
     #[tokio::test]
     async fn single_file_path_and_no_match() {
         let (_d, ctx) = context(&[("a.txt", "漢字 hit\nmiss\n"), ("b.txt", "hit\n")], &[]);

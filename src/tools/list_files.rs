@@ -110,6 +110,17 @@ mod tests {
         assert_eq!(out, "src/b.rs\n");
     }
 
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn another_name_of_a_protected_file_is_left_out() {
+        let (d, ctx) = context(&[(".env", "TOKEN=1\n"), ("a.txt", ""), ("b.txt", "")], &[]);
+        std::fs::hard_link(d.path().join(".env"), d.path().join("notes.txt")).unwrap();
+        // Two names of an ordinary file are both listed.
+        std::fs::hard_link(d.path().join("b.txt"), d.path().join("c.txt")).unwrap();
+        let out = ListFiles.run(input(None, None), &ctx).await.unwrap();
+        assert_eq!(out, "a.txt\nb.txt\nc.txt\n");
+    }
+
     #[tokio::test]
     async fn errors_and_empty_results_are_clear() {
         let (_d, ctx) = context(&[("a.txt", "")], &[]);

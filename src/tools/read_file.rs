@@ -127,6 +127,26 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn protected_files_are_refused_whatever_their_case() {
+        let (_d, ctx) = context(&[(".ENV", "TOKEN=1\n"), ("ID_RSA", "key\n"), (".Git/config", "[core]\n")], &[]);
+        for p in [".ENV", "ID_RSA", ".Git/config"] {
+            let e = ReadFile.run(input(p, None, None), &ctx).await.unwrap_err().to_string();
+            assert!(e.contains("is a protected file"), "{p}: {e}");
+        }
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn another_name_of_a_protected_file_is_refused_and_of_an_ordinary_one_read() {
+        let (d, ctx) = context(&[(".env", "TOKEN=1\n"), ("a.txt", "a\n")], &[]);
+        std::fs::hard_link(d.path().join(".env"), d.path().join("notes.txt")).unwrap();
+        std::fs::hard_link(d.path().join("a.txt"), d.path().join("b.txt")).unwrap();
+        let e = ReadFile.run(input("notes.txt", None, None), &ctx).await.unwrap_err();
+        assert_eq!(e, ToolError::Respond(crate::workspace::PathError::Protected("notes.txt".into()).to_string()));
+        assert_eq!(ReadFile.run(input("b.txt", None, None), &ctx).await.unwrap(), "     1\ta\n");
+    }
+
+    #[tokio::test]
     async fn missing_file_and_escape_are_errors() {
         let (_d, ctx) = context(&[], &[]);
         let e = ReadFile.run(input("nope.py", None, None), &ctx).await.unwrap_err();

@@ -73,6 +73,17 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn protected_files_are_refused_whatever_their_case() {
+        let (_d, ctx) = context(&[("a.py", "")], &[]);
+        for p in [".Git/config", ".GIT/hooks/pre-commit", ".ENV", "ID_RSA"] {
+            let input = WriteFileInput { path: p.into(), content: "x\n".into(), reason: None };
+            let e = WriteFile.run(input, &ctx).await.unwrap_err().to_string();
+            assert!(e.contains("is a protected file"), "{p}: {e}");
+        }
+        assert!(ctx.overlay.changes().is_empty());
+    }
+
+    #[tokio::test]
     async fn refuses_paths_outside_and_directories() {
         let (_d, ctx) = context(&[("dir/x.txt", "")], &[]);
         let e = WriteFile

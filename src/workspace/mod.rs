@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 pub use diff::{Edit, apply_hunks, hunks, sequential_hunks, unified_diff};
 pub use overlay::{EditReason, FileBase, FileChange, Overlay, OverlayError, Prefix, read_prefix};
-pub use paths::{DEFAULT_PROTECTED, PathError, Protected, Workspace, normalize, real_path};
+pub use paths::{DEFAULT_PROTECTED, PathError, Protected, RUNS_CODE, Workspace, normalize, real_path, runs_code};
 pub use rebase::{Conflict, Rebased, rebase};
 pub use scratch::Scratch;
 

@@ -28,6 +28,10 @@ pub enum OverlayError {
     TooLarge(String),
     #[error("could not read `{0}`: {1}")]
     Io(String, String),
+    #[error(
+        "`{0}` has other names (hard links), so a change to it would change them too; agentfix does not edit such a file: do not try to change it, tell the user instead"
+    )]
+    HardLinked(String),
 }
 
 /// The first bytes of a regular file, and its length when it was opened.
@@ -227,9 +231,33 @@ impl Overlay {
         self.read(path).is_ok()
     }
 
+    /// Refuses to change a file with more than one link (symlinks
+    /// followed). Its other names may be anywhere, outside the roots too,
+    /// where no walk can see them; the editor may save it in place, so the
+    /// change would reach them all. Another name of a protected file is
+    /// refused as protected.
+    fn editable(&self, path: &Path) -> Result<(), OverlayError> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            if let Ok(m) = std::fs::metadata(path)
+                && m.is_file()
+                && m.nlink() > 1
+            {
+                let shown = self.workspace.display(path);
+                if self.workspace.is_protected_target(path) {
+                    return Err(PathError::Protected(shown).into());
+                }
+                return Err(OverlayError::HardLinked(shown));
+            }
+        }
+        Ok(())
+    }
+
     /// Replaces the whole text of `path` (creating it if needed). Returns
     /// whether the file existed in the run's view before.
     pub fn write(&self, path: &Path, text: String) -> Result<bool, OverlayError> {
+        self.editable(path)?;
         self.with_entry(path, |e| {
             let existed = e.current.is_some();
             e.current = Some(text);
@@ -243,6 +271,7 @@ impl Overlay {
         path: &Path,
         f: impl FnOnce(&str) -> Result<String, E>,
     ) -> Result<Result<(), E>, OverlayError> {
+        self.editable(path)?;
         let shown = self.workspace.display(path);
         self.with_entry(path, |e| {
             let current = e.current.as_deref().ok_or(OverlayError::NotFound(shown))?;
@@ -396,6 +425,31 @@ mod tests {
         std::fs::write(root.join("bin"), [0xff, 0xfe, 0x00]).unwrap();
         assert!(matches!(ov.read(&root.join("dir")), Err(OverlayError::IsDirectory(_))));
         assert!(matches!(ov.read(&root.join("bin")), Err(OverlayError::NotText(_))));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn multiply_linked_files_are_read_but_never_edited() {
+        let (_d, ov, open, closed) = setup();
+        let root = closed.parent().unwrap().to_path_buf();
+        std::fs::hard_link(&closed, root.join("twin.py")).unwrap();
+        std::os::unix::fs::symlink("closed.py", root.join("alias.py")).unwrap();
+        assert_eq!(ov.read(&closed).unwrap(), "closed\n");
+        for p in [&closed, &root.join("twin.py"), &root.join("alias.py")] {
+            let shown = ov.workspace().display(p);
+            assert_eq!(ov.write(p, "x".into()), Err(OverlayError::HardLinked(shown.clone())));
+            assert_eq!(ov.update::<()>(p, |t| Ok(t.to_uppercase())), Err(OverlayError::HardLinked(shown)));
+        }
+        assert!(ov.changes().is_empty());
+        // Another name of a protected file is refused as protected, read or edit.
+        std::fs::write(root.join(".env"), "TOKEN=1\n").unwrap();
+        std::fs::hard_link(root.join(".env"), root.join("notes.txt")).unwrap();
+        let notes = root.join("notes.txt");
+        assert_eq!(ov.read(&notes), Err(OverlayError::Path(PathError::Protected("notes.txt".into()))));
+        assert_eq!(ov.write(&notes, "x".into()), Err(OverlayError::Path(PathError::Protected("notes.txt".into()))));
+        // An open buffer of a linked file is not edited either.
+        std::fs::hard_link(&open, root.join("open-twin.py")).unwrap();
+        assert!(matches!(ov.write(&open, "x".into()), Err(OverlayError::HardLinked(_))));
     }
 
     #[cfg(unix)]

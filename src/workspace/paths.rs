@@ -2,9 +2,10 @@
 //! resolved here, and anything that leaves the roots (`..`, an absolute path
 //! elsewhere, a symlink pointing out) is refused.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
@@ -21,8 +22,10 @@ pub enum PathError {
 }
 
 /// The built-in deny-list of protected files: gitignore-style patterns that
-/// match at any depth (a trailing `/` means a directory and all under it).
-/// Settings can add to it (`exclude`), never remove from it.
+/// match at any depth (a trailing `/` means a directory and all under it),
+/// ignoring case: `.ENV` and `.Git/config` are the same files on a
+/// case-insensitive file system, and a repository must not get around the
+/// list by spelling. Settings can add to it (`exclude`), never remove from it.
 pub const DEFAULT_PROTECTED: &[&str] = &[
     ".env",
     ".env.*",
@@ -50,6 +53,25 @@ pub const DEFAULT_PROTECTED: &[&str] = &[
     "credentials.json",
     "*.tfstate",
     "*.tfstate.*",
+    "*.tfvars",
+    "*.tfvars.json",
+    ".terraformrc",
+    "terraform.rc",
+    "*.env",
+    // direnv runs it on `cd`, and it usually exports secrets.
+    ".envrc",
+    "secrets.yaml",
+    "secrets.yml",
+    "secrets.json",
+    "*.secrets.*",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".config/gh/hosts.yml",
+    ".pgpass",
+    ".my.cnf",
+    ".vault-token",
+    ".htpasswd",
+    "*.kdbx",
     ".git/",
 ];
 
@@ -74,8 +96,10 @@ impl Protected {
         let mut patterns = Vec::new();
         for p in DEFAULT_PROTECTED.iter().map(|p| p.to_string()).chain(extra.iter().cloned()) {
             let globs = globs_of(&p);
-            let built: Result<Vec<_>, _> =
-                globs.iter().map(|g| GlobBuilder::new(g).literal_separator(true).build()).collect();
+            let built: Result<Vec<_>, _> = globs
+                .iter()
+                .map(|g| GlobBuilder::new(g).literal_separator(true).case_insensitive(true).build())
+                .collect();
             match built {
                 Ok(globs) => {
                     for g in globs {
@@ -110,6 +134,61 @@ impl Protected {
     }
 }
 
+/// Files that run code later without anyone running them on purpose: when
+/// git commits, when the folder is opened in an editor or a container, on
+/// any build, install or test run. Each is a gitignore-style pattern (as
+/// [`DEFAULT_PROTECTED`], ignoring case) and why it runs code. An edit of
+/// one is proposed like any other, but flagged for review. Ordinary sources
+/// (tests and Makefiles included: they run when asked to) are not here;
+/// `.envrc` and `.git/hooks` are protected, never edited at all.
+pub const RUNS_CODE: &[(&str, &str)] = &[
+    (".husky/", "git runs husky's hooks"),
+    (".githooks/", "git runs these hooks when core.hooksPath names the folder"),
+    (".pre-commit-config.yaml", "pre-commit runs the hooks it names on `git commit`"),
+    ("lefthook.yml", "lefthook runs the commands it names on git commands"),
+    (".lefthook.yml", "lefthook runs the commands it names on git commands"),
+    (".vscode/tasks.json", "VS Code runs its tasks, some when the folder opens"),
+    (".vscode/launch.json", "VS Code runs the programs it names when you debug"),
+    (".vscode/settings.json", "VS Code settings name programs the editor and its extensions run"),
+    ("*.code-workspace", "VS Code settings and tasks name programs the editor runs"),
+    (".devcontainer/", "dev containers run its commands when the folder opens in one"),
+    (".cargo/config.toml", "cargo runs the runners, wrappers and aliases it names"),
+    (".cargo/config", "cargo runs the runners, wrappers and aliases it names"),
+    ("rust-toolchain.toml", "cargo and rustup run the toolchain it names"),
+    ("rust-toolchain", "cargo and rustup run the toolchain it names"),
+    ("build.rs", "cargo runs build scripts on every build, rust-analyzer when the folder opens"),
+    ("conftest.py", "pytest runs it whenever it collects tests"),
+    ("setup.py", "pip runs it to install the package"),
+    ("package.json", "npm runs its scripts on install and test"),
+    (".yarnrc.yml", "yarn runs the `yarnPath` it names"),
+    (".github/workflows/", "GitHub Actions run it on push"),
+    (".gitlab-ci.yml", "GitLab CI runs it on push"),
+];
+
+/// Why the file at `rel` (relative to its root, or an absolute path) runs
+/// code when it is next used, if it does ([`RUNS_CODE`]).
+pub fn runs_code(rel: &Path) -> Option<&'static str> {
+    static SET: LazyLock<(GlobSet, Vec<&'static str>)> = LazyLock::new(|| {
+        let mut builder = GlobSetBuilder::new();
+        let mut reasons = Vec::new();
+        for (pattern, why) in RUNS_CODE {
+            for g in globs_of(pattern) {
+                match GlobBuilder::new(&g).literal_separator(true).case_insensitive(true).build() {
+                    Ok(glob) => {
+                        builder.add(glob);
+                        reasons.push(*why);
+                    }
+                    Err(e) => tracing::error!("the pattern `{pattern}` of RUNS_CODE: {e}"),
+                }
+            }
+        }
+        (builder.build().unwrap_or_else(|_| GlobSet::empty()), reasons)
+    });
+    let rel = rel.strip_prefix("/").unwrap_or(rel);
+    let (set, reasons) = &*SET;
+    set.matches(rel).first().and_then(|&i| reasons.get(i).copied())
+}
+
 /// The globs for one gitignore-style pattern: a leading `/` anchors it at
 /// the root; otherwise it matches at any depth; anything under a match is
 /// matched too.
@@ -123,6 +202,37 @@ fn globs_of(pattern: &str) -> Vec<String> {
     vec![base.clone(), format!("{base}/**")]
 }
 
+/// A file's identity: (device, inode).
+type FileId = (u64, u64);
+
+/// Entries a walk for [`Links`] reads at most; past that, every
+/// multiply-linked file counts as protected (smaller in unit tests).
+fn max_link_walk() -> usize {
+    if cfg!(test) { 100 } else { 2_000_000 }
+}
+
+/// Which multiply-linked files are other names of protected files. A hard
+/// link (`ln .env notes.txt`) has a name the deny-list does not know, so a
+/// regular file with more than one link is looked up here by its identity.
+/// The protected files' identities come from a walk of the roots (hidden
+/// and ignored files included: `.env` usually is ignored), made the first
+/// time a multiply-linked file is met, and again whenever one is met that
+/// neither that walk nor a lookup since saw, since a link made after the walk
+/// would otherwise go unseen. Such files are rare, so most runs never walk.
+#[derive(Debug, Default)]
+struct Links {
+    /// The multiply-linked protected files of the roots, as the last walk
+    /// found them; `None` before the first walk.
+    protected: Option<HashSet<FileId>>,
+    /// The last walk did not see every file (a folder it could not read,
+    /// or more than [`max_link_walk`] entries): every multiply-linked file
+    /// counts as protected.
+    incomplete: bool,
+    /// Multiply-linked files looked up since and found to be no protected
+    /// file's other name.
+    cleared: HashSet<FileId>,
+}
+
 /// The workspace roots of a session. The first root is where relative paths
 /// are resolved.
 #[derive(Debug, Clone)]
@@ -132,6 +242,8 @@ pub struct Workspace {
     /// a file outside every workspace folder (never its folder).
     files: Vec<PathBuf>,
     protected: Protected,
+    /// Shared by the clones of one workspace (a run's tools and walks).
+    links: Arc<Mutex<Links>>,
 }
 
 impl Workspace {
@@ -144,12 +256,13 @@ impl Workspace {
             .filter(|r| r.is_absolute())
             .map(|r| std::fs::canonicalize(&r).unwrap_or_else(|_| normalize(&r)))
             .collect();
-        Self { roots, files: Vec::new(), protected: Protected::default() }
+        Self { roots, files: Vec::new(), protected: Protected::default(), links: Arc::default() }
     }
 
     /// Adds protected-file patterns to the defaults.
     pub fn with_protected(mut self, extra: &[String]) -> Self {
         self.protected = Protected::new(extra);
+        self.links = Arc::default();
         self
     }
 
@@ -225,10 +338,95 @@ impl Workspace {
     }
 
     /// Whether an absolute path is protected: matched relative to its root,
-    /// or as a whole outside the roots.
+    /// or as a whole outside the roots, or (a regular file with more than
+    /// one link, not followed if it is a symlink) another name of a
+    /// protected file of the roots.
     pub fn is_protected(&self, path: &Path) -> bool {
         let rel = self.roots.iter().find_map(|r| path.strip_prefix(r).ok()).unwrap_or(path);
-        self.protected.matches(rel)
+        self.protected.matches(rel) || self.is_link_to_protected(path)
+    }
+
+    /// Whether `path` is a regular file with other names, one of them a
+    /// protected file of the roots.
+    fn is_link_to_protected(&self, path: &Path) -> bool {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            match std::fs::symlink_metadata(path) {
+                Ok(m) if m.is_file() && m.nlink() > 1 => self.protected_link((m.dev(), m.ino())),
+                _ => false,
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = path;
+            false
+        }
+    }
+
+    /// Whether the multiply-linked file `id` is a protected file: from what
+    /// the last walk found, else after a new walk.
+    fn protected_link(&self, id: FileId) -> bool {
+        // Held through the walk: other lookups of the run wait for its
+        // answer rather than walk again.
+        let mut links = self.links.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(known) = &links.protected {
+            if links.incomplete || known.contains(&id) {
+                return true;
+            }
+            if links.cleared.contains(&id) {
+                return false;
+            }
+        }
+        let (known, complete) = self.walk_protected_links();
+        let protected = !complete || known.contains(&id);
+        links.protected = Some(known);
+        links.incomplete = !complete;
+        if !protected {
+            links.cleared.insert(id);
+        }
+        protected
+    }
+
+    /// The identities of the protected regular files of the roots that have
+    /// more than one link, and whether the walk saw every file. No ignore
+    /// file or hidden-file rule applies; symlinks are not followed (a link
+    /// to a protected file is refused by its target's path); only protected
+    /// names are looked at closer (one `lstat` each), every other entry costs
+    /// its directory's read alone.
+    fn walk_protected_links(&self) -> (HashSet<FileId>, bool) {
+        let mut found = HashSet::new();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let mut seen = 0;
+            for root in &self.roots {
+                let walker = ignore::WalkBuilder::new(root).standard_filters(false).follow_links(false).build();
+                for entry in walker {
+                    seen += 1;
+                    // A folder it cannot read may hold a protected file.
+                    let Ok(entry) = entry else { return (found, false) };
+                    if seen > max_link_walk() {
+                        return (found, false);
+                    }
+                    if !entry.file_type().is_some_and(|t| t.is_file()) {
+                        continue;
+                    }
+                    let Ok(rel) = entry.path().strip_prefix(root) else { continue };
+                    if !self.protected.matches(rel) {
+                        continue;
+                    }
+                    match entry.metadata() {
+                        Ok(m) if m.nlink() > 1 => {
+                            found.insert((m.dev(), m.ino()));
+                        }
+                        Ok(_) => {}
+                        Err(_) => return (found, false),
+                    }
+                }
+            }
+        }
+        (found, true)
     }
 
     /// Whether a file a run is asked to work on is protected: its path, or
@@ -396,7 +594,20 @@ mod tests {
         ] {
             assert!(matches!(ws.resolve(p), Err(PathError::Protected(_))), "{p} is not protected");
         }
-        for p in ["src/a.py", "environment.py", "keys.py", "docs/git.md", "src/env/mod.rs", ".gitignore"] {
+        for p in [
+            "src/a.py",
+            "environment.py",
+            "keys.py",
+            "docs/git.md",
+            "src/env/mod.rs",
+            ".gitignore",
+            "src/secrets.py",
+            "docs/secrets.md",
+            ".venv/lib/site.py",
+            "env.example",
+            ".cargo/config.toml",
+            "infra/main.tf",
+        ] {
             assert!(ws.resolve(p).is_ok(), "{p} is protected");
         }
         let ws = ws.with_protected(&["secrets/".into(), "*.sqlite".into(), "/top-only.txt".into()]);
@@ -410,6 +621,105 @@ mod tests {
         assert!(msg.contains("protected") && msg.contains("do not try"), "{msg}");
     }
 
+    #[test]
+    fn the_newer_defaults_are_protected() {
+        let (_d, ws) = ws();
+        for p in [
+            "config/secrets.yaml",
+            "secrets.yml",
+            "deploy/secrets.json",
+            "app.secrets.json",
+            "prod.env",
+            "deploy/staging.env",
+            ".envrc",
+            "sub/.envrc",
+            ".cargo/credentials",
+            "home/.cargo/credentials.toml",
+            ".config/gh/hosts.yml",
+            "infra/prod.tfvars",
+            "infra/prod.tfvars.json",
+            ".pgpass",
+            ".vault-token",
+            ".my.cnf",
+            ".git-credentials",
+            ".terraformrc",
+            "terraform.rc",
+            ".docker/config.json",
+            "web/.htpasswd",
+            "vault/passwords.kdbx",
+        ] {
+            assert!(matches!(ws.resolve(p), Err(PathError::Protected(_))), "{p} is not protected");
+        }
+    }
+
+    #[test]
+    fn protection_ignores_case() {
+        let (_d, ws) = ws();
+        for p in [
+            ".ENV",
+            ".Env.Local",
+            "ID_RSA",
+            "keys/Id_Ed25519.PUB",
+            "certs/SERVER.PEM",
+            ".Git/config",
+            ".GIT/hooks/pre-commit",
+            "sub/.gIt/HEAD",
+            ".SSH/config",
+            "PROD.ENV",
+            "Secrets.YAML",
+        ] {
+            assert!(matches!(ws.resolve(p), Err(PathError::Protected(_))), "{p} is not protected");
+        }
+        // The user's own patterns too.
+        let ws = ws.with_protected(&["private/".into()]);
+        assert!(matches!(ws.resolve("Private/notes.md"), Err(PathError::Protected(_))));
+        assert!(ws.resolve("src/Git.md").is_ok());
+    }
+
+    #[test]
+    fn files_that_run_code_are_told_from_ordinary_sources() {
+        for (p, why) in [
+            (".husky/pre-commit", "git runs husky's hooks"),
+            (".githooks/pre-push", "git runs these hooks when core.hooksPath names the folder"),
+            (".pre-commit-config.yaml", "pre-commit runs the hooks it names on `git commit`"),
+            ("lefthook.yml", "lefthook runs the commands it names on git commands"),
+            (".vscode/tasks.json", "VS Code runs its tasks, some when the folder opens"),
+            (".VSCode/Settings.json", "VS Code settings name programs the editor and its extensions run"),
+            (".vscode/launch.json", "VS Code runs the programs it names when you debug"),
+            ("app.code-workspace", "VS Code settings and tasks name programs the editor runs"),
+            (".devcontainer/devcontainer.json", "dev containers run its commands when the folder opens in one"),
+            (".cargo/config.toml", "cargo runs the runners, wrappers and aliases it names"),
+            (".cargo/config", "cargo runs the runners, wrappers and aliases it names"),
+            ("rust-toolchain.toml", "cargo and rustup run the toolchain it names"),
+            ("crates/core/build.rs", "cargo runs build scripts on every build, rust-analyzer when the folder opens"),
+            ("tests/conftest.py", "pytest runs it whenever it collects tests"),
+            ("setup.py", "pip runs it to install the package"),
+            ("web/package.json", "npm runs its scripts on install and test"),
+            (".yarnrc.yml", "yarn runs the `yarnPath` it names"),
+            (".github/workflows/ci.yml", "GitHub Actions run it on push"),
+            (".gitlab-ci.yml", "GitLab CI runs it on push"),
+            ("/home/u/proj/build.rs", "cargo runs build scripts on every build, rust-analyzer when the folder opens"),
+        ] {
+            assert_eq!(runs_code(Path::new(p)), Some(why), "{p}");
+        }
+        for p in [
+            "src/main.rs",
+            "src/build.rs.md",
+            "tests/test_calc.py",
+            "Makefile",
+            "pyproject.toml",
+            "package-lock.json",
+            ".vscode/extensions.json",
+            ".github/copilot-instructions.md",
+            "docs/setup.py.txt",
+            "src/rebuild.rs",
+        ] {
+            assert_eq!(runs_code(Path::new(p)), None, "{p}");
+        }
+        // Every pattern compiled: one reason per glob, two globs per pattern.
+        assert!(RUNS_CODE.iter().all(|(p, _)| runs_code(Path::new(p.trim_end_matches('/'))).is_some()));
+    }
+
     #[cfg(unix)]
     #[test]
     fn a_link_to_a_protected_file_is_protected() {
@@ -417,6 +727,68 @@ mod tests {
         std::fs::write(d.path().join(".env"), "TOKEN=1").unwrap();
         std::os::unix::fs::symlink(".env", d.path().join("settings.txt")).unwrap();
         assert!(matches!(ws.resolve("settings.txt"), Err(PathError::Protected(_))));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_hard_link_to_a_protected_file_is_protected_wherever_that_file_hides() {
+        let (d, ws) = ws();
+        let root = d.path();
+        std::fs::write(root.join(".env"), "TOKEN=1").unwrap();
+        std::fs::hard_link(root.join(".env"), root.join("notes.txt")).unwrap();
+        // In an ignored, hidden folder, and under `.git/`: the walk sees them.
+        std::fs::write(root.join(".gitignore"), ".deploy/\n").unwrap();
+        std::fs::create_dir_all(root.join(".deploy/keys")).unwrap();
+        std::fs::write(root.join(".deploy/keys/ID_RSA"), "key").unwrap();
+        std::fs::hard_link(root.join(".deploy/keys/ID_RSA"), root.join("src/key.txt")).unwrap();
+        std::fs::create_dir(root.join(".git")).unwrap();
+        std::fs::write(root.join(".git/config"), "[core]").unwrap();
+        std::fs::hard_link(root.join(".git/config"), root.join("src/cfg.txt")).unwrap();
+        // Two names of an ordinary file are fine.
+        std::fs::write(root.join("src/b.py"), "b").unwrap();
+        std::fs::hard_link(root.join("src/b.py"), root.join("src/b2.py")).unwrap();
+        for p in ["notes.txt", "src/key.txt", "src/cfg.txt"] {
+            assert_eq!(ws.resolve(p), Err(PathError::Protected(p.into())), "{p}");
+            assert!(ws.is_protected(&ws.resolve("src").unwrap().parent().unwrap().join(p)), "{p}");
+        }
+        assert!(ws.resolve("src/b2.py").is_ok());
+        assert!(ws.resolve("src/a.py").is_ok());
+        // A symlink to the hard link is refused by where it leads.
+        std::os::unix::fs::symlink("notes.txt", root.join("alias.txt")).unwrap();
+        assert!(matches!(ws.resolve("alias.txt"), Err(PathError::Protected(_))));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_hard_link_made_after_the_walk_is_still_found() {
+        let (d, ws) = ws();
+        let root = d.path();
+        std::fs::write(root.join("src/b.py"), "b").unwrap();
+        std::fs::hard_link(root.join("src/b.py"), root.join("src/b2.py")).unwrap();
+        std::fs::write(root.join("id_ed25519"), "key").unwrap();
+        // The first multiply-linked file walks the roots; the key had one link then.
+        assert!(ws.resolve("src/b2.py").is_ok());
+        std::fs::hard_link(root.join("id_ed25519"), root.join("src/later.txt")).unwrap();
+        assert!(matches!(ws.resolve("src/later.txt"), Err(PathError::Protected(_))));
+        assert!(ws.resolve("src/b2.py").is_ok(), "a cleared file stays cleared");
+        // Clones share what was found.
+        let clone = ws.clone();
+        assert!(clone.links.lock().unwrap().protected.as_ref().is_some_and(|p| p.len() == 1));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_walk_that_cannot_see_everything_protects_every_multiply_linked_file() {
+        let (d, ws) = ws();
+        let root = d.path();
+        for i in 0..max_link_walk() {
+            std::fs::write(root.join(format!("f{i:03}.txt")), "").unwrap();
+        }
+        std::fs::write(root.join("src/b.py"), "b").unwrap();
+        std::fs::hard_link(root.join("src/b.py"), root.join("src/b2.py")).unwrap();
+        assert!(matches!(ws.resolve("src/b2.py"), Err(PathError::Protected(_))));
+        // Files with one name are unaffected.
+        assert!(ws.resolve("src/a.py").is_ok());
     }
 
     #[test]
