@@ -1,69 +1,48 @@
 //! The operating-system sandbox of `run_command`'s children.
 //!
 //! A configured command runs the project's code (its tests, build scripts),
-//! and during a run that code was partly written by the model. The scratch
+//! and during a run that code was partly written by the model: a hostile
+//! repository and a prompt-injected model write it together. The scratch
 //! copy (`workspace::scratch`) keeps the user's files out of the command's
-//! *working directory*, but nothing stops such code from opening the real
-//! workspace by absolute path, writing `$HOME`, deleting files elsewhere,
-//! talking to the network, or leaving a `setsid()` daemon behind. This module
-//! closes those holes on Linux.
+//! working directory; this module keeps everything else out of its reach.
 //!
 //! Why it is built this way:
 //!
-//! - **A helper process that restricts itself, then starts the command.**
-//!   `run_command` does not spawn the command; it spawns the agentfix binary
-//!   itself with the hidden subcommand [`EXEC_SUBCOMMAND`]
-//!   (`agentfix __sandbox-exec --write DIR… [--network] -- argv…`, see
-//!   [`ExecArgs`]). That helper is a fresh, single-threaded process, which is
-//!   what Landlock (per thread) and `unshare` want, and restrictions applied
-//!   to it are inherited by everything it starts and cannot be lifted. This
-//!   is the approach of codex's Linux sandbox. Restricting the language
-//!   server itself (or a `pre_exec` hook in its multi-threaded process) would
-//!   be unsound or impossible.
-//! - **Landlock, not containers.** Landlock is an unprivileged LSM, stacked
-//!   on whatever else the system enforces; it needs no root, no setuid
-//!   helper, no user namespaces and no mount tricks, and it works inside
-//!   containers. The helper allows reading and executing the file system
-//!   (`/`, but of `/dev` only the harmless devices), and writing only to the
-//!   directories given with `--write` (the scratch copy, its private
-//!   temporary directory, the Cargo build cache) and to `/dev/null`-like
-//!   devices and `/dev/shm`. Device nodes cannot be created anywhere.
-//! - **No network by default.** A new network namespace (`unshare
-//!   (CLONE_NEWNET)`, when permitted: as root, or with `CAP_SYS_ADMIN`) has
-//!   only a loopback device that is down, so nothing connects anywhere,
-//!   UDP and loopback included. Landlock's TCP rules (ABI 4+) deny every TCP
-//!   `bind` and `connect` on top, which is all that is left when the
-//!   namespace cannot be created.
-//! - **A subreaper owns the process tree.** The helper calls
-//!   `prctl(PR_SET_CHILD_SUBREAPER)`, so every orphaned descendant
-//!   (a `setsid()` + double-fork daemon included, which the process-group
-//!   kill cannot reach) is reparented to it. When the command exits, or on
-//!   SIGTERM (sent by `run_command` on timeout or cancellation), the helper
-//!   SIGKILLs every descendant it finds in `/proc`, reaps them until it has
-//!   no child left, and exits with the command's exit code (128 + signal for
-//!   a signal). Landlock's signal scope keeps its kills inside the sandbox.
-//! - **Fail closed.** If the kernel has no Landlock at all, the helper does
-//!   not run the command: it exits with [`EXIT_NO_LANDLOCK`] and says why on
-//!   stderr. `run_command` checks up front too ([`landlock_abi`],
-//!   [`availability`]) and refuses with a message that names the setting
-//!   that turns the sandbox off (`commands.sandbox = "off"`, editor
-//!   settings only).
+//! - **A world of its own, built from namespaces**, as the trusted sandboxes
+//!   of the field are (bubblewrap, which Flatpak and the coding agents use;
+//!   codex's Linux sandbox; Chromium's). A user namespace lets a normal user
+//!   create the rest; mount (the view of [`view`]: the system and the
+//!   toolchains read-only, the copy writable, private `/tmp`, `/dev/shm`,
+//!   `$HOME`, a fresh `/proc`, a minimal `/dev`, nothing else), PID (only
+//!   the command's processes exist, and all end with it), IPC, UTS and
+//!   network (only its own loopback). What cannot be reached by path cannot
+//!   be attacked: no socket, file or process of the host is in the view.
+//! - **seccomp and Landlock as defence in depth** ([`seccomp`] for what the
+//!   namespaces do not cover: `ptrace`, keyrings, `prlimit` on others, new
+//!   namespaces, mounts, …; Landlock for writes outside the writable paths,
+//!   signals and abstract sockets).
+//! - **A helper process that builds it, then starts the command.**
+//!   `run_command` spawns the agentfix binary itself with the hidden
+//!   subcommand [`EXEC_SUBCOMMAND`] ([`ExecArgs`]): a fresh, single-threaded
+//!   process, which is what `unshare` and Landlock want. Restricting the
+//!   language server itself (or a `pre_exec` hook in its multi-threaded
+//!   process) would be unsound or impossible. Why not bubblewrap itself:
+//!   ARCHITECTURE.md ("Commands run confined").
+//! - **Degrade loudly, never quietly.** [`support`] probes what the system
+//!   allows; where user namespaces, seccomp or Landlock are missing,
+//!   commands are refused with [`refusal`], which says what is missing and
+//!   how to proceed (`commands.sandbox = "off"`, editor settings only), and
+//!   every front end says so before the run. There is no weaker mode.
 //! - **A status pipe, not guesses from exit codes.** With `--status-fd`, the
-//!   helper writes one line to that descriptor (closed before the command
+//!   helper writes lines to that descriptor (closed before the command
 //!   starts, so the command never sees it): `started`, or `error` with what
 //!   failed, and `warn` lines. An exit code alone cannot tell a sandbox
 //!   failure from a command that happens to exit with the same code.
-//! - **Dangerous capabilities are dropped** from the bounding set before the
-//!   command starts (module loading, raw I/O, `mknod`, `CAP_SYS_ADMIN`,
-//!   `ptrace`, …), so a command run as root keeps only ordinary file
-//!   ownership powers; `no_new_privs` is set, so setuid programs gain
-//!   nothing.
 //!
-//! Not protected (yet): reads (the command can read what the user can,
-//! outside `/dev`), pathname UNIX sockets on kernels before Landlock ABI 9,
-//! UDP where the network namespace cannot be created, and every other
-//! operating system (no macOS Seatbelt profile, nothing on Windows: there
-//! `commands.sandbox` must be `"off"`).
+//! Not protected: every other operating system (no macOS Seatbelt profile,
+//! nothing on Windows: there `commands.sandbox` must be `"off"`); a socket
+//! inside a directory the user binds with `commands.readPaths` before
+//! Landlock ABI 9; the processes limit for root (the kernel exempts it).
 
 #[cfg(target_os = "linux")]
 mod linux;

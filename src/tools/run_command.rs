@@ -21,23 +21,24 @@
 //! - **A sandbox around the command** ([`crate::sandbox`], on by default).
 //!   The copy alone does not stop model-written test code from opening the
 //!   real workspace by absolute path. On Linux the command is started by the
-//!   agentfix binary's hidden `__sandbox-exec` helper, which applies
-//!   Landlock to itself first: the command can write only the copy, its
-//!   temporary directory and the Cargo build cache (`CARGO_TARGET_DIR`),
-//!   and reaches no network (a new network namespace where permitted, and
-//!   Landlock's TCP rules) unless `commands.network` is true. Where the
-//!   kernel has no Landlock the tool refuses, saying how to turn the sandbox
-//!   off (`commands.sandbox = "off"`, editor settings only), rather than run
+//!   agentfix binary's hidden `__sandbox-exec` helper, which gives it a
+//!   world of its own (namespaces, seccomp, Landlock): it sees the system
+//!   and its toolchains read-only, writes only the copy, its temporary
+//!   directory and the Cargo build cache (`CARGO_TARGET_DIR`), sees none of
+//!   the user's other files, and reaches no network unless
+//!   `commands.network` is true. Where the system cannot give that, the
+//!   tool refuses, saying what is missing and how to turn the sandbox off
+//!   (`commands.sandbox = "off"`, editor settings only), rather than run
 //!   commands unconfined.
-//! - **No credentials in the environment.** The provider keys and other
-//!   credential-shaped variables (`crate::secrets::credential_vars`) are
-//!   removed from the command's environment, except those the user's
-//!   `envAllow` names.
+//! - **No credentials in the environment.** The command gets an allow list
+//!   of this process's environment (`crate::secrets::allowed_env`: `PATH`,
+//!   `HOME`, the locale, toolchain variables by name) and what the user's
+//!   `envAllow` names; never the provider keys.
 //! - **Killing the whole tree.** The command runs in its own process group
-//!   (its own session when sandboxed; stdin closed). The sandbox helper is a
-//!   subreaper: every orphaned descendant, `setsid()` daemons included, is
-//!   reparented to it, and it kills them all when the command exits, or when
-//!   it gets SIGTERM, which it gets on timeout (and when the call is
+//!   (its own session when sandboxed; stdin closed). Sandboxed, it runs in a
+//!   PID namespace whose init ends it, and every process it started
+//!   (`setsid()` daemons included), when the command exits, or when the
+//!   helper gets SIGTERM, which it gets on timeout (and when the call is
 //!   dropped), with a short grace before the whole group gets SIGKILL as a
 //!   backstop. Without the sandbox only the group kill remains, which a
 //!   process that left the group escapes. The group is killed before the
