@@ -274,3 +274,27 @@ fn in_the_editor_a_call_asks_once_with_always_and_the_server_serves_the_whole_se
     assert!(editor.shutdown().success());
     ws.assert_servers_gone();
 }
+
+#[test]
+fn credentials_in_a_tool_result_reach_the_model_redacted_and_files_keep_their_assignments() {
+    let ws = workspace();
+    let printed = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw\n\
+                   -----END RSA PRIVATE KEY-----\ntoken=t0k3n-from-the-server";
+    std::fs::write(ws.root.join("fixture.py"), format!("KEY = '''{printed}'''\n")).unwrap();
+    let mock = MockModel::start();
+    mock.push(tool_reply(&[
+        ("toolu_1", "mcp__test__lookup", json!({"query": printed})),
+        ("toolu_2", "read_file", json!({"path": "fixture.py"})),
+    ]));
+    mock.push(text_reply("Nothing to change."));
+    let settings = json!({"mcpServers": {"test": ws.entry(json!({}))}});
+    let out = agentfix(&ws.root, &mock, &["fix", "calc.py", "--line", "2", "--settings", &settings.to_string()]);
+    assert_eq!(mock.requests().len(), 2, "{}", String::from_utf8_lossy(&out.stderr));
+    let got = results(&mock, 1);
+    // An external tool's output: every shape.
+    assert_eq!(got[0], ("found [REDACTED]\ntoken=[REDACTED] (key unset, extra x1)".to_string(), false));
+    // A file: the private key, but not the assignment the model may have to edit.
+    assert!(got[1].0.contains("KEY = '''[REDACTED]\n"), "{got:?}");
+    assert!(got[1].0.contains("token=t0k3n-from-the-server'''"), "{got:?}");
+    assert!(!got[1].0.contains("MIIEow"), "{got:?}");
+}
