@@ -1,10 +1,19 @@
 //! What must never leave the machine or reach a child process: the provider
 //! key and other credentials.
 //!
-//! - [`credential_vars`]: the environment variables removed from every child
-//!   agentfix starts (commands, language servers). The provider keys are
-//!   always removed; other credential-shaped names (`*_API_KEY`, `*_TOKEN`,
-//!   `*_SECRET`, `AWS_*`, …) unless the user's `envAllow` setting names them.
+//! - [`allowed_env`]: the environment an MCP server (and a command, once the
+//!   sandbox starts commands with it) gets: a short allow list of variables
+//!   that carry no secrets ([`KEPT_ENV`]: `PATH`, `HOME`, the locale, the
+//!   toolchains' homes and versions) plus what the user's `envAllow` names,
+//!   never the provider keys. Anything not named is left out, so a secret
+//!   under a name nobody thought of (`SECRET_KEY`, `DATABASE_URL`,
+//!   `SENTRY_DSN`) is left out too.
+//! - [`credential_vars`]: the variables removed from the environment of the
+//!   children that keep the rest of it (language servers: the user's own
+//!   tools, which need what the user's shell gives them). The provider keys
+//!   are always removed; other credential-shaped names
+//!   ([`CREDENTIAL_VAR_PATTERNS`]: `*_API_KEY`, `*TOKEN`, `*PASSWORD*`,
+//!   `*_DSN`, `DATABASE_URL`, `AWS_*`, …) unless `envAllow` names them.
 //! - [`Redactor`]: scrubs the key, and anything shaped like a credential,
 //!   from text that is shown, logged, recorded or sent to the model. It has
 //!   two strengths, because what the model reads from a file it must be able
@@ -51,27 +60,166 @@ use std::sync::LazyLock;
 
 use regex::{Captures, Regex};
 
-/// The provider keys: removed from every child, whatever `envAllow` says.
+/// The provider keys: never in a child's environment, whatever `envAllow` says.
 pub const PROVIDER_KEY_VARS: &[&str] = &["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "AGENTFIX_API_KEY"];
 
-/// Names of credential variables removed from children unless allowed:
-/// `*` stands for any run of characters; matched without regard to case.
+/// The variables of agentfix's environment that MCP servers (and commands)
+/// keep, by name or `*` pattern (matched without regard to case): the
+/// system's basics, the locale, and the toolchains' homes, versions and
+/// flags, none of which carries a secret. Left out on purpose, though they
+/// look like toolchain settings: `CARGO_REGISTRY_TOKEN` and the other
+/// `CARGO_*` (registry tokens), `BUNDLE_*` (`BUNDLE_<HOST>` holds
+/// `user:password`), `NPM_CONFIG_*` and `PIP_INDEX_URL` (auth tokens and
+/// URLs with passwords), `GOPROXY`, the proxies (`HTTPS_PROXY` may carry a
+/// password), `*_OPTS` (`-D` flags carry passwords), `XDG_RUNTIME_DIR` and
+/// `SSH_AUTH_SOCK` (agent and keyring sockets). `envAllow` adds any of them.
+pub const KEPT_ENV: &[&str] = &[
+    // The system.
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TERM",
+    "COLORTERM",
+    "NO_COLOR",
+    "FORCE_COLOR",
+    "CLICOLOR",
+    "CLICOLOR_FORCE",
+    "TZ",
+    "TMPDIR",
+    "TMP",
+    "TEMP",
+    "XDG_CACHE_HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    // Certificates (public), for servers behind a company's proxy.
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    // C and C++.
+    "CC",
+    "CXX",
+    "AR",
+    "LD",
+    "CFLAGS",
+    "CXXFLAGS",
+    "CPPFLAGS",
+    "LDFLAGS",
+    "PKG_CONFIG_PATH",
+    "LD_LIBRARY_PATH",
+    "LIBRARY_PATH",
+    "CPATH",
+    "C_INCLUDE_PATH",
+    "CPLUS_INCLUDE_PATH",
+    // Rust.
+    "CARGO_HOME",
+    "CARGO_TARGET_DIR",
+    "CARGO_INCREMENTAL",
+    "CARGO_TERM_COLOR",
+    "RUSTUP_HOME",
+    "RUSTUP_TOOLCHAIN",
+    "RUSTFLAGS",
+    "RUSTDOCFLAGS",
+    "RUSTC_WRAPPER",
+    "RUST_BACKTRACE",
+    "RUST_LOG",
+    "RUST_SRC_PATH",
+    // Python.
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "CONDA_DEFAULT_ENV",
+    "CONDA_EXE",
+    "PYENV_ROOT",
+    "PYENV_VERSION",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONDONTWRITEBYTECODE",
+    "PYTHONUNBUFFERED",
+    "PYTHONIOENCODING",
+    "PYTHONUTF8",
+    "POETRY_HOME",
+    "PIPX_HOME",
+    "UV_CACHE_DIR",
+    // JavaScript.
+    "NODE_PATH",
+    "NODE_OPTIONS",
+    "NODE_ENV",
+    "NVM_DIR",
+    "NVM_BIN",
+    "PNPM_HOME",
+    "VOLTA_HOME",
+    "COREPACK_HOME",
+    "BUN_INSTALL",
+    "DENO_DIR",
+    // Go.
+    "GOPATH",
+    "GOROOT",
+    "GOBIN",
+    "GOFLAGS",
+    "GOCACHE",
+    "GOMODCACHE",
+    "GOPRIVATE",
+    "GOTOOLCHAIN",
+    "GO111MODULE",
+    "CGO_ENABLED",
+    // The JVM.
+    "JAVA_HOME",
+    "GRADLE_USER_HOME",
+    "MAVEN_HOME",
+    "M2_HOME",
+    "ANDROID_HOME",
+    "ANDROID_SDK_ROOT",
+    // Ruby.
+    "GEM_HOME",
+    "GEM_PATH",
+    "BUNDLE_GEMFILE",
+    "BUNDLE_PATH",
+    "RBENV_ROOT",
+    "RBENV_VERSION",
+    // .NET.
+    "DOTNET_ROOT",
+    "DOTNET_CLI_TELEMETRY_OPTOUT",
+    "NUGET_PACKAGES",
+];
+
+/// Names of credential variables removed from the children that inherit
+/// the rest of the environment (language servers), unless allowed: `*`
+/// stands for any run of characters, on either side or both; matched
+/// without regard to case. `*TOKEN` rather than `*TOKEN*`, so that
+/// `TOKENIZERS_PARALLELISM` stays.
 pub const CREDENTIAL_VAR_PATTERNS: &[&str] = &[
-    "*_API_KEY",
-    "*_APIKEY",
-    "*_ACCESS_KEY",
-    "*_ACCESS_KEY_ID",
-    "*_PRIVATE_KEY",
-    "*_SECRET",
-    "*_SECRET_KEY",
-    "*_SECRETS",
-    "*_TOKEN",
-    "*_PASSWORD",
-    "*_PASSWD",
-    "*_CREDENTIALS",
+    "*API_KEY",
+    "*APIKEY",
+    "*_KEY",
+    "*_KEY_ID",
+    "*ACCESS_KEY*",
+    "*PRIVATE_KEY*",
+    "*SECRET*",
+    "*TOKEN",
+    "*_TOKEN_*",
+    "TOKEN_*",
+    "*PASSWORD*",
+    "*PASSWD*",
+    "*_PWD",
+    "*PASSPHRASE*",
+    "*CREDENTIAL*",
     "*_AUTH",
+    "*_DSN",
+    "DSN",
+    "DATABASE_URL",
+    "*_DATABASE_URL",
+    "REDIS_URL",
+    "MONGODB_URI",
+    "MONGO_URL",
+    "AMQP_URL",
+    "CELERY_BROKER_URL",
     "AWS_*",
-    "AZURE_CLIENT_SECRET",
     "GOOGLE_APPLICATION_CREDENTIALS",
     "SSH_AUTH_SOCK",
     "GPG_AGENT_INFO",
@@ -79,20 +227,40 @@ pub const CREDENTIAL_VAR_PATTERNS: &[&str] = &[
     "NETRC",
 ];
 
+/// Whether `name` matches `pattern`, where `*` stands for any run of
+/// characters (anywhere in the pattern, any number of times), without
+/// regard to ASCII case.
 fn glob_match(pattern: &str, name: &str) -> bool {
-    let (p, n) = (pattern.to_ascii_uppercase(), name.to_ascii_uppercase());
-    match p.split_once('*') {
-        None => p == n,
-        Some((prefix, suffix)) => {
-            n.len() >= prefix.len() + suffix.len() && n.starts_with(prefix) && n.ends_with(suffix)
+    let (p, n) = (pattern.as_bytes(), name.as_bytes());
+    // The classic greedy match with one backtrack point: the last `*`.
+    let (mut pi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, ni));
+            pi += 1;
+        } else if pi < p.len() && p[pi].eq_ignore_ascii_case(&n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if let Some((sp, sn)) = star {
+            pi = sp + 1;
+            ni = sn + 1;
+            star = Some((sp, sn + 1));
+        } else {
+            return false;
         }
     }
+    p[pi..].iter().all(|&c| c == b'*')
+}
+
+fn is_provider_key(name: &str) -> bool {
+    PROVIDER_KEY_VARS.iter().any(|k| k.eq_ignore_ascii_case(name))
 }
 
 /// Whether the variable `name` must be removed from a child's environment;
 /// `allow` is the user's `envAllow` (exact names or `*` patterns).
 pub fn is_credential_var(name: &str, allow: &[String]) -> bool {
-    if PROVIDER_KEY_VARS.iter().any(|k| k.eq_ignore_ascii_case(name)) {
+    if is_provider_key(name) {
         return true;
     }
     if allow.iter().any(|a| glob_match(a, name)) {
@@ -101,12 +269,39 @@ pub fn is_credential_var(name: &str, allow: &[String]) -> bool {
     CREDENTIAL_VAR_PATTERNS.iter().any(|p| glob_match(p, name))
 }
 
-/// The variables of this process's environment that a child must not inherit.
+/// The variables of this process's environment that a child must not
+/// inherit: for the children that keep the rest (language servers).
 pub fn credential_vars(allow: &[String]) -> Vec<OsString> {
     std::env::vars_os()
         .map(|(k, _)| k)
         .filter(|k| k.to_str().is_none_or(|name| is_credential_var(name, allow)))
         .collect()
+}
+
+/// Whether a command or an MCP server keeps the variable `name`: it is in
+/// [`KEPT_ENV`] or `allow` names it, and it is not a provider key.
+pub fn is_kept_var(name: &str, allow: &[String]) -> bool {
+    !is_provider_key(name)
+        && KEPT_ENV.iter().copied().chain(allow.iter().map(String::as_str)).any(|p| glob_match(p, name))
+}
+
+/// The variables of `vars` that a command or an MCP server keeps (see
+/// [`is_kept_var`]); a name that is not UTF-8 names nothing kept.
+pub fn allowed_env_of(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+    allow: &[String],
+) -> Vec<(OsString, OsString)> {
+    vars.into_iter().filter(|(k, _)| k.to_str().is_some_and(|name| is_kept_var(name, allow))).collect()
+}
+
+/// The variables of this process's environment that a command or an MCP
+/// server keeps: [`KEPT_ENV`] (PATH, HOME, USER/LOGNAME, SHELL, the locale,
+/// TERM, TZ, TMPDIR/TMP/TEMP, the toolchains' homes, versions and flags),
+/// plus what `allow` (the user's `envAllow`: exact names or `*` patterns)
+/// names. Never the provider keys, whatever `allow` says. The caller clears
+/// the child's environment and sets these.
+pub fn allowed_env(allow: &[String]) -> Vec<(OsString, OsString)> {
+    allowed_env_of(std::env::vars_os(), allow)
 }
 
 /// What a redacted value is replaced with.
@@ -438,20 +633,134 @@ mod tests {
     use super::*;
 
     #[test]
+    fn globs_match_stars_anywhere_without_regard_to_case() {
+        for (pattern, name, matches) in [
+            ("PATH", "path", true),
+            ("PATH", "PATHS", false),
+            ("LC_*", "LC_ALL", true),
+            ("LC_*", "LC_", true),
+            ("LC_*", "XLC_ALL", false),
+            ("*_DSN", "SENTRY_DSN", true),
+            ("*_DSN", "DSN", false),
+            ("*SECRET*", "SECRET", true),
+            ("*SECRET*", "MY_SECRET_FILE", true),
+            ("*SECRET*", "SECRE", false),
+            ("*_TOKEN_*", "GH_TOKEN_X", true),
+            ("*_TOKEN_*", "TOKENIZERS_PARALLELISM", false),
+            ("A*B*C", "AxxBxxC", true),
+            ("A*B*C", "AxxCxxB", false),
+            ("*", "", true),
+            ("", "", true),
+            ("", "A", false),
+        ] {
+            assert_eq!(glob_match(pattern, name), matches, "{pattern} against {name}");
+        }
+    }
+
+    #[test]
     fn provider_keys_are_always_credentials_and_others_can_be_allowed() {
         let allow = vec!["NPM_TOKEN".to_string(), "ANTHROPIC_API_KEY".to_string(), "MY_*".to_string()];
         for name in ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "AGENTFIX_API_KEY", "anthropic_api_key"] {
             assert!(is_credential_var(name, &allow), "{name}");
         }
-        for name in
-            ["GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "STRIPE_SECRET", "DB_PASSWORD", "SSH_AUTH_SOCK"]
-        {
+        for name in [
+            "GITHUB_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_PROFILE",
+            "STRIPE_SECRET",
+            "DB_PASSWORD",
+            "SSH_AUTH_SOCK",
+            "SECRET_KEY",
+            "SECRET",
+            "DATABASE_URL",
+            "TEST_DATABASE_URL",
+            "PGPASSWORD",
+            "MYSQL_PWD",
+            "API_KEY",
+            "APIKEY",
+            "TOKEN",
+            "HF_TOKEN",
+            "AZURE_OPENAI_KEY",
+            "SENTRY_DSN",
+            "DSN",
+            "CLIENT_SECRET_ID",
+            "DB_PASSWORD_FILE",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "SIGNING_KEY_ID",
+        ] {
             assert!(is_credential_var(name, &[]), "{name}");
         }
         assert!(!is_credential_var("NPM_TOKEN", &allow));
         assert!(!is_credential_var("MY_API_KEY", &allow));
-        for name in ["PATH", "HOME", "CARGO_TARGET_DIR", "TOKENIZERS_PARALLELISM", "LANG"] {
+        for name in ["PATH", "HOME", "CARGO_TARGET_DIR", "TOKENIZERS_PARALLELISM", "LANG", "PWD", "OLDPWD", "KEYMAP"] {
             assert!(!is_credential_var(name, &[]), "{name}");
+        }
+    }
+
+    fn env(vars: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        vars.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect()
+    }
+
+    #[test]
+    fn children_keep_only_the_allow_list_and_what_env_allow_names() {
+        let secrets = [
+            ("SECRET_KEY", "django-insecure-x9"),
+            ("DATABASE_URL", "postgres://app:hunter2@db/app"),
+            ("PGPASSWORD", "hunter2"),
+            ("MYSQL_PWD", "hunter2"),
+            ("API_KEY", "k-123456"),
+            ("TOKEN", "t-123456"),
+            ("AZURE_OPENAI_KEY", "0123456789abcdef"),
+            ("SENTRY_DSN", "https://abc@o1.ingest.sentry.io/1"),
+            ("ANTHROPIC_API_KEY", "sk-ant-x"),
+            ("OPENAI_API_KEY", "sk-x"),
+            ("CARGO_REGISTRY_TOKEN", "cio-x"),
+            ("BUNDLE_GEMS__EXAMPLE__COM", "user:pass"),
+            ("HTTPS_PROXY", "http://user:pass@proxy:3128"),
+            ("SSH_AUTH_SOCK", "/run/user/1000/ssh-agent"),
+            ("XDG_RUNTIME_DIR", "/run/user/1000"),
+            ("SOMETHING_ELSE", "x"),
+        ];
+        let kept = [
+            ("PATH", "/usr/bin"),
+            ("HOME", "/home/me"),
+            ("USER", "me"),
+            ("LANG", "C.UTF-8"),
+            ("LC_ALL", "C"),
+            ("TMPDIR", "/tmp/x"),
+            ("CARGO_HOME", "/home/me/.cargo"),
+            ("RUSTUP_TOOLCHAIN", "stable"),
+            ("VIRTUAL_ENV", "/home/me/venv"),
+            ("NVM_DIR", "/home/me/.nvm"),
+            ("GOPATH", "/home/me/go"),
+            ("JAVA_HOME", "/usr/lib/jvm"),
+        ];
+        let all: Vec<(&str, &str)> = secrets.iter().chain(&kept).copied().collect();
+        assert_eq!(allowed_env_of(env(&all), &[]), env(&kept));
+        // `envAllow` adds names and patterns, never a provider key.
+        let allow = vec!["SOMETHING_ELSE".to_string(), "*_API_KEY".to_string(), "pgpassword".to_string()];
+        let got = allowed_env_of(env(&all), &allow);
+        let names: Vec<&str> = got.iter().map(|(k, _)| k.to_str().unwrap()).collect();
+        assert!(names.contains(&"SOMETHING_ELSE") && names.contains(&"PGPASSWORD"), "{names:?}");
+        assert!(!names.contains(&"ANTHROPIC_API_KEY") && !names.contains(&"OPENAI_API_KEY"), "{names:?}");
+        assert!(!names.contains(&"SECRET_KEY"), "{names:?}");
+        // A name that is not UTF-8 is no name on the list.
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStringExt;
+            let odd = vec![(OsString::from_vec(b"PATH\xff".to_vec()), OsString::from("x"))];
+            assert!(allowed_env_of(odd, &["*".to_string()]).is_empty());
+        }
+        // The wrapper reads this process's environment.
+        let here = allowed_env(&[]);
+        assert!(here.iter().all(|(k, _)| is_kept_var(k.to_str().unwrap(), &[])));
+        assert_eq!(here.iter().any(|(k, _)| k == "PATH"), std::env::var_os("PATH").is_some());
+    }
+
+    #[test]
+    fn no_kept_name_is_credential_shaped() {
+        for name in KEPT_ENV.iter().filter(|n| !n.contains('*')) {
+            assert!(!is_credential_var(name, &[]), "{name} is on both lists");
         }
     }
 
