@@ -4,7 +4,8 @@
 //! - `lookup` (`readOnlyHint: true`): answers `found <query>`, with whether
 //!   `ANTHROPIC_API_KEY` is in its environment and the value of
 //!   `MCP_TEST_EXTRA`; the query `crash` exits the process mid-call, `hang`
-//!   never answers, `image` answers with an image block;
+//!   never answers, `image` answers with an image block, `env:A,B` with
+//!   `A=set B=unset`: which of the variables are in its environment;
 //! - `write_note` (no annotations): answers `wrote <text>`, or an error
 //!   result (`isError`) for the text `fail`.
 //!
@@ -55,6 +56,11 @@ fn main() {
                             {"type": "text", "text": "a picture:"},
                             {"type": "image", "data": "aGVsbG8=", "mimeType": "image/png"}
                         ]}}),
+                        q if q.starts_with("env:") => {
+                            let set = |name: &str| if std::env::var_os(name).is_some() { "set" } else { "unset" };
+                            let text: Vec<String> = q[4..].split(',').map(|n| format!("{n}={}", set(n))).collect();
+                            json!({"result": {"content": [{"type": "text", "text": text.join(" ")}]}})
+                        }
                         q => {
                             let key = if std::env::var_os("ANTHROPIC_API_KEY").is_some() { "set" } else { "unset" };
                             let extra = std::env::var("MCP_TEST_EXTRA").unwrap_or_default();

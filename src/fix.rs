@@ -19,7 +19,7 @@ use crate::model::{Message, StreamUpdate, Usage};
 use crate::position::LineRange;
 use crate::pricing::{Price, TokenCounts, format_tokens, format_usd};
 use crate::providers::ModelClient;
-use crate::tools::{Approval, Approver, CommandSpec, RunCommand, ToolContext, ToolSet, Toolbox};
+use crate::tools::{Approval, Approver, CommandSpec, RunCommand, Tool, ToolContext, ToolSet, Toolbox};
 use crate::transcript::Transcript;
 use crate::workspace::{FileChange, Overlay, Workspace};
 
@@ -276,14 +276,39 @@ impl ProgressLines {
     }
 }
 
-/// The tools, with the API key scrubbed from every result: a file or a
-/// command's output that holds it must not send it to the model. Only the
-/// exact key: other credential-shaped text in source code stays as it is,
-/// or the model could not edit it.
+/// The tools, with credentials scrubbed from every result before the model
+/// sees it, by what the result shows (see `secrets`' doc):
+///
+/// - the workspace's files (read_file, grep, list_files, the symbol tools,
+///   the regions edit_file and write_file show): the exact key and the
+///   high-confidence shapes ([`Redactor::redact_file_text`]), so that
+///   `token = "…"` fixtures and `password: …` settings reach the model as
+///   they are and it can quote them back in an edit;
+/// - everything else (run_command, diagnostics, MCP tools, a tool added
+///   later): [`Redactor::redact`], every shape. A command that prints
+///   `~/.ssh/id_rsa` or its environment, or an MCP server that returns a
+///   config, must not hand the model the credentials in it.
+///
+/// [`Redactor::redact_file_text`]: crate::secrets::Redactor::redact_file_text
+/// [`Redactor::redact`]: crate::secrets::Redactor::redact
 struct KeyScrubbed<'a> {
     inner: &'a dyn ToolSet,
     redactor: crate::secrets::Redactor,
 }
+
+/// The tools whose results show the workspace's files.
+const FILE_TOOLS: &[&str] = &[
+    crate::tools::ReadFile::NAME,
+    crate::tools::Grep::NAME,
+    crate::tools::ListFiles::NAME,
+    crate::tools::EditFile::NAME,
+    crate::tools::WriteFile::NAME,
+    crate::tools::DocumentSymbols::NAME,
+    crate::tools::FindDefinition::NAME,
+    crate::tools::FindReferences::NAME,
+    crate::tools::Hover::NAME,
+    crate::tools::WorkspaceSymbols::NAME,
+];
 
 #[async_trait::async_trait]
 impl ToolSet for KeyScrubbed<'_> {
@@ -293,14 +318,20 @@ impl ToolSet for KeyScrubbed<'_> {
 
     async fn call(&self, name: &str, input: &serde_json::Value) -> crate::tools::ToolOutput {
         let mut out = self.inner.call(name, input).await;
-        if let std::borrow::Cow::Owned(clean) = self.redactor.redact_exact(&out.content) {
+        let clean = if FILE_TOOLS.contains(&name) {
+            self.redactor.redact_file_text(&out.content)
+        } else {
+            self.redactor.redact(&out.content)
+        };
+        if let std::borrow::Cow::Owned(clean) = clean {
             out.content = clean;
         }
         out
     }
 
+    /// The run's changes, as diffs of files.
     fn state(&self) -> Option<String> {
-        self.inner.state().map(|s| self.redactor.redact_exact(&s).into_owned())
+        self.inner.state().map(|s| self.redactor.redact_file_text(&s).into_owned())
     }
 }
 
@@ -742,6 +773,46 @@ mod tests {
         let path = target.path.clone();
         ctx.overlay.write(&path, "changed\n".into()).unwrap();
         assert_eq!(ctx.overlay.changes()[0].version, Some(9));
+    }
+
+    /// Answers every call, and the state, with the same text.
+    struct Prints(String);
+
+    #[async_trait::async_trait]
+    impl ToolSet for Prints {
+        fn specs(&self) -> Vec<crate::model::ToolSpec> {
+            Vec::new()
+        }
+        async fn call(&self, _: &str, _: &serde_json::Value) -> crate::tools::ToolOutput {
+            crate::tools::ToolOutput { content: self.0.clone(), is_error: false, fatal: false }
+        }
+        fn state(&self) -> Option<String> {
+            Some(self.0.clone())
+        }
+    }
+
+    #[tokio::test]
+    async fn tool_results_are_scrubbed_by_what_they_show() {
+        // The issue's attack: a command prints `~/.ssh/id_rsa` and a token.
+        let key = "the-provider-key-0123";
+        let printed = format!(
+            "$ sh -c 'cat ~/.ssh/id_rsa; env'\n-----BEGIN OPENSSH PRIVATE KEY-----\n\
+             b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n\
+             -----END OPENSSH PRIVATE KEY-----\ntoken=t0k3n-value-42\nAPI key {key}\n[exit code 0]"
+        );
+        let inner = Prints(printed);
+        let tools = KeyScrubbed { inner: &inner, redactor: crate::secrets::Redactor::new([key.to_string()]) };
+        let full = "$ sh -c 'cat ~/.ssh/id_rsa; env'\n[REDACTED]\ntoken=[REDACTED]\nAPI key [REDACTED]\n[exit code 0]";
+        let file =
+            "$ sh -c 'cat ~/.ssh/id_rsa; env'\n[REDACTED]\ntoken=t0k3n-value-42\nAPI key [REDACTED]\n[exit code 0]";
+        let input = serde_json::json!({});
+        for name in ["run_command", "diagnostics", "mcp__github__get_file", "a_tool_added_later"] {
+            assert_eq!(tools.call(name, &input).await.content, full, "{name}");
+        }
+        for name in FILE_TOOLS {
+            assert_eq!(tools.call(name, &input).await.content, file, "{name}");
+        }
+        assert_eq!(tools.state().as_deref(), Some(file));
     }
 
     /// Small limits for the verdict tests.

@@ -10,10 +10,14 @@
 //! exit its tools answer with an error for the rest of the session. A call
 //! waits at most the server's `timeoutSecs`, the start and the tool list
 //! that too but at least [`MIN_START_TIMEOUT`]; a call that times out is a
-//! tool error and the server is kept (a slow tool is no broken server). Servers get agentfix's
-//! environment without credentials (`secrets::credential_vars`) plus their
-//! own `env`, run in the workspace root, and are stopped by
-//! [`McpServers::stop`] (LSP shutdown/exit, the end of a CLI command).
+//! tool error and the server is kept (a slow tool is no broken server).
+//! Servers get an environment built from an allow list, not agentfix's
+//! environment minus a deny list: the variables that carry no secret
+//! (`secrets::allowed_env`: `PATH`, `HOME`, the locale, the toolchains'),
+//! those the user's `envAllow` names, and their own `env`; a credential
+//! under a name nobody listed (`SECRET_KEY`, `DATABASE_URL`) stays behind.
+//! They run in the workspace root, and are stopped by [`McpServers::stop`]
+//! (LSP shutdown/exit, the end of a CLI command).
 //!
 //! [`McpServers::tools`] hands out [`ExternalTool`]s: tools whose
 //! annotations say read-only (`readOnlyHint`), and those the server's
@@ -68,6 +72,7 @@ pub struct McpServers {
 struct Server {
     config: McpServerConfig,
     cwd: PathBuf,
+    /// Variables the server gets beyond the allow list (`envAllow`).
     env_allow: Vec<String>,
     state: tokio::sync::Mutex<State>,
 }
@@ -222,13 +227,13 @@ impl Server {
         }
     }
 
-    /// Spawns the server without credentials and does the handshake.
+    /// Spawns the server with the allowed environment and does the handshake.
     async fn start(&self) -> Result<Client, String> {
         let c = &self.config;
         let mut cmd = tokio::process::Command::new(&c.command);
-        for var in crate::secrets::credential_vars(&self.env_allow) {
-            cmd.env_remove(var);
-        }
+        // Only the variables known to carry no secret, those `envAllow`
+        // names, and the server's own `env` (the user wrote it for this server).
+        cmd.env_clear().envs(crate::secrets::allowed_env(&self.env_allow));
         cmd.args(&c.args).envs(&c.env).current_dir(&self.cwd);
         let (transport, _) = TokioChildProcess::builder(cmd)
             .spawn()

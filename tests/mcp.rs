@@ -2,7 +2,8 @@
 //! the mock model and `examples/mcp_test_server.rs`: the tools namespaced
 //! in the request, read-only calls run, others denied unless
 //! `autoApprove`d or allowed, error results, a crash (restarted once), a
-//! hang (the per-call timeout), the scrubbed environment, `check`.
+//! hang (the per-call timeout), the environment by allow list, credentials
+//! in results redacted, `check`.
 
 mod common;
 
@@ -64,6 +65,11 @@ impl Ws {
 }
 
 fn agentfix(root: &Path, mock: &MockModel, args: &[&str]) -> Output {
+    agentfix_with_env(root, mock, args, &[])
+}
+
+/// `agentfix` with `env` set too.
+fn agentfix_with_env(root: &Path, mock: &MockModel, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(agentfix_bin());
     cmd.args(args).current_dir(root);
     for (k, _) in std::env::vars() {
@@ -76,7 +82,8 @@ fn agentfix(root: &Path, mock: &MockModel, args: &[&str]) -> Output {
         .env("XDG_CACHE_HOME", home.join("cache"))
         .env("HOME", home.join("home"))
         .env("ANTHROPIC_API_KEY", mock_model::API_KEY)
-        .env("ANTHROPIC_BASE_URL", mock.base_url());
+        .env("ANTHROPIC_BASE_URL", mock.base_url())
+        .envs(env.iter().copied());
     cmd.output().expect("run agentfix")
 }
 
@@ -273,4 +280,55 @@ fn in_the_editor_a_call_asks_once_with_always_and_the_server_serves_the_whole_se
     assert_eq!(ws.starts(), 1, "one start for the session: the second run used the kept list and server");
     assert!(editor.shutdown().success());
     ws.assert_servers_gone();
+}
+
+#[test]
+fn credentials_in_a_tool_result_reach_the_model_redacted_and_files_keep_their_assignments() {
+    let ws = workspace();
+    let printed = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw\n\
+                   -----END RSA PRIVATE KEY-----\ntoken=t0k3n-from-the-server";
+    std::fs::write(ws.root.join("fixture.py"), format!("KEY = '''{printed}'''\n")).unwrap();
+    let mock = MockModel::start();
+    mock.push(tool_reply(&[
+        ("toolu_1", "mcp__test__lookup", json!({"query": printed})),
+        ("toolu_2", "read_file", json!({"path": "fixture.py"})),
+    ]));
+    mock.push(text_reply("Nothing to change."));
+    let settings = json!({"mcpServers": {"test": ws.entry(json!({}))}});
+    let out = agentfix(&ws.root, &mock, &["fix", "calc.py", "--line", "2", "--settings", &settings.to_string()]);
+    assert_eq!(mock.requests().len(), 2, "{}", String::from_utf8_lossy(&out.stderr));
+    let got = results(&mock, 1);
+    // An external tool's output: every shape.
+    assert_eq!(got[0], ("found [REDACTED]\ntoken=[REDACTED] (key unset, extra x1)".to_string(), false));
+    // A file: the private key, but not the assignment the model may have to edit.
+    assert!(got[1].0.contains("KEY = '''[REDACTED]\n"), "{got:?}");
+    assert!(got[1].0.contains("token=t0k3n-from-the-server'''"), "{got:?}");
+    assert!(!got[1].0.contains("MIIEow"), "{got:?}");
+}
+
+#[test]
+fn a_server_gets_the_allow_list_and_env_allow_never_a_secret_under_an_unlisted_name() {
+    let ws = workspace();
+    let mock = MockModel::start();
+    let names = "SECRET_KEY,DATABASE_URL,PGPASSWORD,SENTRY_DSN,ANTHROPIC_API_KEY,UNLISTED_SETTING,\
+                 PATH,HOME,MY_TOOL_CONFIG,MCP_TEST_EXTRA";
+    mock.push(tool_reply(&[("toolu_1", "mcp__test__lookup", json!({"query": format!("env:{names}")}))]));
+    mock.push(text_reply("Nothing to change."));
+    let settings = json!({"envAllow": ["MY_TOOL_*"], "mcpServers": {"test": ws.entry(json!({}))}});
+    let env = [
+        ("SECRET_KEY", "django-insecure-x9"),
+        ("DATABASE_URL", "postgres://app:hunter2@db/app"),
+        ("PGPASSWORD", "hunter2"),
+        ("SENTRY_DSN", "https://abc@o1.ingest.sentry.io/1"),
+        // Not credential-shaped, yet not on the allow list: a deny list would pass it.
+        ("UNLISTED_SETTING", "x"),
+        ("MY_TOOL_CONFIG", "/etc/my-tool.toml"),
+    ];
+    let args = ["fix", "calc.py", "--line", "2", "--settings", &settings.to_string()];
+    let out = agentfix_with_env(&ws.root, &mock, &args, &env);
+    assert_eq!(mock.requests().len(), 2, "{}", String::from_utf8_lossy(&out.stderr));
+    // The server's own `env` (MCP_TEST_EXTRA) is set too.
+    let expected = "SECRET_KEY=unset DATABASE_URL=unset PGPASSWORD=unset SENTRY_DSN=unset ANTHROPIC_API_KEY=unset \
+                    UNLISTED_SETTING=unset PATH=set HOME=set MY_TOOL_CONFIG=set MCP_TEST_EXTRA=set";
+    assert_eq!(results(&mock, 1)[0], (expected.to_string(), false));
 }

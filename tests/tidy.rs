@@ -182,14 +182,14 @@ const RULES: &[Rule] = &[
             "crate::mcp",
             "crate::config::McpConfig",
             "crate::config::McpServerConfig",
-            "crate::secrets::credential_vars",
+            "crate::secrets::allowed_env",
             "crate::model",
             "crate::tools::Approval",
             "crate::tools::Approver",
             "crate::tools::ExternalTool",
             "crate::tools::ToolError",
         ],
-        why: "`mcp` may use `config::{McpConfig, McpServerConfig}`, `secrets::credential_vars`, `model` and \
+        why: "`mcp` may use `config::{McpConfig, McpServerConfig}`, `secrets::allowed_env`, `model` and \
               `tools::{Approval, Approver, ExternalTool, ToolError}`",
     },
     Rule {

@@ -1,6 +1,8 @@
 //! `edit_file`: replace one exact, unique occurrence of a text in a file of
 //! the run's view. Zero or several matches are tool errors that show the
-//! model where to look.
+//! model where to look; an `old_text` that matches nothing and holds
+//! `[REDACTED]` (a credential the model was shown scrubbed, see
+//! `secrets::Redactor::redact_file_text`) is refused as such.
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -62,6 +64,13 @@ impl Tool for EditFile {
                     texts = Some((text.to_string(), edited.clone()));
                     Ok(edited)
                 }
+                // What agentfix hid from the model cannot match; say so rather than guess.
+                [] if old.contains(crate::secrets::REDACTED) => Err(format!(
+                    "old_text contains {r}, which stands for a credential agentfix hid from you: it is not the \
+                     file's text, so it cannot match. Quote a part of {shown} without {r} (the lines around it), \
+                     and leave the hidden value as it is",
+                    r = crate::secrets::REDACTED
+                )),
                 [] => Err(not_found(&shown, text, &old)),
                 many => {
                     let lines: Vec<String> = lines_of(text, many).iter().map(usize::to_string).collect();
@@ -265,6 +274,20 @@ mod tests {
         );
         let e = EditFile.run(input("a.py", "qqqqqqqq", "z"), &ctx).await.unwrap_err();
         assert!(e.to_string().contains("No similar line exists"));
+    }
+
+    #[tokio::test]
+    async fn old_text_with_a_redaction_is_refused_and_the_file_kept() {
+        let text = "KEY = \"ghp_abcdefghijklmnopqrstuvwxyz0123456789\"\nlog = \"[REDACTED] stays\"\n";
+        let (_d, ctx) = context(&[("a.py", text)], &[]);
+        let e = EditFile.run(input("a.py", "KEY = \"[REDACTED]\"", "KEY = None"), &ctx).await.unwrap_err();
+        assert!(e.to_string().starts_with("old_text contains [REDACTED], which stands for a credential"), "{e}");
+        assert!(e.to_string().contains("Quote a part of a.py without [REDACTED]"), "{e}");
+        let path = ctx.overlay.resolve("a.py").unwrap();
+        assert_eq!(ctx.overlay.read(&path).unwrap(), text);
+        // A file that really holds the text is edited as any other.
+        EditFile.run(input("a.py", "\"[REDACTED] stays\"", "\"[REDACTED] went\""), &ctx).await.unwrap();
+        assert!(ctx.overlay.read(&path).unwrap().ends_with("log = \"[REDACTED] went\"\n"));
     }
 
     #[tokio::test]
