@@ -8,6 +8,7 @@
 
 mod common;
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -277,6 +278,41 @@ fn the_editor_dying_while_a_command_runs_kills_the_command() {
     f.editor.close_stdin();
     let status = f.exit_status();
     assert_eq!(status.code(), Some(1), "{status}");
+    assert_all_end(&started, "the command");
+    assert!(processes_with(&marker).is_empty() && processes_with(&sleep).is_empty());
+}
+
+#[test]
+fn agentfix_killed_while_a_command_runs_takes_the_command_with_it() {
+    let marker = format!("agentfix-lifecycle-{}-{}", std::process::id(), line!());
+    let sleep = format!("sleep 3600.{}", std::process::id());
+    let script = format!("{sleep}; echo {marker}");
+    // Whatever happens, nothing of the command outlives the test.
+    let _reaper = Reaper(vec![marker.clone(), sleep.clone()]);
+    let commands = json!({"hold": ["sh", "-c", script], "autoApprove": true});
+    if let Err(why) = agentfix::sandbox::landlock_abi() {
+        assert!(std::env::var_os("CI").is_none(), "CI machines have Landlock: {why}");
+        println!("SKIPPED: no Landlock ({why}): the sandbox's parent-death signal is not tested");
+        return;
+    }
+    let mut f = start(&[("a.py", "x = 1\n")], json!({"commands": commands}));
+    f.mock.push(tool_reply(&[("t1", "run_command", json!({"name": "hold"}))]));
+    f.send_fix("a.py");
+    let deadline = Instant::now() + LONG;
+    // The shell (and the sandbox helper, whose arguments name it), and the
+    // `sleep` it started.
+    let started = loop {
+        if !processes_where(|c| c == sleep).is_empty() {
+            break processes_with(&marker).into_iter().chain(processes_with(&sleep)).collect::<Vec<_>>();
+        }
+        assert!(Instant::now() < deadline, "the command never started\n{}", tail(&f.editor.stderr(), 6000));
+        f.editor.pump(Duration::from_millis(20));
+    };
+    // SIGKILL: agentfix cleans nothing up; the sandbox's parent-death signal must.
+    let killed = std::process::Command::new("kill").args(["-9", &f.editor.pid().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let status = f.exit_status();
+    assert_eq!(status.signal(), Some(9), "{status}");
     assert_all_end(&started, "the command");
     assert!(processes_with(&marker).is_empty() && processes_with(&sleep).is_empty());
 }
