@@ -47,8 +47,13 @@
 //! - **Output the model can use.** stdout and stderr share one pipe, so they
 //!   arrive interleaved as a terminal shows them; only the last 200 lines /
 //!   30 KB are kept (failures are at the end), saying how much was cut.
-//!   Absolute paths of the copy in the output are rewritten to the
-//!   workspace's, so the model can open the files they name. A non-zero exit
+//!   Absolute paths of the copy, and of the workspace's real root, are
+//!   shown relative to the workspace root as every tool names files
+//!   (`src/lib.rs`, `.` for the root), the Cargo target directory under the
+//!   user's cache as `$CARGO_TARGET_DIR` ([`ShownPaths`]): the model can
+//!   open the files they name, and
+//!   never learns where the workspace or the cache is, which the prompt
+//!   never shows either. A non-zero exit
 //!   code is a normal result, not a tool error: the model reads the failure
 //!   and fixes it. The sandbox helper reports on a separate status pipe, so
 //!   a sandbox failure is never mistaken for the command's exit code.
@@ -206,7 +211,8 @@ impl Tool for RunCommand {
         and files it writes are discarded. Only the configured commands exist: you cannot run other programs or \
         change their arguments. The user may be asked to approve a command and may deny it. A non-zero exit code is \
         not an error of this tool: read the output, fix the cause, and run the command again. A command that runs \
-        longer than its configured timeout is killed. Paths of the copy in the output are shown as the workspace's. \
+        longer than its configured timeout is killed. Paths in the output are shown relative to the workspace root, as \
+        the other tools take them (`src/lib.rs`; `.` is the root), and the build directory as $CARGO_TARGET_DIR. \
         Depending on the user's settings the command runs in a sandbox, where writing outside the copy and its \
         temporary directory ($TMPDIR) and network access fail with permission errors: that is not a bug to fix.";
     const MORE: &'static str = "run a narrower command (one test, one file)";
@@ -250,7 +256,7 @@ impl Tool for RunCommand {
         };
         let finished = execute(&spec.argv, &scratch, spec.timeout, &launch).await;
         let skipped = scratch.skipped().to_vec();
-        let paths = (scratch.root().to_string_lossy().into_owned(), root_of(ctx));
+        let paths = ShownPaths::of(&scratch, ctx);
         // Removing a large tree is blocking work.
         let _ = tokio::task::spawn_blocking(move || {
             drop(tmp);
@@ -333,26 +339,96 @@ fn hidden_paths(ctx: &ToolContext) -> Vec<PathBuf> {
     hide
 }
 
-/// The workspace's primary root as text.
-fn root_of(ctx: &ToolContext) -> String {
-    ctx.overlay.workspace().primary_root().to_string_lossy().into_owned()
+/// The absolute paths a command's output may name that the model must not
+/// read as they are, each with how it is shown instead: the copy's root and
+/// the workspace root as `.` (a path under them relative to it, as every
+/// tool names files), and the Cargo target directory as `$CARGO_TARGET_DIR`.
+/// The copy's paths are useless to the model (the copy is gone), and the
+/// workspace's real root and the user's cache directory are nothing it needs
+/// to learn: the prompt never shows them. (The command's temporary
+/// directory, inside the copy's private folder, names nothing of the user's
+/// and is shown as it is.)
+#[derive(Debug, Default)]
+struct ShownPaths(Vec<(String, &'static str)>);
+
+impl ShownPaths {
+    /// The paths of one call: `scratch`'s root and its Cargo target
+    /// directory, the workspace's primary root.
+    fn of(scratch: &Scratch, ctx: &ToolContext) -> Self {
+        let target = scratch.env().into_iter().find(|(k, _)| k == "CARGO_TARGET_DIR").map(|(_, v)| v);
+        let text = |p: &Path| p.to_string_lossy().into_owned();
+        Self::new(
+            [(text(scratch.root()), "."), (text(ctx.overlay.workspace().primary_root()), ".")]
+                .into_iter()
+                .chain(target.map(|t| (t, "$CARGO_TARGET_DIR"))),
+        )
+    }
+
+    /// Longest first, so a path inside another is shown by its own name;
+    /// empty paths and `/` (which would match everything) are left out.
+    fn new(paths: impl IntoIterator<Item = (String, &'static str)>) -> Self {
+        let mut paths: Vec<(String, &'static str)> = paths
+            .into_iter()
+            .map(|(p, shown)| (p.trim_end_matches('/').to_string(), shown))
+            .filter(|(p, _)| !p.is_empty())
+            .collect();
+        paths.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+        Self(paths)
+    }
+
+    /// `text` with each of the paths shown by its name: `<root>/src/lib.rs`
+    /// as `src/lib.rs`, `<root>` alone as `.`, `<target>/debug` as
+    /// `$CARGO_TARGET_DIR/debug`. Only whole path components match: neither
+    /// `/ws2` nor `/data/ws` is `/ws`.
+    fn show(&self, text: &str) -> String {
+        let mut text = text.to_string();
+        for (path, shown) in &self.0 {
+            if !text.contains(path.as_str()) {
+                continue;
+            }
+            let mut out = String::with_capacity(text.len());
+            let mut rest = text.as_str();
+            while let Some(at) = rest.find(path.as_str()) {
+                let (before, after) = (&rest[..at], &rest[at + path.len()..]);
+                out.push_str(before);
+                // What precedes the match in `out` (an earlier match left unchanged counts).
+                // `/ws.bak` goes on; `in /ws.` ends a sentence.
+                let joined = out.chars().next_back().is_some_and(|c| component_char(c) || c == '/')
+                    || after.chars().next().is_some_and(|c| c != '.' && component_char(c))
+                    || after.strip_prefix('.').and_then(|a| a.chars().next()).is_some_and(component_char);
+                if joined {
+                    out.push_str(path);
+                } else if let Some(child) = after.strip_prefix('/').filter(|a| a.starts_with(component_char)) {
+                    // `<root>/src` is `src`; `<target>/debug` is `$CARGO_TARGET_DIR/debug`.
+                    if *shown != "." {
+                        out.push_str(shown);
+                        out.push('/');
+                    }
+                    rest = child;
+                    continue;
+                } else {
+                    out.push_str(shown);
+                }
+                rest = after;
+            }
+            out.push_str(rest);
+            text = out;
+        }
+        text
+    }
 }
 
-/// `$ argv`, the output's tail, and how the command ended. `paths` is
-/// (copy's root, workspace root): absolute paths in the output name the
-/// copy, which the model cannot read, so they are shown as the workspace's.
-fn render(
-    shown: &str,
-    finished: &Finished,
-    timeout: Duration,
-    skipped: &[String],
-    (scratch_root, workspace_root): &(String, String),
-) -> String {
-    let mut out = format!("$ {shown}\n");
-    let mut text = finished.output.render();
-    if !scratch_root.is_empty() {
-        text = text.replace(scratch_root.as_str(), workspace_root);
-    }
+/// A character that continues a path's component.
+fn component_char(c: char) -> bool {
+    c.is_alphanumeric() || matches!(c, '_' | '-' | '~' | '.')
+}
+
+/// `$ argv`, the output's tail, and how the command ended, with the
+/// absolute paths of `paths` shown by their names (see [`ShownPaths`]).
+fn render(shown: &str, finished: &Finished, timeout: Duration, skipped: &[String], paths: &ShownPaths) -> String {
+    // The argv too: a configured command may name the workspace's root.
+    let mut out = paths.show(&format!("$ {shown}\n"));
+    let text = paths.show(&finished.output.render());
     if text.is_empty() {
         out.push_str("(no output)\n");
     } else {
@@ -508,11 +584,57 @@ mod tests {
         let t = tool(&[("show", sh(script))], Script::new(&[Approval::Once]));
         let out = call(&t, &ctx, "show").await.unwrap();
         let expected = format!(
-            "$ {}\nedited text\nscratch=1\ncopy\nerror at {}:1\n[exit code 0]",
-            display_argv(&sh(script).argv),
-            root.join("a.txt").display()
+            "$ {}\nedited text\nscratch=1\ncopy\nerror at a.txt:1\n[exit code 0]",
+            display_argv(&sh(script).argv)
         );
         assert_eq!(out, expected);
+    }
+
+    #[tokio::test]
+    async fn the_output_never_shows_the_copy_the_real_root_or_the_cache_dir() {
+        let (_d, ctx) = context(&[("a.txt", "x\n")], &[]);
+        let root = ctx.overlay.workspace().primary_root().display().to_string();
+        let script = format!(
+            "echo \"cd $PWD\"; echo \"--> $PWD/src/lib.rs:3:5\"; echo \"real {root}/a.txt and {root}.\"; \
+             echo \"build $CARGO_TARGET_DIR/debug/deps\""
+        );
+        let t = tool(&[("paths", sh(&script))], Script::new(&[Approval::Once]));
+        let out = call(&t, &ctx, "paths").await.unwrap();
+        let lines: Vec<&str> = out.lines().skip(1).collect();
+        assert_eq!(
+            lines,
+            ["cd .", "--> src/lib.rs:3:5", "real a.txt and ..", "build $CARGO_TARGET_DIR/debug/deps", "[exit code 0]"],
+            "{out}"
+        );
+        assert!(!out.contains("agentfix-scratch-") && !out.contains(&root), "{out}");
+    }
+
+    #[test]
+    fn paths_are_shown_by_name_and_only_whole_components_match() {
+        let paths = ShownPaths::new([
+            ("/tmp/agentfix-scratch-Ab1/ws".to_string(), "."),
+            ("/home/me/ws/".to_string(), "."),
+            ("/home/me/.cache/agentfix/scratch-target/0f1e".to_string(), "$CARGO_TARGET_DIR"),
+            ("/".to_string(), "."),
+            (String::new(), "."),
+        ]);
+        for (text, shown) in [
+            ("/tmp/agentfix-scratch-Ab1/ws/src/lib.rs:3:5", "src/lib.rs:3:5"),
+            ("in /tmp/agentfix-scratch-Ab1/ws", "in ."),
+            ("in /tmp/agentfix-scratch-Ab1/ws.", "in .."),
+            ("(/tmp/agentfix-scratch-Ab1/ws/)", "(./)"),
+            ("'/home/me/ws/tests/test_calc.py', line 4", "'tests/test_calc.py', line 4"),
+            ("/home/me/ws:/usr/bin", ".:/usr/bin"),
+            ("/home/me/.cache/agentfix/scratch-target/0f1e/debug/build", "$CARGO_TARGET_DIR/debug/build"),
+            ("TMP=/tmp/agentfix-scratch-Ab1/tmp-Cd2", "TMP=/tmp/agentfix-scratch-Ab1/tmp-Cd2"),
+            // Other paths that begin alike are other paths.
+            ("/home/me/ws2/x /home/me/ws.bak /data/home/me/ws/x", "/home/me/ws2/x /home/me/ws.bak /data/home/me/ws/x"),
+            ("/tmp/agentfix-scratch-Ab1/wsx/a", "/tmp/agentfix-scratch-Ab1/wsx/a"),
+            ("/home/me/ws2 then /home/me/ws/b", "/home/me/ws2 then b"),
+            ("/usr/lib and 漢字 /home/me/ws/é.rs", "/usr/lib and 漢字 é.rs"),
+        ] {
+            assert_eq!(paths.show(text), shown, "{text}");
+        }
     }
 
     #[tokio::test]
