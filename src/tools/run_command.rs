@@ -213,8 +213,10 @@ impl Tool for RunCommand {
         not an error of this tool: read the output, fix the cause, and run the command again. A command that runs \
         longer than its configured timeout is killed. Paths in the output are shown relative to the workspace root, as \
         the other tools take them (`src/lib.rs`; `.` is the root), and the build directory as $CARGO_TARGET_DIR. \
-        Depending on the user's settings the command runs in a sandbox, where writing outside the copy and its \
-        temporary directory ($TMPDIR) and network access fail with permission errors: that is not a bug to fix.";
+        Depending on the user's settings the command runs in a sandbox: it sees the system and its toolchains \
+        read-only, writes only the copy and its temporary directory ($TMPDIR; $HOME and /tmp are private and \
+        discarded), sees no other file of the user's and has no network, so such paths are missing or read-only \
+        and connections fail: that is not a bug to fix.";
     const MORE: &'static str = "run a narrower command (one test, one file)";
 
     async fn run(&self, input: RunCommandInput, ctx: &ToolContext) -> Result<String, ToolError> {
