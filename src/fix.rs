@@ -590,11 +590,18 @@ pub(crate) async fn run_with_system(
     // Symbol tools only when a language server exists for the target.
     let symbols = symbols.filter(|s| s.available(&target.path));
     let outline = outline(symbols.as_deref(), &overlay, target, cancel).await;
+    // The first message quotes the target's file (and a follow-up the
+    // user's changes): scrubbed as the file tools' results are.
+    let redactor = config.key_redactor();
     let messages = match past {
         Some(past) => {
-            follow_up::continued(&past.messages, follow_up::report(past, &overlay, target.instruction.as_deref()))
+            let report = follow_up::report(past, &overlay, target.instruction.as_deref());
+            follow_up::continued(&past.messages, redactor.redact_file_text(&report).into_owned())
         }
-        None => vec![Message::user_text(task_prompt(target, &overlay, outline.as_deref()))],
+        None => {
+            let prompt = task_prompt(target, &overlay, outline.as_deref());
+            vec![Message::user_text(redactor.redact_file_text(&prompt).into_owned())]
+        }
     };
     let ctx = ToolContext {
         overlay: overlay.clone(),

@@ -8,8 +8,10 @@
 //! (stop reason, usage, every file the run read with the buffer version and
 //! text it read, and the proposed changes). The API key never appears: it is
 //! not part of what is recorded, and every string of every record is
-//! scrubbed of it anyway, and of anything shaped like a credential (see
-//! `secrets::Redactor`). Protected files are never read, so never recorded.
+//! scrubbed of it anyway, and of anything shaped like a credential, with
+//! the strongest scrub (`secrets::Redactor::redact`: assignments such as
+//! `password: …` included, even in the files' text, since nobody edits a
+//! transcript). Protected files are never read, so never recorded.
 //! Transcripts are readable by their owner only (mode 0600, folder 0700).
 //!
 //! Every line is one [`Record`]; the writer ([`Transcript`]) and the reader
@@ -941,6 +943,13 @@ mod tests {
         let second: Value = serde_json::from_str(lines[1]).expect("still JSON");
         assert_eq!(second["content"][0]["text"], "AWS_ACCESS_KEY_ID=[REDACTED]\n[REDACTED]");
         assert_eq!(second["auth"], "Authorization: Bearer [REDACTED]");
+        // Every shape, in a file's text too, and in keys.
+        t.write(json!({"type": "end", "files": [{"text": "DATABASE_URL=postgres://app:hunter2@db/app\npassword: hunter22\n"}],
+            "token=t0k3n-value": 1}));
+        let text = std::fs::read_to_string(t.path()).unwrap();
+        let third: Value = serde_json::from_str(text.lines().nth(2).unwrap()).unwrap();
+        assert_eq!(third["files"][0]["text"], "DATABASE_URL=postgres://app:[REDACTED]@db/app\npassword: [REDACTED]\n");
+        assert_eq!(third["token=[REDACTED]"], 1);
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;

@@ -1278,3 +1278,23 @@ fn compaction_summarises_older_turns_and_keeps_the_overlays_changes_for_both_pro
         assert!(stderr(&out).contains("summarised"), "{api}: {}", stderr(&out));
     }
 }
+
+#[test]
+fn the_first_message_quotes_the_target_without_the_key_or_high_confidence_credentials() {
+    let ws = workspace("");
+    let text = format!(
+        "KEY = \"{API_KEY}\"\nGITHUB = \"ghp_abcdefghijklmnopqrstuvwxyz0123456789\"\ntoken = \"t0k3n-fixture\"\n{CALC}"
+    );
+    std::fs::write(ws.root.join("calc.py"), text).unwrap();
+    let mock = MockModel::start();
+    mock.push(text_reply("Nothing to change."));
+    let out = fix(&ws, &mock);
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 1, "{}", stderr(&out));
+    let first = requests[0].body["messages"][0].to_string();
+    assert!(first.contains("KEY = \\\"[REDACTED]\\\""), "{first}");
+    assert!(first.contains("GITHUB = \\\"[REDACTED]\\\""), "{first}");
+    // An assignment the model may have to edit stays as the file has it.
+    assert!(first.contains("token = \\\"t0k3n-fixture\\\""), "{first}");
+    assert!(!mock.requests_text().contains(API_KEY));
+}
