@@ -573,6 +573,33 @@ impl World {
         }
     }
 
+    /// The agentfix binary to run: for nobody a copy in a folder anyone can enter (the build's own
+    /// may lie under a home that is closed to other users).
+    fn binary(&self) -> String {
+        static COPY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+        if self.who == Who::Me {
+            return env!("CARGO_BIN_EXE_agentfix").into();
+        }
+        let copy = COPY.get_or_init(|| {
+            // Copies of earlier test processes that are gone are removed.
+            for e in std::fs::read_dir(std::env::temp_dir()).into_iter().flatten().flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some(pid) = name.strip_prefix("agentfix-sandbox-bin-")
+                    && !Path::new("/proc").join(pid).exists()
+                {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+            let dir = std::env::temp_dir().join(format!("agentfix-sandbox-bin-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+            let bin = dir.join("agentfix");
+            std::fs::copy(env!("CARGO_BIN_EXE_agentfix"), &bin).unwrap();
+            bin
+        });
+        copy.display().to_string()
+    }
+
     /// The secrets the command must never print.
     fn secrets() -> [&'static str; 5] {
         [
@@ -601,7 +628,7 @@ impl World {
     /// The helper's command line for `python3 -c script` with `extra` helper arguments.
     fn helper(&self, extra: &[String], script: &str) -> std::process::Command {
         let b = |p: &str| self.base.join(p).display().to_string();
-        let mut argv: Vec<String> = vec![env!("CARGO_BIN_EXE_agentfix").into(), "__sandbox-exec".into()];
+        let mut argv: Vec<String> = vec![self.binary(), "__sandbox-exec".into()];
         argv.extend(["--write".into(), b("copy"), "--read".into(), b(""), "--hide".into(), b("ws")]);
         argv.extend(["--hide".into(), b("home/.cache/agentfix")]);
         argv.extend(extra.iter().cloned());
