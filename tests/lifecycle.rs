@@ -29,6 +29,11 @@ struct Fx {
 }
 
 fn start(files: &[(&str, &str)], init: Value) -> Fx {
+    start_in(&[], files, init)
+}
+
+/// [`start`], with the server started through `wrap` (a command prefix) when it is not empty.
+fn start_in(wrap: &[&str], files: &[(&str, &str)], init: Value) -> Fx {
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap().join("ws");
     std::fs::create_dir_all(&root).unwrap();
@@ -37,9 +42,11 @@ fn start(files: &[(&str, &str)], init: Value) -> Fx {
     }
     let mock = MockModel::start();
     let base = mock.base_url();
+    let mut argv: Vec<&str> = wrap.to_vec();
+    argv.extend([agentfix_bin(), "--stdio"]);
     let mut editor = Editor::spawn(
-        agentfix_bin(),
-        &["--stdio"],
+        argv[0],
+        &argv[1..],
         &root,
         &[
             ("ANTHROPIC_API_KEY", mock_model::API_KEY),
@@ -390,4 +397,50 @@ fn a_64_mb_header_line_costs_no_memory_and_the_next_message_is_answered() {
     let growth_mb = after.saturating_sub(before) / 1024;
     assert!(growth_mb < 20, "peak RSS grew by {growth_mb} MB ({before} kB → {after} kB)");
     assert!(e.shutdown().success());
+}
+
+#[test]
+fn the_editor_is_told_before_the_run_when_commands_cannot_be_sandboxed() {
+    if let Err(why) = agentfix::sandbox::landlock_abi() {
+        assert!(std::env::var_os("CI").is_none(), "CI machines have Landlock: {why}");
+        println!("SKIPPED: no Landlock ({why})");
+        return;
+    }
+    // A system where this user may create no user namespace: a user namespace whose limit of
+    // nested ones is 0.
+    let wrap = [
+        "unshare",
+        "--user",
+        "--map-root-user",
+        "sh",
+        "-c",
+        "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$@\"",
+        "sh",
+    ];
+    let commands = json!({"test": ["sh", "-c", "echo RAN"], "autoApprove": true});
+    let mut f = start_in(&wrap, &[("a.py", "x = 1\n")], json!({"commands": commands}));
+    f.mock.push(tool_reply(&[("t1", "run_command", json!({"name": "test"}))]));
+    f.mock.push(text_reply("The tests cannot run here."));
+    let id = f.send_fix("a.py");
+    let shown = f.editor.wait_for_notification(
+        "window/showMessage",
+        |m| m["message"].as_str().is_some_and(|t| t.contains("cannot run")),
+        LONG,
+    );
+    let text = shown["message"].as_str().unwrap();
+    assert_eq!(shown["type"], 2, "a warning: {shown}");
+    assert!(text.contains("the configured commands (test) cannot run") && text.contains("namespaces:"), "{text}");
+    assert!(text.contains(r#""sandbox": "off""#), "{text}");
+    let r = f.editor.wait_response(id, LONG);
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    // The model was told the same, and the command never ran.
+    let sent = f.mock.requests().last().cloned().unwrap().body.to_string();
+    assert!(sent.contains("this system cannot provide one") && !sent.contains("RAN"), "{sent}");
+    // Said once per session, not at every run.
+    f.mock.push(text_reply("Nothing more."));
+    let params = f.fix_params("a.py");
+    let r = f.editor.request("workspace/executeCommand", params);
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    let warnings = f.editor.notifications("window/showMessage");
+    assert_eq!(warnings.iter().filter(|m| m.to_string().contains("configured commands")).count(), 1, "{warnings:?}");
 }
