@@ -166,7 +166,7 @@ pub fn exec(args: ExecArgs) -> ExitCode {
         Err(e) => return status.fail("setup", EXIT_SETUP_FAILED, &format!("no working directory: {e}")),
     };
     let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute() && h.parent().is_some());
-    let inputs = view::Inputs::from_env(args.read.clone(), args.write.clone(), args.hide.clone());
+    let inputs = view::Inputs::from_env(args.read.clone(), args.write.clone(), args.hide.clone(), args.network);
     let mounts = view::plan(&inputs, &view::host_kind, &|p| std::fs::read_link(p).ok());
     let mut writable = args.write.clone();
     writable.extend(["/tmp", "/dev/shm"].map(PathBuf::from));

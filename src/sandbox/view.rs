@@ -108,11 +108,15 @@ pub struct Inputs {
     pub write: Vec<PathBuf>,
     /// Paths that must not be visible.
     pub hide: Vec<PathBuf>,
+    /// With the host's network: the file `/etc/resolv.conf` leads to, which
+    /// often lies outside `/etc` (systemd-resolved's under `/run`), so that
+    /// names resolve.
+    pub resolv: Option<PathBuf>,
 }
 
 impl Inputs {
     /// The inputs of this process: `HOME`, `PATH` and the toolchain variables.
-    pub fn from_env(read: Vec<PathBuf>, write: Vec<PathBuf>, hide: Vec<PathBuf>) -> Inputs {
+    pub fn from_env(read: Vec<PathBuf>, write: Vec<PathBuf>, hide: Vec<PathBuf>, network: bool) -> Inputs {
         let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
         let path = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
         let vars = TOOLCHAIN_VARS
@@ -122,7 +126,8 @@ impl Inputs {
                 Some((name.to_string(), PathBuf::from(v)))
             })
             .collect();
-        Inputs { home, path, vars, read, write, hide }
+        let resolv = network.then(|| std::fs::canonicalize("/etc/resolv.conf").ok()).flatten();
+        Inputs { home, path, vars, read, write, hide, resolv }
     }
 }
 
@@ -233,6 +238,9 @@ pub fn plan(input: &Inputs, kind: &dyn Fn(&Path) -> Kind, link: &dyn Fn(&Path) -
                 mounts.push(Mount::Cover { dst: path, dir: false });
             }
         }
+    }
+    if let Some(r) = input.resolv.as_ref().filter(|r| r.is_absolute() && !covered(r) && kind(r) == Kind::File) {
+        mounts.push(Mount::Bind { src: r.clone(), dst: r.clone(), write: false });
     }
     for w in &input.write {
         let w = clean(w);
@@ -383,6 +391,7 @@ mod tests {
                 "/root/.cache/agentfix/scratch-target/x".into(),
             ],
             hide: vec!["/work/proj".into()],
+            resolv: None,
         };
         let mounts = plan(&input, &kind, &link);
         let b = binds(&mounts);
@@ -440,6 +449,7 @@ mod tests {
             read: vec!["/data/models".into(), "/nonexistent".into()],
             write: Vec::new(),
             hide: vec!["/opt/work/proj".into()],
+            resolv: None,
         };
         let mounts = plan(&input, &kind, &link);
         let b = binds(&mounts);
@@ -450,5 +460,22 @@ mod tests {
         // The real workspace lies inside /opt: it is covered, and its venv is not bound.
         assert!(covers(&mounts).contains(&"/opt/work/proj".to_string()), "{mounts:?}");
         assert!(!b.iter().any(|(p, _)| p.starts_with("/opt/work")), "{b:?}");
+    }
+
+    #[test]
+    fn with_the_network_the_resolver_file_is_bound_where_it_lies() {
+        let (kind, link) = host(&[
+            ("/etc/resolv.conf", "l:../run/systemd/resolve/stub-resolv.conf"),
+            ("/run/systemd/resolve/stub-resolv.conf", "f"),
+            ("/run/user/0/bus", "f"),
+        ]);
+        let stub = PathBuf::from("/run/systemd/resolve/stub-resolv.conf");
+        let input = Inputs { resolv: Some(stub.clone()), ..Inputs::default() };
+        let b = binds(&plan(&input, &kind, &link));
+        assert!(b.contains(&(stub.display().to_string(), false)), "{b:?}");
+        // Only that file: nothing else of /run.
+        assert!(!b.iter().any(|(p, _)| p == "/run" || p.starts_with("/run/user")), "{b:?}");
+        // Without the network (no `resolv`), nothing of /run at all.
+        assert!(!binds(&plan(&Inputs::default(), &kind, &link)).iter().any(|(p, _)| p.starts_with("/run")));
     }
 }
