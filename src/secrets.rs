@@ -10,7 +10,8 @@
 //!   `SENTRY_DSN`) is left out too.
 //! - [`credential_vars`]: the variables removed from the environment of the
 //!   children that keep the rest of it (language servers: the user's own
-//!   tools, which need what the user's shell gives them). The provider keys
+//!   tools, which need what the user's shell gives them; commands, until
+//!   the sandbox starts them with [`allowed_env`]). The provider keys
 //!   are always removed; other credential-shaped names
 //!   ([`CREDENTIAL_VAR_PATTERNS`]: `*_API_KEY`, `*TOKEN`, `*PASSWORD*`,
 //!   `*_DSN`, `DATABASE_URL`, `AWS_*`, …) unless `envAllow` names them.
@@ -270,7 +271,8 @@ pub fn is_credential_var(name: &str, allow: &[String]) -> bool {
 }
 
 /// The variables of this process's environment that a child must not
-/// inherit: for the children that keep the rest (language servers).
+/// inherit: for the children that keep the rest (language servers, and
+/// commands until the sandbox starts them with [`allowed_env`]).
 pub fn credential_vars(allow: &[String]) -> Vec<OsString> {
     std::env::vars_os()
         .map(|(k, _)| k)
