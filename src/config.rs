@@ -360,7 +360,7 @@ pub struct Settings {
     /// More protected files, as gitignore-style patterns (`secrets/`, `*.sqlite`), added to the built-in deny-list (`.env`, `*.pem`, `.ssh/`, …), which cannot be removed. The model can never read, list, search or edit a protected file. agentfix.toml may add patterns too.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exclude: Option<Vec<String>>,
-    /// Environment variables (exact names or `*` patterns: `NPM_TOKEN`, `MY_*`) that children get although agentfix would keep them back: MCP servers get only a built-in list of variables that carry no secret (PATH, HOME, the locale, the toolchains') plus these; language servers and commands get the environment without credential-shaped variables, unless named here. The provider keys never. Not allowed in agentfix.toml.
+    /// Environment variables (exact names or `*` patterns: `NPM_TOKEN`, `MY_*`) that children get although agentfix would keep them back: commands and MCP servers get only a built-in list of variables that carry no secret (PATH, HOME, the locale, the toolchains') plus these; language servers get the environment without credential-shaped variables, unless named here. The provider keys never. Not allowed in agentfix.toml.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub env_allow: Option<Vec<String>>,
     /// List prices in US dollars per million tokens, by model id prefix (the longest match wins): `{"my-model": {"input": 1.0, "output": 4.0, "cacheRead": 0.1, "cacheWrite": 1.25}}`. Adds to or overrides the built-in prices of current Anthropic and OpenAI models; a model with no price shows tokens only.

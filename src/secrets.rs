@@ -1,8 +1,7 @@
 //! What must never leave the machine or reach a child process: the provider
 //! key and other credentials.
 //!
-//! - [`allowed_env`]: the environment an MCP server (and a command, once the
-//!   sandbox starts commands with it) gets: a short allow list of variables
+//! - [`allowed_env`]: the environment a command or an MCP server gets: a short allow list of variables
 //!   that carry no secrets ([`KEPT_ENV`]: `PATH`, `HOME`, the locale, the
 //!   toolchains' homes and versions) plus what the user's `envAllow` names,
 //!   never the provider keys. Anything not named is left out, so a secret
@@ -10,8 +9,7 @@
 //!   `SENTRY_DSN`) is left out too.
 //! - [`credential_vars`]: the variables removed from the environment of the
 //!   children that keep the rest of it (language servers: the user's own
-//!   tools, which need what the user's shell gives them; commands, until
-//!   the sandbox starts them with [`allowed_env`]). The provider keys
+//!   tools, which need what the user's shell gives them). The provider keys
 //!   are always removed; other credential-shaped names
 //!   ([`CREDENTIAL_VAR_PATTERNS`]: `*_API_KEY`, `*TOKEN`, `*PASSWORD*`,
 //!   `*_DSN`, `DATABASE_URL`, `AWS_*`, …) unless `envAllow` names them.
@@ -271,8 +269,7 @@ pub fn is_credential_var(name: &str, allow: &[String]) -> bool {
 }
 
 /// The variables of this process's environment that a child must not
-/// inherit: for the children that keep the rest (language servers, and
-/// commands until the sandbox starts them with [`allowed_env`]).
+/// inherit: for the children that keep the rest (language servers).
 pub fn credential_vars(allow: &[String]) -> Vec<OsString> {
     std::env::vars_os()
         .map(|(k, _)| k)
