@@ -34,6 +34,19 @@ impl Tool for WriteFile {
         let shown = ctx.overlay.workspace().display(&path);
         let lines = input.content.lines().count();
         let before = ctx.overlay.read(&path).ok();
+        // The model was shown this file with its credentials as `[REDACTED]`:
+        // writing that back would replace them with the placeholder.
+        if let Some(old) = &before
+            && input.content.contains(crate::secrets::REDACTED)
+            && !old.contains(crate::secrets::REDACTED)
+            && crate::secrets::Redactor::default().redact_file_text(old) != old.as_str()
+        {
+            return Err(ToolError::Respond(format!(
+                "{shown} holds credentials you were shown as {r}; writing the whole file would replace them with \
+                 {r}. Change the parts you mean to change with edit_file instead, outside the {r} lines",
+                r = crate::secrets::REDACTED
+            )));
+        }
         let existed = ctx.overlay.write(&path, input.content.clone())?;
         if let Some(reason) = &input.reason {
             ctx.overlay.note_reason(&path, reason, &input.content);
@@ -52,6 +65,19 @@ impl Tool for WriteFile {
 mod tests {
     use super::*;
     use crate::tools::test_support::context;
+
+    #[tokio::test]
+    async fn a_file_with_redacted_credentials_is_not_overwritten_with_the_placeholder() {
+        let text = "KEY = \"ghp_abcdefghijklmnopqrstuvwxyz0123456789\"\nx = 1\n";
+        let (_d, ctx) = context(&[("conf.py", text)], &[]);
+        let input = |content: &str| WriteFileInput { path: "conf.py".into(), content: content.into(), reason: None };
+        let e = WriteFile.run(input("KEY = \"[REDACTED]\"\nx = 2\n"), &ctx).await.unwrap_err();
+        assert!(matches!(&e, ToolError::Respond(m) if m.contains("edit_file")), "{e:?}");
+        assert_eq!(ctx.overlay.read(&ctx.overlay.resolve("conf.py").unwrap()).unwrap(), text);
+        // Without the placeholder, or in a file that had none to hide, writing works.
+        WriteFile.run(input("KEY = None\nx = 2\n"), &ctx).await.unwrap();
+        WriteFile.run(input("log = \"[REDACTED] is what we print\"\n"), &ctx).await.unwrap();
+    }
 
     #[tokio::test]
     async fn creates_and_replaces_without_touching_disk() {
