@@ -1068,3 +1068,26 @@ fn the_helper_refuses_to_run_a_command_without_its_namespaces() {
     assert_eq!(out.status.code(), Some(i32::from(agentfix::sandbox::EXIT_NO_SANDBOX)), "{stderr}");
     assert!(stderr.contains("the kernel refused new user, mount, PID, IPC, UTS and network namespaces"), "{stderr}");
 }
+
+#[test]
+fn a_toolchain_behind_an_absolute_symlink_is_still_found() {
+    if !landlock() {
+        return;
+    }
+    // `~/.tool` links to a folder elsewhere by absolute path, and the command runs `~/.tool/bin/hello`.
+    let w = World::new(Who::Me);
+    let real = w.base.join("disk/tool");
+    std::fs::create_dir_all(real.join("bin")).unwrap();
+    std::fs::write(real.join("bin/hello"), "#!/bin/sh\necho hello from the toolchain\n").unwrap();
+    std::fs::set_permissions(real.join("bin/hello"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink(&real, w.base.join("home/.tool")).unwrap();
+    let bin = w.base.join("home/.tool/bin");
+    let out = w.probe_with(
+        &[],
+        "import subprocess\nprint(subprocess.run(['hello'], capture_output=True, text=True).stdout, end='')\n",
+        |cmd| {
+            cmd.env("PATH", format!("{}:/usr/bin:/bin", bin.display()));
+        },
+    );
+    assert!(out.contains("\nhello from the toolchain\n"), "{out}");
+}

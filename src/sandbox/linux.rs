@@ -167,7 +167,17 @@ pub fn exec(args: ExecArgs) -> ExitCode {
     };
     let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute() && h.parent().is_some());
     let inputs = view::Inputs::from_env(args.read.clone(), args.write.clone(), args.hide.clone(), args.network);
-    let mounts = view::plan(&inputs, &view::host_kind, &|p| std::fs::read_link(p).ok());
+    let mut mounts = view::plan(&inputs, &view::host_kind, &|p| std::fs::read_link(p).ok());
+    // Binds read their sources under `/oldroot`, where an absolute symlink
+    // (a `~/.rustup` that links to another disk) would lead nowhere: each
+    // source is resolved here, on the host.
+    for m in &mut mounts {
+        if let Mount::Bind { src, .. } = m
+            && let Ok(real) = std::fs::canonicalize(&*src)
+        {
+            *src = real;
+        }
+    }
     let mut writable = args.write.clone();
     writable.extend(["/tmp", "/dev/shm"].map(PathBuf::from));
     writable.extend(home);

@@ -227,9 +227,14 @@ pub fn plan(input: &Inputs, kind: &dyn Fn(&Path) -> Kind, link: &dyn Fn(&Path) -
             tools.insert(p);
         }
     }
-    // Nested toolchain directories are bound with their parent.
-    let roots: Vec<PathBuf> =
-        tools.iter().filter(|p| !tools.iter().any(|q| q != *p && p.starts_with(q))).cloned().collect();
+    // Nested toolchain directories are bound with their parent, unless the
+    // private `$HOME` lies between them and would cover the nested one.
+    let between = |p: &Path, q: &Path| home.as_ref().is_some_and(|h| p.starts_with(h) && !q.starts_with(h));
+    let roots: Vec<PathBuf> = tools
+        .iter()
+        .filter(|p| !tools.iter().any(|q| q != *p && p.starts_with(q) && !between(p, q)))
+        .cloned()
+        .collect();
     for root in &roots {
         mounts.push(Mount::Bind { src: root.clone(), dst: root.clone(), write: false });
         for secret in TOOLCHAIN_SECRETS {
