@@ -447,13 +447,46 @@ fn print_sandbox(config: &Config) -> u32 {
         Ok(v) => println!("sandbox: Landlock: ABI {v}"),
         Err(e) => println!("sandbox: Landlock: MISSING ({e})"),
     }
-    match fix::sandbox_refusal(config) {
-        Some(refusal) => {
-            println!("sandbox: {refusal}");
+    if let Some(refusal) = fix::sandbox_refusal(config) {
+        println!("sandbox: {refusal}");
+        return 1;
+    }
+    if names.is_empty() {
+        return 0;
+    }
+    // What the probes cannot tell (a container that forbids mounting a
+    // fresh /proc, say): a command really run in the sandbox.
+    match sandbox_trial() {
+        Ok(()) => {
+            println!("sandbox: a trial command ran in it: ok");
+            0
+        }
+        Err(e) => {
+            println!("sandbox: a trial command FAILED: {e}");
             1
         }
-        None => 0,
     }
+}
+
+/// Runs `true` through the sandbox helper in an empty folder.
+fn sandbox_trial() -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let out = std::process::Command::new(crate::sandbox::helper_exe())
+        .arg(crate::sandbox::EXEC_SUBCOMMAND)
+        .arg("--write")
+        .arg(dir.path())
+        .args(["--", "true"])
+        .current_dir(dir.path())
+        .env_clear()
+        .envs(crate::secrets::allowed_env(&[]))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot start {}: {e}", crate::sandbox::helper_exe().display()))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    Err(stderr.lines().last().unwrap_or("").trim_start_matches("agentfix sandbox: ").to_string())
 }
 
 /// The project instructions `check` finds for `root`, or for `target`
