@@ -221,9 +221,14 @@ pub fn plan(input: &Inputs, kind: &dyn Fn(&Path) -> Kind, link: &dyn Fn(&Path) -
             }
         }
     }
+    // A read path may hold `$HOME` (which stays private, mounted over it) or
+    // hidden paths (covered inside it), but may not be `$HOME` itself or lie
+    // inside a hidden path.
     for p in &input.read {
         let p = clean(p);
-        if p.is_absolute() && p.parent().is_some() && exists(&p) && !covered(&p) {
+        let inside_hidden = input.hide.iter().any(|h| p.starts_with(h));
+        let is_home = home.as_ref().is_some_and(|h| *h == p);
+        if p.is_absolute() && p.parent().is_some() && exists(&p) && !covered(&p) && !inside_hidden && !is_home {
             tools.insert(p);
         }
     }
@@ -466,6 +471,64 @@ mod tests {
         assert!(covers(&mounts).contains(&"/opt/work/proj".to_string()), "{mounts:?}");
         assert!(!b.iter().any(|(p, _)| p.starts_with("/opt/work")), "{b:?}");
     }
+
+    proptest::proptest! {
+        /// Whatever the PATH, the variables, the read paths and the hidden paths: parents are
+        /// mounted before what lies inside them (so the private `$HOME` lies over a read path that
+        /// holds it), `/` and `$HOME` are never bound, and nothing hidden is bound.
+        #[test]
+        fn plans_keep_their_invariants(
+            path in proptest::collection::vec(0usize..CANDIDATES.len(), 0..8),
+            vars in proptest::collection::vec((0usize..TOOLCHAIN_VARS.len(), 0usize..CANDIDATES.len()), 0..4),
+            read in proptest::collection::vec(0usize..CANDIDATES.len(), 0..3),
+            hide in proptest::collection::vec(0usize..CANDIDATES.len(), 0..3),
+            home in 0usize..3,
+        ) {
+            let entries: Vec<(&str, &str)> = CANDIDATES.iter().map(|c| (*c, "d")).chain([("/usr", "d"), ("/etc/shadow", "f")]).collect();
+            let (kind, link) = host(&entries);
+            let home = ["/root", "/home/u", "/srv"][home];
+            let pick = |v: &[usize]| v.iter().map(|&i| PathBuf::from(CANDIDATES[i])).collect::<Vec<_>>();
+            let hide = pick(&hide);
+            let input = Inputs {
+                home: Some(home.into()),
+                path: pick(&path),
+                vars: vars.iter().map(|&(v, c)| (TOOLCHAIN_VARS[v].0.to_string(), PathBuf::from(CANDIDATES[c]))).collect(),
+                read: pick(&read),
+                write: vec!["/tmp/agentfix-scratch-1/ws".into()],
+                hide: hide.clone(),
+                resolv: None,
+            };
+            let mounts = plan(&input, &kind, &link);
+            for (i, a) in mounts.iter().enumerate() {
+                for b in &mounts[..i] {
+                    proptest::prop_assert!(!(b.dst().starts_with(a.dst()) && b.dst() != a.dst()), "{:?} before its parent {:?}", b, a);
+                }
+                if let Mount::Bind { dst, write: false, .. } = a {
+                    proptest::prop_assert!(dst != Path::new("/") && dst != Path::new(home), "{dst:?} exposes $HOME");
+                    for h in &hide {
+                        proptest::prop_assert!(!dst.starts_with(h), "{dst:?} is hidden by {h:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    const CANDIDATES: &[&str] = &[
+        "/root/.cargo/bin",
+        "/root/.rustup",
+        "/root/.local/bin",
+        "/root",
+        "/home/u/.nvm/versions/node/bin",
+        "/home/u/proj/.venv/bin",
+        "/home/u/proj",
+        "/home/u",
+        "/srv/tools/go/bin",
+        "/srv/tools",
+        "/srv",
+        "/opt/work/proj",
+        "/usr/local/bin",
+        "/data/rustup",
+    ];
 
     #[test]
     fn with_the_network_the_resolver_file_is_bound_where_it_lies() {
