@@ -256,16 +256,23 @@ fn the_editor_dying_mid_run_ends_the_run_its_language_server_and_the_process() {
     assert_eq!(f.mock.requests().len(), 2, "no model request after the editor left");
 }
 
-#[test]
-fn the_editor_dying_while_a_command_runs_kills_the_command() {
-    let marker = format!("agentfix-lifecycle-{}-{}", std::process::id(), line!());
-    let sleep = format!("sleep 3600.{}", std::process::id());
+/// Starts a run whose command holds (a `sleep` only this test starts), ends agentfix with `end`
+/// once the command runs, and checks that the command and all it started end with agentfix.
+/// Without Landlock the command runs unsandboxed, unless `sandboxed` (then the test says
+/// SKIPPED).
+fn a_held_command_ends_with_agentfix(line: u32, sandboxed: bool, end: impl FnOnce(&mut Fx)) {
+    let marker = format!("agentfix-lifecycle-{}-{line}", std::process::id());
+    let sleep = format!("sleep 3600.{}{line}", std::process::id());
     let script = format!("{sleep}; echo {marker}");
     // Whatever happens, nothing of the command outlives the test.
     let _reaper = Reaper(vec![marker.clone(), sleep.clone()]);
     let mut commands = json!({"hold": ["sh", "-c", script], "autoApprove": true});
     if let Err(why) = agentfix::sandbox::landlock_abi() {
         assert!(std::env::var_os("CI").is_none(), "CI machines have Landlock: {why}");
+        if sandboxed {
+            println!("SKIPPED: no Landlock ({why}): the sandbox's parent-death signal is not tested");
+            return;
+        }
         eprintln!("no Landlock ({why}): the command runs without the sandbox");
         commands["sandbox"] = json!("off");
     }
@@ -282,46 +289,29 @@ fn the_editor_dying_while_a_command_runs_kills_the_command() {
         assert!(Instant::now() < deadline, "the command never started\n{}", tail(&f.editor.stderr(), 6000));
         f.editor.pump(Duration::from_millis(20));
     };
-    f.editor.close_stdin();
-    let status = f.exit_status();
-    assert_eq!(status.code(), Some(1), "{status}");
+    end(&mut f);
     assert_all_end(&started, "the command");
     assert!(processes_with(&marker).is_empty() && processes_with(&sleep).is_empty());
 }
 
 #[test]
+fn the_editor_dying_while_a_command_runs_kills_the_command() {
+    a_held_command_ends_with_agentfix(line!(), false, |f| {
+        f.editor.close_stdin();
+        let status = f.exit_status();
+        assert_eq!(status.code(), Some(1), "{status}");
+    });
+}
+
+#[test]
 fn agentfix_killed_while_a_command_runs_takes_the_command_with_it() {
-    let marker = format!("agentfix-lifecycle-{}-{}", std::process::id(), line!());
-    let sleep = format!("sleep 3600.{}", std::process::id());
-    let script = format!("{sleep}; echo {marker}");
-    // Whatever happens, nothing of the command outlives the test.
-    let _reaper = Reaper(vec![marker.clone(), sleep.clone()]);
-    let commands = json!({"hold": ["sh", "-c", script], "autoApprove": true});
-    if let Err(why) = agentfix::sandbox::landlock_abi() {
-        assert!(std::env::var_os("CI").is_none(), "CI machines have Landlock: {why}");
-        println!("SKIPPED: no Landlock ({why}): the sandbox's parent-death signal is not tested");
-        return;
-    }
-    let mut f = start(&[("a.py", "x = 1\n")], json!({"commands": commands}));
-    f.mock.push(tool_reply(&[("t1", "run_command", json!({"name": "hold"}))]));
-    f.send_fix("a.py");
-    let deadline = Instant::now() + LONG;
-    // The shell (and the sandbox helper, whose arguments name it), and the
-    // `sleep` it started.
-    let started = loop {
-        if !processes_where(|c| c == sleep).is_empty() {
-            break processes_with(&marker).into_iter().chain(processes_with(&sleep)).collect::<Vec<_>>();
-        }
-        assert!(Instant::now() < deadline, "the command never started\n{}", tail(&f.editor.stderr(), 6000));
-        f.editor.pump(Duration::from_millis(20));
-    };
     // SIGKILL: agentfix cleans nothing up; the sandbox's parent-death signal must.
-    let killed = std::process::Command::new("kill").args(["-9", &f.editor.pid().to_string()]).status().unwrap();
-    assert!(killed.success());
-    let status = f.exit_status();
-    assert_eq!(status.signal(), Some(9), "{status}");
-    assert_all_end(&started, "the command");
-    assert!(processes_with(&marker).is_empty() && processes_with(&sleep).is_empty());
+    a_held_command_ends_with_agentfix(line!(), true, |f| {
+        let killed = std::process::Command::new("kill").args(["-9", &f.editor.pid().to_string()]).status().unwrap();
+        assert!(killed.success());
+        let status = f.exit_status();
+        assert_eq!(status.signal(), Some(9), "{status}");
+    });
 }
 
 #[test]
