@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks what the README's Kakoune section says, on a real Kakoune and
+# Checks what editors/kakoune/README.md says, on a real Kakoune and
 # kakoune-lsp: Kakoune from Debian (apt), kakoune-lsp from crates.io
 # (`cargo install kak-lsp --locked`, many minutes of compiling on 2 cores,
 # so it is not part of .ci/run; see the README). Drives a headless Kakoune
@@ -87,10 +87,10 @@ readme_block() {
     found && /^```kak$/ { inside = 1; next }
     inside && /^```$/ { exit }
     inside { print }
-  ' "$repo/README.md"
+  ' "$repo/editors/kakoune/README.md"
 }
 for b in servers review diff message; do
-  [ -n "$(readme_block "$b")" ] || die "README.md has no \`<!-- kakoune-check: $b -->\` block"
+  [ -n "$(readme_block "$b")" ] || die "editors/kakoune/README.md has no \`<!-- kakoune-check: $b -->\` block"
 done
 
 # Not ending on an edited line: an edit up to the end of the file (the last

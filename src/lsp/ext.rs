@@ -2,9 +2,9 @@
 //! argument and result, and the `agentfix/documentText` request's params and
 //! result. Editor plugins (VS Code, Neovim, Emacs), extensions that bundle
 //! agentfix and test drivers build the arguments and read the results, so
-//! these shapes are a stable contract, written down in the README's "The
+//! these shapes are a stable contract, written down in docs/protocol.md ("The
 //! `agentfix.fix` contract" and "The `agentfix/documentText` request"
-//! sections; a test keeps the two in agreement.
+//! sections); a test keeps the two in agreement.
 
 use std::path::PathBuf;
 
@@ -79,7 +79,7 @@ pub struct FixResult {
     /// Whether the editor applied the proposal (or took it as the resolved
     /// action's edit).
     pub applied: bool,
-    /// How the run ended: a value of the README's stopReason table.
+    /// How the run ended: a value of the stopReason table of docs/protocol.md.
     pub stop_reason: String,
     /// Model requests made.
     pub turns: u32,
@@ -129,13 +129,13 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// The field names of the table under `heading` in `section` of the
-    /// README, with whether the table marks them optional (`?`).
-    fn readme_fields(section: &str, heading: &str) -> Vec<(String, bool)> {
-        let readme = include_str!("../../README.md");
-        let start = readme.find(section).unwrap_or_else(|| panic!("README has no `{section}`"));
-        let rest = &readme[start..];
-        let at = rest.find(heading).unwrap_or_else(|| panic!("README's `{section}` has no `{heading}`"));
+    /// The field names of the table under `heading` in `section` of
+    /// docs/protocol.md, with whether the table marks them optional (`?`).
+    fn protocol_fields(section: &str, heading: &str) -> Vec<(String, bool)> {
+        let doc = include_str!("../../docs/protocol.md");
+        let start = doc.find(section).unwrap_or_else(|| panic!("docs/protocol.md has no `{section}`"));
+        let rest = &doc[start..];
+        let at = rest.find(heading).unwrap_or_else(|| panic!("docs/protocol.md's `{section}` has no `{heading}`"));
         rest[at..]
             .lines()
             .skip_while(|l| !l.starts_with('|'))
@@ -156,8 +156,8 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_describes_the_argument_and_the_result_as_they_are() {
-        const SECTION: &str = "### The `agentfix.fix` contract";
+    fn the_protocol_doc_describes_the_argument_and_the_result_as_they_are() {
+        const SECTION: &str = "## The `agentfix.fix` contract";
         let argument = FixArguments {
             uri: "file:///w/a.py".parse().unwrap(),
             version: Some(3),
@@ -168,7 +168,7 @@ mod tests {
             effort: Some(crate::config::Effort::High),
             follow_up: Some("run-3".into()),
         };
-        let mut documented = readme_fields(SECTION, "Argument");
+        let mut documented = protocol_fields(SECTION, "Argument");
         let mut fields = keys(&argument.to_value());
         documented.sort();
         fields.sort();
@@ -177,7 +177,7 @@ mod tests {
         for (name, optional) in &documented {
             let mut v = argument.to_value();
             v.as_object_mut().unwrap().remove(name);
-            assert_eq!(FixArguments::from_value(&v).is_ok(), *optional, "README says `{name}` optional: {optional}");
+            assert_eq!(FixArguments::from_value(&v).is_ok(), *optional, "docs/protocol.md says `{name}` optional: {optional}");
         }
 
         let result = FixResult {
@@ -196,7 +196,7 @@ mod tests {
         };
         let value = serde_json::to_value(&result).unwrap();
         let mut fields = keys(&value);
-        let mut documented: Vec<String> = readme_fields(SECTION, "Result").into_iter().map(|(n, _)| n).collect();
+        let mut documented: Vec<String> = protocol_fields(SECTION, "Result").into_iter().map(|(n, _)| n).collect();
         fields.sort();
         documented.sort();
         assert_eq!(documented, fields);
@@ -205,13 +205,13 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_describes_the_document_text_request_as_it_is() {
-        const SECTION: &str = "### The `agentfix/documentText` request";
-        let readme = include_str!("../../README.md");
-        assert!(readme.contains(DOCUMENT_TEXT_REQUEST), "the README names the request");
+    fn the_protocol_doc_describes_the_document_text_request_as_it_is() {
+        const SECTION: &str = "## The `agentfix/documentText` request";
+        let doc = include_str!("../../docs/protocol.md");
+        assert!(doc.contains(DOCUMENT_TEXT_REQUEST), "docs/protocol.md names the request");
         let params = DocumentTextParams { uri: "file:///w/a.py".parse().unwrap() };
         let value = serde_json::to_value(&params).unwrap();
-        let mut documented = readme_fields(SECTION, "Params");
+        let mut documented = protocol_fields(SECTION, "Params");
         let mut fields = keys(&value);
         documented.sort();
         fields.sort();
@@ -223,7 +223,7 @@ mod tests {
         let result = DocumentText { version: 7, text: "a\r\n変数 😀\n".into() };
         let value = serde_json::to_value(&result).unwrap();
         let mut fields = keys(&value);
-        let mut documented: Vec<String> = readme_fields(SECTION, "Result").into_iter().map(|(n, _)| n).collect();
+        let mut documented: Vec<String> = protocol_fields(SECTION, "Result").into_iter().map(|(n, _)| n).collect();
         fields.sort();
         documented.sort();
         assert_eq!(documented, fields);
