@@ -687,3 +687,99 @@ fn checker_reports_each_kind_of_violation() {
     let src = "//! Doc: `crate::lsp::x`.\n// use ropey::Rope;\n/* crate::lsp /* nested */ ropey::x */\nconst S: &str = \"crate::lsp::x\";\nconst R: &str = r#\"ropey::Rope \" \"#;\nconst C: char = '\"';\nfn f<'a>(_: &'a str) { x::crate::lsp::y(); }\n";
     assert!(lines("src/agent/mod.rs", src).is_empty(), "{:?}", lines("src/agent/mod.rs", src));
 }
+
+/// The GitHub anchor of a Markdown heading's text.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == '-' || *c == '_' || *c == ' ')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of a Markdown text's headings (outside code fences).
+fn anchors(text: &str) -> Vec<String> {
+    let mut fence = false;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("```") {
+            fence = !fence;
+        } else if !fence && line.starts_with('#') && line.trim_start_matches('#').starts_with(' ') {
+            out.push(slug(line.trim_start_matches('#')));
+        }
+    }
+    out
+}
+
+/// The Markdown files of the repository (not under `target/`, `node_modules/` or fuzz corpora).
+fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let path = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if path.is_dir() {
+            if !["target", "node_modules", ".git", "corpus", "artifacts"].contains(&name.as_str()) {
+                markdown_files(&path, out);
+            }
+        } else if name.ends_with(".md") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_relative_link_and_anchor_of_the_docs_resolves() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    markdown_files(root, &mut files);
+    assert!(files.iter().any(|f| f.ends_with("docs/security.md")), "{files:?}");
+    let link = regex_lite_links;
+    let mut broken = Vec::new();
+    for file in &files {
+        let text = fs::read_to_string(file).unwrap();
+        for target in link(&text) {
+            if target.starts_with("http") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (path, anchor) = target.split_once('#').unwrap_or((target.as_str(), ""));
+            let dest = if path.is_empty() { file.clone() } else { file.parent().unwrap().join(path) };
+            let shown = format!("{}: {target}", file.strip_prefix(root).unwrap().display());
+            if !dest.exists() {
+                broken.push(format!("{shown} (no such file)"));
+            } else if !anchor.is_empty()
+                && dest.extension().is_some_and(|e| e == "md")
+                && !anchors(&fs::read_to_string(&dest).unwrap()).iter().any(|a| a == anchor)
+            {
+                broken.push(format!("{shown} (no such heading)"));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+/// The targets of the inline links `[text](target)` of a Markdown text.
+fn regex_lite_links(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("](") {
+        rest = &rest[at + 2..];
+        let Some(end) = rest.find(')') else { break };
+        let target = &rest[..end];
+        if !target.is_empty() && !target.contains(char::is_whitespace) {
+            out.push(target.to_string());
+        }
+        rest = &rest[end..];
+    }
+    out
+}
+
+#[test]
+fn the_link_check_finds_a_broken_anchor() {
+    assert_eq!(
+        anchors("# The `agentfix.fix` contract\n```\n# not a heading\n```\n## Security model\n"),
+        ["the-agentfixfix-contract", "security-model"]
+    );
+    assert_eq!(regex_lite_links("see [a](docs/x.md#y) and [b](#z), not [c](a b)"), ["docs/x.md#y", "#z"]);
+}
