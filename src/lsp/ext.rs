@@ -177,7 +177,11 @@ mod tests {
         for (name, optional) in &documented {
             let mut v = argument.to_value();
             v.as_object_mut().unwrap().remove(name);
-            assert_eq!(FixArguments::from_value(&v).is_ok(), *optional, "docs/protocol.md says `{name}` optional: {optional}");
+            assert_eq!(
+                FixArguments::from_value(&v).is_ok(),
+                *optional,
+                "docs/protocol.md says `{name}` optional: {optional}"
+            );
         }
 
         let result = FixResult {
