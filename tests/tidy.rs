@@ -27,7 +27,7 @@ const LSP_TYPES: &[&str] = &["tower_lsp_server", "lsp_types", "ls_types"];
 
 /// The rule table, from ARCHITECTURE.md ("Code map", "may use" column, and
 /// the `lsp` row: "the only module that knows tower-lsp-server / LSP types")
-/// and /work/shared/style/EXAMPLES.md ("Dependency direction"). Keep the two
+/// and the shared style notes ("Dependency direction"). Keep the two
 /// in step: a change of layering is a change of ARCHITECTURE.md first.
 const RULES: &[Rule] = &[
     Rule {
@@ -782,4 +782,57 @@ fn the_link_check_finds_a_broken_anchor() {
         ["the-agentfixfix-contract", "security-model"]
     );
     assert_eq!(regex_lite_links("see [a](docs/x.md#y) and [b](#z), not [c](a b)"), ["docs/x.md#y", "#z"]);
+}
+
+#[test]
+fn every_test_a_doc_cites_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    markdown_files(root, &mut files);
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for doc in &files {
+        let text = fs::read_to_string(doc).unwrap();
+        for (file, name) in cited_tests(&text) {
+            checked += 1;
+            let shown = format!("{}: `{file}::{name}`", doc.strip_prefix(root).unwrap().display());
+            match fs::read_to_string(root.join(&file)) {
+                Err(_) => missing.push(format!("{shown} (no such file)")),
+                Ok(src) if !src.contains(&format!("fn {name}(")) && !src.contains(&format!("fn {name}<")) => {
+                    missing.push(format!("{shown} (no such function)"))
+                }
+                Ok(_) => {}
+            }
+        }
+    }
+    // The fault matrix alone cites well over a hundred.
+    assert!(checked > 100, "only {checked} citations found: is the citation format still `path.rs::name`?");
+    assert!(missing.is_empty(), "docs cite tests that do not exist:\n{}", missing.join("\n"));
+}
+
+/// The `path.rs::name` citations of a text (in backticks), e.g. `` `tests/lsp.rs::a_test` ``.
+fn cited_tests(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for part in text.split('`').skip(1).step_by(2) {
+        let Some((file, name)) = part.split_once(".rs::") else { continue };
+        let ok = |s: &str, extra: &str| {
+            !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || extra.contains(c))
+        };
+        if ["tests/", "src/", "benches/", "examples/"].iter().any(|p| file.starts_with(p))
+            && ok(file, "/")
+            && ok(name, "")
+        {
+            out.push((format!("{file}.rs"), name.to_string()));
+        }
+    }
+    out
+}
+
+#[test]
+fn citations_are_read_from_backticks() {
+    let text = "see `tests/lsp.rs::a_b`, `src/x/y.rs::c` and `tests/a.rs::…_the_rest`, not `foo::bar`";
+    assert_eq!(
+        cited_tests(text),
+        [("tests/lsp.rs".to_string(), "a_b".to_string()), ("src/x/y.rs".to_string(), "c".to_string())]
+    );
 }

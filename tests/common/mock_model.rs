@@ -376,7 +376,7 @@ impl MockModel {
     }
 
     /// With `true`, `/v1/chat/completions` behaves like llama-cpp-python 0.3 (recorded in
-    /// `/work/shared/fixtures/real-openai-compatible`): an assistant `content` that is not a
+    /// `shared/fixtures/real-openai-compatible` beside the repository): an assistant `content` that is not a
     /// string is refused with its HTTP 500 pydantic error, and tools without `tool_choice` are
     /// not shown to the model (both recorded as violations); a streamed request with
     /// `tool_choice: "auto"` gets one `: ping` comment and the connection closes, consuming no
