@@ -570,7 +570,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
     #[error(
-        "{var} is not set: agentfix needs an API key for the {provider} provider. Set {var} in the environment the editor starts agentfix in (or in your shell for `agentfix fix`)."
+        "{var} is not set: agentfix needs an API key for the {provider} provider. Set {var} in the environment the editor starts agentfix in (or in your shell for `agentfix fix`). Without a key: `agentfix demo` runs a whole fix with a scripted model; a local server needs none (AGENTFIX_PROVIDER=openai-compatible OPENAI_BASE_URL=http://127.0.0.1:8080/v1); OpenAI takes OPENAI_API_KEY with AGENTFIX_PROVIDER=openai."
     )]
     MissingKey { var: &'static str, provider: &'static str },
     #[error("{0}")]
@@ -1428,9 +1428,12 @@ mod tests {
         assert_eq!(c.partial_edits, PartialEdits::Offer);
         assert!(c.transcripts.dir.as_ref().unwrap().ends_with("agentfix/transcripts"));
         assert_eq!(c.provider.api_key, None);
-        assert_eq!(
-            c.provider.require_api_key().unwrap_err().to_string(),
-            "ANTHROPIC_API_KEY is not set: agentfix needs an API key for the anthropic provider. Set ANTHROPIC_API_KEY in the environment the editor starts agentfix in (or in your shell for `agentfix fix`)."
+        let missing = c.provider.require_api_key().unwrap_err().to_string();
+        assert!(
+            missing.starts_with(
+                "ANTHROPIC_API_KEY is not set: agentfix needs an API key for the anthropic provider. Set ANTHROPIC_API_KEY in the environment the editor starts agentfix in (or in your shell for `agentfix fix`). Without a key: `agentfix demo`"
+            ),
+            "{missing}"
         );
     }
 

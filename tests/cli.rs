@@ -127,8 +127,31 @@ fn exit_codes_say_what_happened() {
     let base = mock.base_url();
     let out = agentfix(&root, &["fix", "calc.py", "--line", "1"], &[("ANTHROPIC_BASE_URL", &base)]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("ANTHROPIC_API_KEY is not set"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("ANTHROPIC_API_KEY is not set"), "{stderr}");
+    // It says what to do without a key.
+    assert!(stderr.contains("`agentfix demo`") && stderr.contains("AGENTFIX_PROVIDER=openai-compatible"), "{stderr}");
     assert!(mock.requests().is_empty());
+    // The arguments are checked before the key: a line past the end says so, not "no key".
+    for (args, says) in [
+        (&["fix", "calc.py", "--line", "99"][..], "line 99 is past the end of calc.py"),
+        (&["fix", "/etc/hostname", "--line", "1"], "is outside the workspace root"),
+        (&["fix", "calc.py", "--diagnostics", "/nonexistent/report.json"], "/nonexistent/report.json"),
+    ] {
+        let out = agentfix(&root, args, &[("ANTHROPIC_BASE_URL", &base)]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says) && !stderr.contains("is not set"), "{args:?}: {stderr}");
+    }
+    // check ends with one line that sums it up.
+    let out = agentfix(&root, &["check", "--offline"], &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.ends_with("check: 1 problem above\n") && stdout.contains("api key: ANTHROPIC_API_KEY is NOT set"),
+        "{stdout}"
+    );
+    let out = agentfix(&root, &["check", "--offline"], &[("ANTHROPIC_API_KEY", "sk-ant-test")]);
+    assert!(String::from_utf8_lossy(&out.stdout).ends_with("check: ok\n"), "{}", String::from_utf8_lossy(&out.stdout));
     // Usage errors: 2.
     assert_eq!(run(&root, &mock, &["fix", "missing.py", "--line", "1"]).status.code(), Some(2));
     assert_eq!(run(&root, &mock, &["fix", "calc.py", "--line", "0"]).status.code(), Some(2));

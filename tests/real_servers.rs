@@ -62,7 +62,7 @@ const APP: &str = "from models import make_user\n\nuser = make_user(\"ann\")\nag
 fn pyright_answers_symbols_across_files_and_confirms_a_fix() {
     if !require(
         "pyright_answers_symbols_across_files_and_confirms_a_fix",
-        "pyright-langserver on PATH",
+        "pyright-langserver on PATH; install: npm install -g pyright@1.1.414",
         on_path("pyright-langserver"),
         true,
     ) {
@@ -126,7 +126,7 @@ const DOUBLE: &str = "def double(x: int) -> int:\n    return x * 2\n\n\nprint(do
 fn a_real_pyright_report_becomes_the_problem_and_the_applied_fix_clears_it() {
     if !require(
         "a_real_pyright_report_becomes_the_problem_and_the_applied_fix_clears_it",
-        "the pyright CLI on PATH",
+        "the pyright CLI on PATH; install: npm install -g pyright@1.1.414",
         on_path("pyright"),
         true,
     ) {
@@ -188,7 +188,7 @@ fn rust_analyzer_answers_symbols_when_installed() {
     // never required: skipped, visibly, where it is missing.
     if !require(
         "rust_analyzer_answers_symbols_when_installed",
-        "rust-analyzer on PATH",
+        "rust-analyzer on PATH; install: rustup component add rust-analyzer",
         works("rust-analyzer", &["--version"]),
         false,
     ) {

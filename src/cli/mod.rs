@@ -421,7 +421,13 @@ pub async fn check(args: CheckArgs) -> ExitCode {
             },
         }
     }
-    if problems == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    if problems == 0 {
+        println!("check: ok");
+        ExitCode::SUCCESS
+    } else {
+        println!("check: {problems} problem{} above", if problems == 1 { "" } else { "s" });
+        ExitCode::from(1)
+    }
 }
 
 /// What the command sandbox can give on this system, layer by layer, and
@@ -617,11 +623,10 @@ fn prepare(args: &FixArgs) -> Result<(Setup, Workspace, Target), String> {
     for w in settings_warnings(&root, args.settings.as_deref()) {
         eprintln!("agentfix: warning: {w}");
     }
-    let setup = Setup::load(Some(&root), &editor).map_err(|e| e.to_string())?;
-    if let Some(refusal) = fix::sandbox_refusal(&setup.config) {
-        eprintln!("agentfix: warning: {refusal}");
-    }
-    let workspace = setup.workspace(vec![root.clone()]);
+    // The arguments are checked before the key is asked for: a wrong line or
+    // file says so, whatever the provider.
+    let config = Config::load(Some(&root), &editor).map_err(|e| e.to_string())?;
+    let workspace = Workspace::new(vec![root.clone()]).with_protected(&config.exclude);
     if !workspace.contains(&path) {
         return Err(format!("{} is outside the workspace root {}; pass --root", path.display(), root.display()));
     }
@@ -639,7 +644,11 @@ fn prepare(args: &FixArgs) -> Result<(Setup, Workspace, Target), String> {
         other => other?,
     };
     let target = Target { path, lines, problems, instruction: args.instruction.clone() };
-    Ok((setup, workspace, target))
+    let model = providers::from_config(&config.provider).map_err(|e| e.to_string())?;
+    if let Some(refusal) = fix::sandbox_refusal(&config) {
+        eprintln!("agentfix: warning: {refusal}");
+    }
+    Ok((Setup { config, model }, workspace, target))
 }
 
 /// With `--continue`, the last run on the target, from its transcript.
