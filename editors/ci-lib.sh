@@ -1,6 +1,6 @@
-# Shared by the editor test scripts (editors/*/ci.sh); source it after setting
-# `script` to the caller's name. Defines `repo`, `die` and `apt_install`, and
-# moves to the repository root.
+# Shared by the editor test scripts (editors/*/ci.sh, editors/kakoune/check.sh);
+# source it after setting `script` to the caller's name. Defines `repo`, `die`,
+# `apt_install` and `debug_binaries`, and moves to the repository root.
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -29,4 +29,17 @@ apt_install() {
     die "apt-get install $* failed"
   fi
   rm -f "$log"
+}
+
+# Sets AGENTFIX_BIN and MOCK_MODEL_BIN to the debug builds of the server and
+# of the mock model: the server must have been built (`cargo build` or
+# `cargo test`), the mock is built when missing.
+debug_binaries() {
+  AGENTFIX_BIN="$repo/target/debug/agentfix"
+  MOCK_MODEL_BIN="$repo/target/debug/examples/mock_model"
+  [ -x "$AGENTFIX_BIN" ] || die "$AGENTFIX_BIN missing: run \`cargo build\` (or \`cargo test\`) first"
+  if ! [ -x "$MOCK_MODEL_BIN" ]; then
+    echo "== building the mock model (cargo build --example mock_model)"
+    cargo build --example mock_model || die "cargo build --example mock_model failed"
+  fi
 }

@@ -19,13 +19,7 @@ fi
 command -v emacs >/dev/null || die "emacs missing after install"
 ls -d /usr/share/emacs/site-lisp/elpa/eglot-* >/dev/null 2>&1 || die "elpa-eglot missing after install"
 
-AGENTFIX_BIN="$repo/target/debug/agentfix"
-MOCK_MODEL_BIN="$repo/target/debug/examples/mock_model"
-[ -x "$AGENTFIX_BIN" ] || die "$AGENTFIX_BIN missing: run \`cargo build\` (or \`cargo test\`) first"
-if ! [ -x "$MOCK_MODEL_BIN" ]; then
-  echo "== building the mock model (cargo build --example mock_model)"
-  cargo build --example mock_model || die "cargo build --example mock_model failed"
-fi
+debug_binaries
 export AGENTFIX_BIN MOCK_MODEL_BIN
 
 echo "== $(emacs --version | head -1), eglot $(ls -d /usr/share/emacs/site-lisp/elpa/eglot-* | head -1 | sed 's/.*eglot-//')"

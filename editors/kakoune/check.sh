@@ -38,13 +38,7 @@ case "$("$KAK_LSP" --version 2>&1)" in
 *) echo "== note: $KAK_LSP is not kakoune-lsp $KAK_LSP_VERSION, the version the README describes" ;;
 esac
 
-AGENTFIX_BIN="$repo/target/debug/agentfix"
-MOCK_MODEL_BIN="$repo/target/debug/examples/mock_model"
-[ -x "$AGENTFIX_BIN" ] || die "$AGENTFIX_BIN missing: run \`cargo build\` (or \`cargo test\`) first"
-if ! [ -x "$MOCK_MODEL_BIN" ]; then
-  echo "== building the mock model (cargo build --example mock_model)"
-  cargo build --example mock_model || die "cargo build --example mock_model failed"
-fi
+debug_binaries
 
 echo "== Kakoune $(kak -version 2>&1 | head -1) ($(dpkg-query -W -f='${Version}' kakoune 2>/dev/null || echo '?')) at $(command -v kak)"
 echo "== $("$KAK_LSP" --version 2>&1 | head -1) at $KAK_LSP"

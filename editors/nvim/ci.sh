@@ -36,13 +36,7 @@ fi
 [ -x "$NVIM011" ] || die "$NVIM011 missing after install"
 
 # --- binaries ------------------------------------------------------------------------
-AGENTFIX_BIN="$repo/target/debug/agentfix"
-MOCK_MODEL_BIN="$repo/target/debug/examples/mock_model"
-[ -x "$AGENTFIX_BIN" ] || die "$AGENTFIX_BIN missing: run \`cargo build\` (or \`cargo test\`) first"
-if ! [ -x "$MOCK_MODEL_BIN" ]; then
-  echo "== building the mock model (cargo build --example mock_model)"
-  cargo build --example mock_model || die "cargo build --example mock_model failed"
-fi
+debug_binaries
 
 echo "== $("$NVIM07" --version | head -1) at $NVIM07"
 echo "== $("$NVIM011" --version | head -1) at $NVIM011"
