@@ -16,9 +16,15 @@ H.run(":checkhealth agentfix", function()
     "api key: ANTHROPIC_API_KEY is set",
     "ANTHROPIC_API_KEY: set",
     'model = "health-model"',
+    -- The plugin's settings reach `agentfix check` too.
+    "model: health-model (",
     "rust-analyzer",
     "gopls",
   }
+  -- A language server on PATH is started, not only found.
+  if vim.fn.exepath("pyright-langserver") ~= "" then
+    table.insert(must, "pyright-langserver: " .. vim.fn.exepath("pyright-langserver") .. " (answers initialize)")
+  end
   for _, s in ipairs(must) do
     H.truthy(text:find(s, 1, true), "the report mentions `" .. s .. "`:\n" .. text)
   end

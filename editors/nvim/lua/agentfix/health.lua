@@ -11,15 +11,58 @@ local warn = h.warn or h.report_warn
 local err = h.error or h.report_error
 local info = h.info or h.report_info
 
+-- The language servers looked for, each with the arguments that make it speak LSP on stdio.
 local SERVERS = {
-  "rust-analyzer",
-  "pyright-langserver",
-  "basedpyright-langserver",
-  "pylsp",
-  "typescript-language-server",
-  "clangd",
-  "gopls",
+  { "rust-analyzer" },
+  { "pyright-langserver", "--stdio" },
+  { "basedpyright-langserver", "--stdio" },
+  { "pylsp" },
+  { "typescript-language-server", "--stdio" },
+  { "clangd" },
+  { "gopls" },
 }
+
+-- Starts `argv` and sends it an LSP `initialize`: nil when it answers within `ms`,
+-- else what went wrong (its first line of output, or "no answer").
+local function starts(argv, ms)
+  local init = vim.fn.json_encode({
+    jsonrpc = "2.0",
+    id = 1,
+    method = "initialize",
+    params = { processId = vim.NIL, rootUri = vim.NIL, capabilities = vim.empty_dict() },
+  })
+  local out, errs, exited = "", {}, nil
+  local ok_job, job = pcall(vim.fn.jobstart, argv, {
+    on_stdout = function(_, data)
+      out = out .. table.concat(data or {}, "\n")
+    end,
+    on_stderr = function(_, data)
+      for _, l in ipairs(data or {}) do
+        if l ~= "" then
+          table.insert(errs, l)
+        end
+      end
+    end,
+    on_exit = function(_, code)
+      exited = code
+    end,
+  })
+  if not ok_job or job <= 0 then
+    return "cannot run " .. argv[1]
+  end
+  vim.fn.chansend(job, "Content-Length: " .. #init .. "\r\n\r\n" .. init)
+  local answered = vim.wait(ms, function()
+    return out:find('"id":%s*1') ~= nil or exited ~= nil
+  end, 50)
+  pcall(vim.fn.jobstop, job)
+  if answered and out:find('"id":%s*1') then
+    return nil
+  end
+  if exited ~= nil then
+    return "exited " .. tostring(exited) .. (errs[1] and (": " .. errs[1]) or "")
+  end
+  return "no answer to initialize within " .. (ms / 1000) .. " s"
+end
 
 local KEY_VARS = { "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "AGENTFIX_API_KEY" }
 
@@ -51,7 +94,13 @@ function M.check()
 
   start("agentfix: configuration in force (`agentfix check --offline`)")
   local root = agentfix.root_for(vim.api.nvim_buf_get_name(0))
-  local check_out, check_code = compat.system({ exe, "check", "--offline", "--root", root }, root)
+  -- With the plugin's own settings on top, as the server gets them.
+  local argv = { exe, "check", "--offline", "--root", root }
+  if config.settings and next(config.settings) then
+    table.insert(argv, "--settings")
+    table.insert(argv, vim.fn.json_encode(config.settings))
+  end
+  local check_out, check_code = compat.system(argv, root)
   for _, line in ipairs(vim.split(vim.trim(check_out), "\n")) do
     if line ~= "" then
       info(line)
@@ -88,13 +137,21 @@ function M.check()
     ok(string.format("client %d, root %s, encoding %s", c.id, tostring(c.config.root_dir), tostring(c.offset_encoding)))
   end
 
-  start("agentfix: language servers on PATH")
-  for _, name in ipairs(SERVERS) do
+  start("agentfix: language servers on PATH (each started and asked to initialize)")
+  for _, server in ipairs(SERVERS) do
+    local name = server[1]
     local p = vim.fn.exepath(name)
-    if p ~= "" then
-      ok(name .. ": " .. p)
-    else
+    if p == "" then
       info(name .. ": not found")
+    else
+      local argv = vim.deepcopy(server)
+      argv[1] = p
+      local failed = starts(argv, 10000)
+      if failed then
+        warn(name .. ": " .. p .. " is on PATH but does not start: " .. failed)
+      else
+        ok(name .. ": " .. p .. " (answers initialize)")
+      end
     end
   end
 end
