@@ -12,6 +12,18 @@
 //!
 //! The API key only ever comes from the environment and is wrapped in
 //! [`Secret`], whose `Debug` never shows it.
+//!
+//! Its parts:
+//! typed `Settings` (JSON Schema via schemars), layering defaults <
+//! agentfix.toml < env < editor, `Config` in force with sources, in
+//! plain-data sections each room takes whole (`ProviderConfig` →
+//! `providers::from_config`, `Limits` = `agent::Limits`, `DownstreamConfig`
+//! with `DiagnosticsWait` → `Downstream::from_config`, `CommandsConfig` →
+//! `run_command`, `TranscriptsConfig`), every default a named constant;
+//! `Secret`; `Settings::unknown_keys`/`file_warnings` (misspelt keys named
+//! with the closest setting by edit distance, a warning and never an error:
+//! unknown keys stay accepted for forward compatibility; in editor settings
+//! only keys close to a setting, and never the plugins' own `EDITOR_KEYS`)
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

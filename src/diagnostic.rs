@@ -5,6 +5,15 @@
 //! loop's side never needs LSP types to hold one. Its texts (`Severity::name`,
 //! 1-based numbers) are made where the model reads them: `fix::task_prompt`,
 //! the `diagnostics` tool and the feedback after edits.
+//!
+//! Its parts:
+//! the one diagnostic type: `Diagnostic` (start `LineCol`,
+//! `Option<Severity>`, message, source, code) and `Severity { Error, Warning,
+//! Information, Hint }` with its names (`error`, `warning`, `info`, `hint`).
+//! Below `downstream` (which decodes servers' diagnostics into it) and
+//! `tools`/`fix` (which render it 1-based for the model: the first message,
+//! the `diagnostics` tool, the feedback after edits), so the loop's side
+//! never sees LSP types; `lsp::convert` makes the editor's
 
 use std::fmt;
 use std::str::FromStr;

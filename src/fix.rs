@@ -2,6 +2,11 @@
 //! CLI): the system prompt (agentfix's rules, then the project's
 //! instructions), the first user message built from the target, the tools
 //! over a fresh overlay, and the agent loop.
+//!
+//! Its parts:
+//! one fix independent of its caller: `Setup` (config + model), prompts (the
+//! system prompt: `SYSTEM_PROMPT`, then the project instructions, built once
+//! per run), overlay, toolbox, loop, transcript, the `Verdict`
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -8,6 +8,13 @@
 //! What a run proposed is compared with the files as they are when the
 //! follow-up starts, read through the follow-up's own overlay (so unsaved
 //! buffers count); nothing here knows LSP or the CLI.
+//!
+//! Its parts:
+//! follow-ups: `PastRun` (an earlier run's messages and `ProposedFile`s),
+//! what became of each proposed file (`Fate`: applied, rejected, changed with
+//! the diff), the follow-up's user message, the conversation continued so
+//! that roles alternate and every call is answered;
+//! `ProposedFile::touched_lines` (where a follow-up is offered)
 
 use std::path::PathBuf;
 

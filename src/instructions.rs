@@ -9,6 +9,16 @@
 //! protected files refused), every file opened as the overlay opens files
 //! (`read_prefix`: non-blocking, regular files only, a bounded read). What
 //! they say can steer the model's text; it cannot widen what the tools do.
+//!
+//! Its parts:
+//! project instructions: `Instructions::find(workspace, target)` finds the
+//! repository's `AGENTS.md`/`CLAUDE.md` (root, then every folder down to the
+//! target's, nearest last), `.github/copilot-instructions.md` and the
+//! `.cursor/rules` that apply (front matter: `alwaysApply`, `globs`), each
+//! path through `Workspace::resolve` and each file read with
+//! `workspace::read_prefix`, capped (16 KB each, 32 KB in all, cut with a
+//! note); `section()` is the text `fix` appends to the system prompt;
+//! `agentfix check` lists what was used and skipped
 
 use std::collections::HashMap;
 use std::fmt;

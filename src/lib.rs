@@ -1,24 +1,34 @@
 //! agentfix: a language server that puts a coding-agent loop behind one code
-//! action. Modules in reading order, lowest layer first; see ARCHITECTURE.md.
+//! action. Modules in dependency order (ARCHITECTURE.md's code map): each
+//! group imports only from the groups above it.
 
-pub mod agent;
-pub mod cli;
+// Import nothing of the crate.
+pub mod position;
+pub mod pricing;
+pub mod sandbox;
+pub(crate) mod secrets;
+pub mod workspace;
+
 pub mod config;
 pub mod diagnostic;
 pub mod documents;
-pub(crate) mod downstream;
-pub mod fix;
-pub mod follow_up;
 pub(crate) mod instructions;
-pub mod lsp;
-pub mod mcp;
 pub mod model;
-pub mod position;
-pub mod pricing;
+
+pub(crate) mod downstream;
+pub mod follow_up;
 pub mod providers;
-pub(crate) mod replay;
-pub mod sandbox;
-pub(crate) mod secrets;
+
 pub mod tools;
+
+pub mod agent;
+pub mod mcp;
+
 pub(crate) mod transcript;
-pub mod workspace;
+
+pub mod fix;
+
+pub mod lsp;
+pub(crate) mod replay;
+
+pub mod cli;

@@ -1,5 +1,12 @@
 //! The `agentfix` binary: command-line parsing and logging setup; everything
 //! else lives in the library.
+//!
+//! Its parts:
+//! clap and logging setup only: the server logs at info by default, the
+//! command line only errors unless `-v`/`-vv` (or `AGENTFIX_LOG`/`RUST_LOG`);
+//! `--stdio` is top-level (a `global` flag shows in every subcommand's help)
+//! and `lsp --stdio` has its own; a one-line hint on stderr when the server's
+//! stdin is a terminal
 
 use std::io::IsTerminal;
 use std::process::ExitCode;

@@ -23,6 +23,18 @@
 //! annotations say read-only (`readOnlyHint`), and those the server's
 //! `autoApprove` names, run without asking; any other call asks the
 //! [`Approver`] (as `run_command` does).
+//!
+//! Its parts:
+//! agentfix as an MCP *client* over the official SDK (`rmcp`, the only module
+//! that knows it): `McpServers` (the user's stdio servers from `mcpServers`,
+//! per session: started at the first run that needs the tool list, the list
+//! cached, started again once after an exit, every request within the
+//! server's `timeoutSecs`, a cleared environment with `secrets::allowed_env`
+//! and the server's `env`, `stop`), `list()` for `agentfix check`, `tools()`:
+//! each tool as a `tools::ExternalTool` named `mcp__<server>__<tool>`
+//! (sanitized, ≤ 64 characters), read-only (`readOnlyHint`) and `autoApprove`
+//! tools run, others ask the `Approver`; results rendered as text (other
+//! content summarized), `isError` a tool error
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

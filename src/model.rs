@@ -1,6 +1,12 @@
 //! Provider-neutral conversation types shared by the agent loop and the
 //! model providers: messages, content blocks, tool declarations, stop reasons
 //! and token usage. No wire format lives here; each provider converts.
+//!
+//! Its parts:
+//! provider-neutral messages, blocks, tool inputs (`ToolInput`: an object, or
+//! `Malformed` text as the model wrote it), tool specs, stop reasons, usage,
+//! `ModelError`; `ModelRequest::revisions` (`next_revision`: a message's
+//! identity while it is unchanged, so a client sends again what it encoded)
 
 use serde_json::{Map, Value};
 

@@ -4,6 +4,11 @@
 //! 1-based numbers only where text is made for a person or the model
 //! (`LineCol::line_number`, `LineRange::numbers`), as `u64` so that the last
 //! `u32` line still gets its number.
+//!
+//! Its parts:
+//! places in a text, 0-based as LSP counts them: `LineCol` (line, column in
+//! its producer's unit), `Span`, `LineRange` (whole lines, inclusive);
+//! 1-based numbers (`u64`) only for text a person or the model reads
 
 /// A 0-based line and 0-based column. The column's unit is that of whoever
 /// produced it, as an LSP `character` is: the negotiated encoding for the

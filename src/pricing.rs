@@ -7,6 +7,13 @@
 //! longest entry that is a prefix of its id (`claude-sonnet-4-5` matches
 //! `claude-sonnet-4-5-20250929`), the user's entries before the built-in
 //! ones. An unknown model has no price: tokens are shown, not dollars.
+//!
+//! Its parts:
+//! list prices per model (prefix match, the user's `prices` first),
+//! `TokenCounts` (input, output, cache read, cache write) with their cost and
+//! billed-equivalent weight, `$`/token formatting (`format_tokens`: `41,250
+//! tokens`, the one format of every progress line, label and CLI line,
+//! through `fix::Spend::describe`)
 
 use std::collections::BTreeMap;
 

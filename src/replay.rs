@@ -2,6 +2,11 @@
 //! replies instead of the network, over the file texts the session read, and
 //! checks that the same tool calls, the same tool results and the same final
 //! edit come out. The first divergence is reported.
+//!
+//! Its parts:
+//! `agentfix replay`: typed records read back, recorded responses as a
+//! `ModelClient`, recorded files as a `BufferSource`, comparison; converts
+//! `fix::Target` to and from `transcript::TargetRecord`
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};

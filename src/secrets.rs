@@ -52,6 +52,21 @@
 //! text is scanned once whatever the number of shapes; word boundaries are
 //! ASCII (`(?-u:\b)`), which keeps the scan on the fast engine for text that
 //! is not ASCII.
+//!
+//! Its parts:
+//! what must not leave: the environment of commands and MCP servers by allow
+//! list (`allowed_env`: `KEPT_ENV`, the variables that carry no secret, plus
+//! `envAllow`, never the provider keys; `allowed_env_of` the pure function
+//! under it), the credential variables removed from the environment of the
+//! children that keep the rest (`credential_vars`: language servers), and
+//! `Redactor`, which scrubs the key and credential-shaped strings (one
+//! `regex` alternation per strength, each shape's match then checked in code:
+//! a literal value, a name that says secret) in two strengths: `redact`
+//! (every shape, the assignments `password: …` included) for text shown,
+//! logged, recorded, and command, MCP and diagnostics output bound for the
+//! model; `redact_file_text` (the key, PEM private keys, prefixed tokens, URL
+//! passwords, webhooks) for the file tools' results, which the model quotes
+//! back in edits
 
 use std::borrow::Cow;
 use std::ffi::OsString;

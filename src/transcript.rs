@@ -24,6 +24,12 @@
 //! The records hold plain data of their own (no `fix` types), so this module
 //! depends only on the loop, the model types, the configuration and the
 //! workspace.
+//!
+//! Its parts:
+//! JSONL records of a run: one serde `Record` enum (`start`, `request`,
+//! `response`, `tool_result`, `end`) shared by the writer and the reader,
+//! every string scrubbed on write; the format `VERSION` is checked on read, a
+//! bad line is an error naming it; neutral messages to and from records
 
 use std::fs::File;
 use std::io::{BufWriter, Write};

@@ -21,6 +21,17 @@
 //! "prompt is too long" refusal or a `model_context_window_exceeded` stop
 //! measures the window: the context is edited to fit it and the request
 //! retried once.
+//!
+//! Its parts:
+//! the loop: `run(system, prompt, model, tools, limits, cancel, events) ->
+//! Outcome`, with `maxTokens` and `maxCostUsd` as hard bounds; beside each
+//! message its revision and measured bytes (`Run::push`/`renew`, kept in step
+//! by the edits; debug builds check), so a turn's cost does not grow with the
+//! history; `context.rs` (the estimate of a request's prompt tokens and its
+//! ceiling; which outputs are stale, the ski-rental rule for when stubbing
+//! them pays, the stubs; where a compaction splits); compaction itself
+//! (`Run::compact`: one request without tools, the summary and
+//! `ToolSet::state` appended to the first message)
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;

@@ -5,6 +5,15 @@
 //! workspace, the progress lines, the summary and the unified diff that
 //! `agentfix fix` prints. Nothing is written outside the temporary folder
 //! (no transcript, no backup), and the folder is removed at the end.
+//!
+//! Its parts:
+//! `agentfix demo`: a scripted `ModelClient` in the binary (read, edit,
+//! summary by turn; made-up usage), a sample file in a temporary folder, then
+//! the real `fix::run` with the standard toolbox, `print_progress` and
+//! `deliver`; configuration from the built-in defaults alone
+//! (`Config::resolve` without the environment), transcripts and language
+//! servers off, so nothing outside the folder is read or written and nothing
+//! is dialed
 
 use std::process::ExitCode;
 use std::sync::Arc;

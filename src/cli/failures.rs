@@ -23,6 +23,14 @@
 //! touches the file system, so a path that leads outside the root is never
 //! opened. Such diagnostics are left out and their paths reported. JSON that
 //! does not fit its shape is an error naming the line it is on.
+//!
+//! Its parts:
+//! `--diagnostics` input to `diagnostic::Diagnostic`s with their paths:
+//! format told from the content, one function per format (plain
+//! `path:line:col: message`, cargo/rustc JSON lines, pyright JSON, mypy JSON
+//! lines, SARIF 2.1.0) over typed serde structs; paths resolved lexically
+//! against the root (`workspace::normalize`), those outside left out and
+//! named, never opened; bad input is an error naming its line
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -4,6 +4,17 @@
 //! problems and their lines come from a compiler's or linter's output
 //! (`failures`), for CI and scripts. `agentfix demo` (`demo`) runs the same
 //! `fix` path with a scripted model on a sample file.
+//!
+//! Its parts:
+//! `agentfix fix`: same `fix::run`, files from disk, unified diff; the
+//! target's lines and problems from `--line`, `--range` or `--diagnostics`
+//! (`--all`), `--model`/`--settings` as the editor layer (one parser, shared
+//! with `check`); `check`, `replay`, `schema`, `undo`; `workspace_root`
+//! (`--root`'s default: the nearest ancestor with `.git`, else the current
+//! directory); `print_progress` (one stderr line per turn and per retry;
+//! streamed text and tool starts are for editors' status lines) and `deliver`
+//! (diff, summary, the end line with `fix::Spend::with_turns`, a `note:` per
+//! changed file that runs code, the API's error last)
 
 mod demo;
 mod failures;

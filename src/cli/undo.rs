@@ -18,6 +18,14 @@
 //! over it ([`replace`]). A hard link of the old file (another name for it,
 //! perhaps a protected one, perhaps outside the workspace) keeps its text,
 //! and nobody ever reads half a file.
+//!
+//! Its parts:
+//! `--apply`'s backups and `agentfix undo`: copies of the changed files and
+//! the list of created ones under the user cache dir (0700/0600, `Manifest`
+//! with the SHA-256 of what was written, written last; newest 20 per root),
+//! written before any file; restore refused when a file changed since, unless
+//! forced; every write of a user's file (`replace`) a new file beside it with
+//! the old one's permissions, synced and renamed over it, never in place
 
 use std::fs;
 use std::io;

@@ -4,6 +4,15 @@
 //! The store is written only by the LSP layer, strictly in wire order (see
 //! `lsp::ordered`); readers take cheap snapshots (cloning a rope is O(1)), so
 //! no lock is ever held across an `.await`.
+//!
+//! Its parts:
+//! open buffers (ropey `Rope` + version, and the history of applied changes
+//! beside each, never copied by a snapshot), a `didChange` is a `Change` of a
+//! `position::Span`; `encoding.rs`: position encodings and clamping, a
+//! position to an `Offset` (char and byte) with two rope descents and a scan
+//! of its one line up to the column (ASCII runs whole), a span's end on its
+//! start's line by going on with the same scan, a byte offset back to a
+//! position with three descents
 
 pub mod encoding;
 

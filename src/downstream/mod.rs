@@ -10,6 +10,18 @@
 //! is restarted once; after that its tools answer with an error and agentfix
 //! carries on. Versions sent to a server are its own monotonic counter
 //! (editor and overlay texts interleave), not the editor's.
+//!
+//! Its parts:
+//! agentfix as an LSP *client*: `client.rs` (JSON-RPC over a child's stdio:
+//! reader/writer/stderr tasks, pending map, timeouts, size limits,
+//! server→client requests answered), `mod.rs` (`Downstream`: servers per
+//! (language, root), lazy start, one restart, lazy document sync, queries;
+//! the `SymbolSource` trait), `decode.rs` (LSP results, every union shape, to
+//! our `Symbol`/`Location` and `diagnostic::Diagnostic`), `error.rs`
+//! (`DownstreamError`), `uri.rs`. The JSON-RPC envelope is a
+//! `serde_json::Value`; params and results are `ls_types` (a result of the
+//! wrong shape is a `Malformed` error for its query), used only inside: what
+//! it hands out is our own types
 
 mod client;
 mod decode;

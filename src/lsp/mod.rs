@@ -13,6 +13,10 @@
 //! - `transport`: the reader thread (framing, each message decoded once,
 //!   malformed ones answered, the service called in wire order) and the
 //!   writer thread.
+//!
+//! Its parts:
+//! the only module that knows tower-lsp-server and the server side of LSP
+//! (`downstream` speaks LSP types inside, as a client, and hands out its own)
 
 mod approval;
 pub mod bench_api;

@@ -8,6 +8,42 @@
 //! A run with another model or effort than the settings' gets its own client
 //! from a modified clone of the [`ProviderConfig`] ([`from_config`]): building
 //! one sends nothing and shares nothing with the others.
+//!
+//! Its parts:
+//! `ModelClient` trait (`complete`, `check`, `count_tokens`: a request's
+//! exact prompt tokens from the provider's free counting endpoint, `None` by
+//! default, and `output_ceiling`: the most output a request may produce,
+//! thinking included); `from_config(&ProviderConfig)`, the one way a run gets
+//! its client (a per-run model or `effort` override is a modified
+//! `ProviderConfig` clone: building a client sends nothing and shares
+//! nothing); `effort_note` for `agentfix check`; `anthropic.rs`, `openai.rs`
+//! (wire formats, SSE assembly, error mapping, usage with cache reads/writes;
+//! Anthropic's prompt-cache breakpoints: system prompt + the two newest user
+//! messages; with `countTokens`, `POST /v1/messages/count_tokens` with the
+//! Messages body of the same request minus the fields that endpoint refuses,
+//! answered by a typed struct; `effort` as Anthropic extended thinking for
+//! the models that have it, `budget_tokens` 2048/8192/24576 on top of
+//! `max_tokens` within the model's output limit (`Thinking::sizes`), on every
+//! request including `tool_choice: none`, but for a turn that lost its
+//! thinking start; as OpenAI `reasoning_effort` for reasoning models, which
+//! always get `max_completion_tokens` and no `temperature`; sent as is to
+//! compatible servers; `tool_choice: "auto"` whenever tools are allowed; for
+//! compatible servers `content: ""` beside tool calls, `function_call`
+//! ignored beside `tool_calls`, a stream without any data event asked again
+//! unstreamed and the client unstreamed from then on, usage estimated from
+//! the bytes when none is reported (`Usage::estimated`), errors naming a
+//! server setting or a validation error not retried, `check` through `GET
+//! /models` where `/models/{id}` is 404; whether the provider is a compatible
+//! server reaches the no-tool-call verdict through `fix`
+//! (`config.provider.kind`), never the loop); `encoded.rs` (`Encoded`: each
+//! client's JSON texts of the messages it sent, by revision, reused for the
+//! next body, so a turn encodes only new messages and the two that carry
+//! Anthropic's rolling breakpoints; `Body`: the body's small members as a
+//! `Value`, the messages as texts, written out once); `http.rs` (client: one
+//! per process and connect timeout, shared by every run, so runs reuse
+//! connections and certificates are read once; retry hints, capped bodies,
+//! the SSE parser with its per-event deadline and limits); `retry.rs` (the
+//! SDKs' policy)
 
 pub mod anthropic;
 pub mod encoded;

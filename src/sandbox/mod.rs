@@ -43,6 +43,14 @@
 //! nothing on Windows: there `commands.sandbox` must be `"off"`); a socket
 //! inside a directory the user binds with `commands.readPaths` before
 //! Landlock ABI 9; the processes limit for root (the kernel exempts it).
+//!
+//! Its parts:
+//! the OS sandbox of `run_command`'s children: the hidden `agentfix
+//! __sandbox-exec` helper (`linux.rs`: namespaces, then an init that builds
+//! the view, drops capabilities, applies Landlock and limits, starts the
+//! command under seccomp and waits), `view.rs` (the plan of mounts, pure),
+//! `mounts.rs` (carrying it out), `seccomp.rs` (the filter), the probe of
+//! what the system allows and the refusal
 
 #[cfg(target_os = "linux")]
 mod linux;

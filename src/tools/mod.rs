@@ -11,6 +11,17 @@
 //! [`ToolOutput`], [`ToolSet`]) and the text helpers. `registry.rs`: the
 //! [`Tool`] trait and [`Toolbox`]; `feedback.rs`: diagnostics after edits;
 //! `walk.rs`: the file walk and globs; `test_support.rs`: test contexts.
+//!
+//! Its parts:
+//! `mod.rs` (`ToolContext`, `ToolError`, `ToolOutput`, `ToolSet`),
+//! `registry.rs` (`Tool` trait: typed input + `JsonSchema`; `Toolbox`
+//! implementing `ToolSet`), one file per tool; symbol tools through
+//! `downstream::SymbolSource`; `feedback.rs` (diagnostics after edits),
+//! `walk.rs` (file walk, globs); `ExternalTool` (a tool known only at run
+//! time, its JSON input unchecked here: the MCP tools); `process.rs`
+//! (`run_command`'s children: spawn, process group or session, capped output,
+//! timeout, kill and reap; here rather than in `sandbox` because it runs in a
+//! `workspace::Scratch`, which `sandbox` may not use)
 
 mod diagnostics;
 mod document_symbols;

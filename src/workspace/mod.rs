@@ -4,6 +4,17 @@
 //!
 //! Nothing in this module writes the user's files: the overlay is memory,
 //! and `scratch` writes only its own temporary copy.
+//!
+//! Its parts:
+//! roots and path confinement (`paths`: symlinks followed even when dangling,
+//! the protected-file deny-list with its hard-link index, single files
+//! outside the roots, `runs_code`: the files that run code later, flagged for
+//! review), `Overlay` (buffers over disk, the run's edits on top, the model's
+//! reasons; `read_prefix`, the one way a file is read from the disk:
+//! non-blocking, regular files only, bounded), `Edit` (the one byte-range
+//! replacement: an agent's hunk, a user's change, a step of a document's
+//! history), diff hunks, `rebase` (agent hunks over user changes), `scratch`
+//! (a copy of the workspace with the overlay applied, for commands)
 
 mod diff;
 mod overlay;
