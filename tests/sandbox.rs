@@ -1000,6 +1000,18 @@ async fn a_real_cargo_test_passes_in_the_sandbox() {
     assert!(out.contains("test result: ok. 1 passed") && out.ends_with("[exit code 0]"), "{out}");
 }
 
+/// A command prefix that runs the rest where this user may create no user namespace: inside a
+/// user namespace whose limit of nested ones is 0.
+const NO_USER_NAMESPACES: &[&str] = &[
+    "unshare",
+    "--user",
+    "--map-root-user",
+    "sh",
+    "-c",
+    "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$@\"",
+    "sh",
+];
+
 /// `agentfix check --offline` with one configured command, inside `wrap` (a command prefix).
 fn check_output(wrap: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
@@ -1033,15 +1045,7 @@ fn check_lists_the_sandbox_layers_and_says_loudly_what_is_missing() {
     assert!(!out.contains("cannot run") && out.contains("\nsandbox: a trial command ran in it: ok\n"), "{out}");
     // A system where this user may create no user namespace (here: a user namespace whose
     // limit of nested ones is 0): check says what is missing, and no command runs.
-    let out = check_output(&[
-        "unshare",
-        "--user",
-        "--map-root-user",
-        "sh",
-        "-c",
-        "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$@\"",
-        "sh",
-    ]);
+    let out = check_output(NO_USER_NAMESPACES);
     assert!(out.contains("\nsandbox: namespaces (user, mount, PID, IPC, UTS, network): MISSING (this user cannot create user namespaces"), "{out}");
     assert!(out.contains("sandbox: the configured commands (test) cannot run: commands run in a sandbox, and this system cannot provide one: namespaces:"), "{out}");
     assert!(out.contains(r#""sandbox": "off""#), "{out}");
@@ -1053,13 +1057,11 @@ fn the_helper_refuses_to_run_a_command_without_its_namespaces() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let script = format!(
-        "echo 0 > /proc/sys/user/max_user_namespaces && exec {} __sandbox-exec --write {} -- sh -c 'echo RAN'",
-        env!("CARGO_BIN_EXE_agentfix"),
-        dir.path().display()
-    );
-    let out = std::process::Command::new("unshare")
-        .args(["--user", "--map-root-user", "sh", "-c", &script])
+    let out = std::process::Command::new(NO_USER_NAMESPACES[0])
+        .args(&NO_USER_NAMESPACES[1..])
+        .args([env!("CARGO_BIN_EXE_agentfix"), "__sandbox-exec", "--write"])
+        .arg(dir.path())
+        .args(["--", "sh", "-c", "echo RAN"])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
