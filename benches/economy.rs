@@ -20,11 +20,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agentfix::config::{Config, ContextEditing, DEFAULT_CONTEXT_BUDGET, ProviderKind, Settings};
-use agentfix::fix::{self, Target, Verdict};
+use agentfix::fix::{self, Request, Roots, Services, Setup, Target, Verdict};
 use agentfix::pricing::{TokenCounts, format_usd, price_of};
-use agentfix::workspace::{NoBuffers, Overlay, Workspace};
+use agentfix::workspace::NoBuffers;
 use common::mock_model::{self, MockModel, UsageModel, UsageStats};
-use tokio_util::sync::CancellationToken;
 
 /// The model the session is priced at.
 const MODEL: &str = "claude-sonnet-4-5";
@@ -110,28 +109,18 @@ fn run_session(runtime: &tokio::runtime::Runtime, session: &Session) -> Row {
     let env = |var: &str| (var == "ANTHROPIC_API_KEY").then(|| mock_model::API_KEY.to_string());
     let config =
         Config::resolve(&Settings::default(), &settings(mock.base_url(), session), &env).expect("configuration");
-    let model = agentfix::providers::from_config(&config.provider).expect("provider");
-    let workspace = Arc::new(Workspace::new(vec![root.clone()]));
-    let overlay = Arc::new(Overlay::new(workspace, Arc::new(NoBuffers)));
     let target_path = root.join(mock_model::ECONOMY_TARGET);
-    let target = Target {
+    let request = Request::new(Target {
         path: target_path.clone(),
         lines: agentfix::position::LineRange::from_numbers(7, 7),
         problems: Vec::new(),
         instruction: None,
-    };
-    let result = runtime.block_on(fix::run(
-        &config,
-        &*model,
-        overlay,
-        None,
-        None,
-        None,
-        &target,
-        None,
-        &CancellationToken::new(),
-        &|_| {},
-    ));
+    });
+    let prepared = Setup::new(config)
+        .prepare(Roots::Containing(vec![root.clone()]), &request, Arc::new(NoBuffers))
+        .expect("a target");
+    let model = prepared.model().expect("provider");
+    let result = runtime.block_on(fix::run(&prepared, Services::model_only(model, &|_| {}), request));
     let right_edit = matches!(&result.verdict, Verdict::Proposal(p)
         if p.changes.len() == 1 && p.changes[0].path == target_path && mock_model::economy_fixed(&p.changes[0].new_text));
     let violations = mock.violations();

@@ -14,19 +14,18 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
 use crate::agent::RunEvent;
 use crate::config::{Config, Settings};
 use crate::diagnostic::{Diagnostic, Severity};
 use crate::downstream::Downstream;
-use crate::fix::{self, FixResult, Target};
+use crate::fix::{self, FixResult, Request, Roots, Services, Setup, Target};
 use crate::follow_up::{PastRun, ProposedFile};
 use crate::model::{ModelError, ModelErrorKind, ModelRequest, ModelResponse, StreamUpdate};
 use crate::position::{LineCol, LineRange};
 use crate::providers::ModelClient;
 use crate::transcript::{self, EndRecord, ProblemRecord, Record, StartRecord, TargetRecord, ToolResultRecord};
-use crate::workspace::{BufferSource, BufferText, Overlay, Workspace};
+use crate::workspace::{BufferSource, BufferText};
 
 /// What a replay found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,7 +215,7 @@ async fn run_recorded(
     root: &Path,
     files: RecordedFiles,
     target: &Target,
-) -> (FixResult, HashMap<String, Call>) {
+) -> Result<(FixResult, HashMap<String, Call>), String> {
     let model = Recorded(Mutex::new(recording.responses.iter().cloned().collect()));
     let calls = Mutex::new(HashMap::new());
     let events = |e: RunEvent| {
@@ -225,22 +224,22 @@ async fn run_recorded(
             calls.lock().unwrap_or_else(|e| e.into_inner()).insert(id, call);
         }
     };
-    let workspace = Arc::new(Workspace::new(vec![root.to_path_buf()]));
     // Symbol tools replay against the language servers found here, when the
     // recorded run had them.
     let had_symbols = recording.start.tools.iter().any(|t| t.name == "document_symbols");
     let downstream = Arc::new(Downstream::from_config(&config.downstream, vec![root.to_path_buf()]));
     let symbols: Option<Arc<dyn crate::downstream::SymbolSource>> = had_symbols.then(|| downstream.clone() as _);
-    let overlay = Arc::new(Overlay::new(workspace, Arc::new(files)));
-    // The system prompt the run sent (project instructions included), not
-    // one built again from today's files.
-    let system = &recording.start.system;
-    let cancel = CancellationToken::new();
-    let result =
-        fix::run_with_system(system, config, &model, overlay, symbols, None, None, target, None, &cancel, &events)
-            .await;
+    let request = Request::new(target.clone());
+    let prepared = Setup::new(config.clone())
+        .prepare(Roots::Folders(vec![root.to_path_buf()]), &request, Arc::new(files))
+        .map_err(|e| e.to_string())?
+        // The system prompt the run sent (project instructions included),
+        // not one built again from today's files.
+        .with_system(recording.start.system.clone());
+    let services = Services { symbols, ..Services::model_only(Arc::new(model), &events) };
+    let result = fix::run(&prepared, services, request).await;
     downstream.stop_all().await;
-    (result, calls.into_inner().unwrap_or_else(|e| e.into_inner()))
+    Ok((result, calls.into_inner().unwrap_or_else(|e| e.into_inner())))
 }
 
 /// The first recorded call the replay did not make the same way.
@@ -318,7 +317,7 @@ pub async fn replay(path: &Path, root: Option<&Path>) -> Result<Report, String> 
     let config = config_of(&recording.start)?;
     let target = target_of(&recording.start.target, &rebase);
     let files = files_of(&recording.end, &rebase);
-    let (result, calls) = run_recorded(&config, &recording, &rebase.new, files, &target).await;
+    let (result, calls) = run_recorded(&config, &recording, &rebase.new, files, &target).await?;
     let divergence = compare(&recording, &rebase, &result, &calls);
     Ok(Report {
         turns: result.outcome.turns,

@@ -723,7 +723,7 @@ mod tests {
             turn: 9,
             edit: 1,
             change: ContextChange::Stubbed {
-                reason: crate::agent::EditReason::Economy,
+                reason: crate::agent::StubReason::Economy,
                 tool_use_ids: vec!["toolu_1".into(), "toolu_2".into()],
             },
             tokens_before: 30_000,

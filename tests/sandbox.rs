@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
-use agentfix::sandbox::{Limits, Sandbox};
+use agentfix::sandbox::{ResourceLimits, Sandbox};
 use agentfix::tools::{Approval, Approver, CommandSpec, RunCommand, RunCommandInput, Tool, ToolContext, ToolError};
 use agentfix::workspace::{NoBuffers, Overlay, Workspace};
 use async_trait::async_trait;
@@ -110,8 +110,8 @@ fn tool(commands: &[(&str, CommandSpec)], sandbox: Sandbox, env_allow: &[&str]) 
         .with_env_allow(env_allow.iter().map(|s| s.to_string()).collect())
 }
 
-const OFFLINE: Sandbox = Sandbox::On { network: false, limits: Limits::DEFAULT };
-const ONLINE: Sandbox = Sandbox::On { network: true, limits: Limits::DEFAULT };
+const OFFLINE: Sandbox = Sandbox::On { network: false, limits: ResourceLimits::DEFAULT };
+const ONLINE: Sandbox = Sandbox::On { network: true, limits: ResourceLimits::DEFAULT };
 
 async fn run(tool: &RunCommand, ctx: &ToolContext, name: &str) -> String {
     match tool.run(RunCommandInput { name: name.to_string() }, ctx).await {
@@ -921,7 +921,8 @@ fn resource_limits_bind_the_command() {
     }
     for who in users() {
         let w = World::new(who);
-        let limits = Limits { address_space_mb: 2048, processes: 256, file_size_mb: 1, cpu_secs: 30, open_files: 100 };
+        let limits =
+            ResourceLimits { address_space_mb: 2048, processes: 256, file_size_mb: 1, cpu_secs: 30, open_files: 100 };
         let script = "import os\n\
             try:\n    open('big', 'wb').write(b'x' * (2 << 20)); print('big ok')\nexcept OSError as e:\n    print('big denied:', e)\n\
             print(open('/proc/self/limits').read())\n";

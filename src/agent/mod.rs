@@ -106,7 +106,7 @@ pub enum RunEvent {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ContextChange {
     /// The outputs of these tool calls were replaced by one-line stubs.
-    Stubbed { reason: EditReason, tool_use_ids: Vec<String> },
+    Stubbed { reason: StubReason, tool_use_ids: Vec<String> },
     /// The `replaced` messages after the first were replaced by `summary`,
     /// appended to the first message (the task), which the model wrote in
     /// a request without tools.
@@ -115,7 +115,7 @@ pub enum ContextChange {
 
 /// Why older tool outputs were stubbed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EditReason {
+pub enum StubReason {
     /// Carrying them had cost what rewriting the prompt cache costs.
     Economy,
     /// The request passed about 80 % of its ceiling.
@@ -124,12 +124,12 @@ pub enum EditReason {
     Refused,
 }
 
-impl EditReason {
+impl StubReason {
     pub fn as_str(self) -> &'static str {
         match self {
-            EditReason::Economy => "economy",
-            EditReason::Budget => "budget",
-            EditReason::Refused => "refused",
+            StubReason::Economy => "economy",
+            StubReason::Budget => "budget",
+            StubReason::Refused => "refused",
         }
     }
 }
@@ -627,11 +627,11 @@ impl Run<'_> {
         let before = self.estimate();
         let Some(stale) = context::stale(&self.messages, &self.sizes, &self.budget) else { return before };
         let reason = if force {
-            EditReason::Refused
+            StubReason::Refused
         } else if before > self.budget.edit_threshold() {
-            EditReason::Budget
+            StubReason::Budget
         } else if self.limits.context_editing == ContextEditing::Economy && stale.worth_editing(self.carried) {
-            EditReason::Economy
+            StubReason::Economy
         } else {
             // Carried once more, by this request.
             self.carried += stale.carry();

@@ -725,7 +725,7 @@ async fn a_full_context_window_drops_the_turn_edits_and_retries_once() {
 }
 
 /// The economy edits of a run: (turn, reason, outputs stubbed).
-fn stub_edits(events: &[RunEvent]) -> Vec<(u32, EditReason, usize)> {
+fn stub_edits(events: &[RunEvent]) -> Vec<(u32, StubReason, usize)> {
     events
         .iter()
         .filter_map(|e| match e {
@@ -831,7 +831,7 @@ async fn large_stale_outputs_are_stubbed_for_economy_long_before_the_budget() {
     assert_eq!(out.stop, Stop::EndTurn);
     let edits = stub_edits(&events);
     assert!(edits.len() >= 3, "{edits:?}");
-    assert!(edits.iter().all(|&(_, reason, _)| reason == EditReason::Economy), "{edits:?}");
+    assert!(edits.iter().all(|&(_, reason, _)| reason == StubReason::Economy), "{edits:?}");
     let seen = model.seen.lock().unwrap().clone();
     // A stale output is carried until carrying it has cost a cache
     // rewrite (one request here), never longer.
@@ -1007,7 +1007,7 @@ async fn the_providers_count_makes_the_budget_exact() {
     let (edits, counted) = run(None).await;
     assert_eq!((edits.len(), counted), (0, 0));
     let (edits, counted) = run(Some(1.5)).await;
-    assert!(matches!(edits[..], [(7, EditReason::Budget, _)]), "{edits:?}");
+    assert!(matches!(edits[..], [(7, StubReason::Budget, _)]), "{edits:?}");
     // Only past 40 % of the ceiling is the count asked for.
     assert!((2..7).contains(&counted), "{counted}");
 }

@@ -19,17 +19,16 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 use super::{deliver, exit, fail, print_progress};
 use crate::agent::RunEvent;
 use crate::config::{Config, Settings};
 use crate::diagnostic::{Diagnostic, Severity};
-use crate::fix::{self, ProgressLines, Target};
+use crate::fix::{self, ProgressLines, Request, Roots, Services, Setup, Target};
 use crate::model::{Block, Message, ModelError, ModelRequest, ModelResponse, Role, StopReason, StreamUpdate, Usage};
 use crate::position::{LineCol, LineRange};
 use crate::providers::ModelClient;
-use crate::workspace::{NoBuffers, Overlay, Workspace};
+use crate::workspace::NoBuffers;
 
 /// The sample: a function that divides by zero on an empty list.
 const SAMPLE: &str = "def average(values):\n    return sum(values) / len(values)\n\n\nprint(average([]))\n";
@@ -133,13 +132,14 @@ pub async fn demo() -> ExitCode {
         message: "ZeroDivisionError: division by zero when `values` is empty".into(),
     };
     eprintln!("  {SAMPLE_NAME}:2:12: error: {}", problem.message);
-    let target = Target { path, lines: LineRange::line(1), problems: vec![problem], instruction: None };
-    let workspace = Workspace::new(vec![root.clone()]).with_protected(&config.exclude);
-    let overlay = Arc::new(Overlay::new(Arc::new(workspace), Arc::new(NoBuffers)));
+    let request = Request::new(Target { path, lines: LineRange::line(1), problems: vec![problem], instruction: None });
     let lines = ProgressLines::priced(config.price());
+    let prepared = match Setup::new(config).prepare(Roots::Containing(vec![root]), &request, Arc::new(NoBuffers)) {
+        Ok(p) => p,
+        Err(e) => return fail(exit::USAGE, format!("demo: {e}")),
+    };
     let events = |e: RunEvent| print_progress(&lines, &e);
-    let cancel = CancellationToken::new();
-    let result = fix::run(&config, &Scripted, overlay, None, None, None, &target, None, &cancel, &events).await;
+    let result = fix::run(&prepared, Services::model_only(Arc::new(Scripted), &events), request).await;
     let code = deliver(&result, None);
     eprintln!(
         "agentfix demo: the diff above went to stdout and the file is unchanged. With ANTHROPIC_API_KEY set, \

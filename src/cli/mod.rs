@@ -33,17 +33,17 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{RunEvent, Stop};
 use crate::config::{Config, Effort, ProviderKind, Settings};
 use crate::diagnostic::Diagnostic;
-use crate::downstream::SymbolSource;
-use crate::fix::{self, ProgressLines, Setup, Target, Verdict};
+use crate::downstream::Downstream;
+use crate::fix::{self, Prepared, ProgressLines, Request, Roots, Services, Setup, Target, Verdict};
 use crate::follow_up::PastRun;
 use crate::instructions::{Cut, Instructions};
 use crate::mcp::McpServers;
 use crate::model::StreamUpdate;
 use crate::position::LineRange;
 use crate::pricing::format_tokens;
-use crate::providers;
+use crate::providers::{self, ModelClient};
 use crate::tools::{Approval, Approver};
-use crate::workspace::{NoBuffers, Overlay, Workspace, real_path, runs_code, unified_diff};
+use crate::workspace::{NoBuffers, Workspace, real_path, runs_code, unified_diff};
 
 /// Exit codes of `agentfix fix`.
 pub mod exit {
@@ -154,19 +154,12 @@ pub struct UndoArgs {
 
 /// The editor layer given on the command line: `--settings JSON`, with
 /// `--model` over it. `Err` says what is wrong with the JSON.
-fn editor_layer(json: Option<&str>, model: Option<&str>, effort: Option<Effort>) -> Result<Settings, String> {
-    let mut settings = match json.map(serde_json::from_str::<serde_json::Value>) {
-        None => Settings::default(),
-        Some(Ok(v)) => Settings::from_json(&v).map_err(|e| e.to_string())?,
-        Some(Err(e)) => return Err(format!("not JSON: {e}")),
-    };
-    if let Some(model) = model {
-        settings.model = Some(model.to_string());
+fn editor_layer(json: Option<&str>) -> Result<Settings, String> {
+    match json.map(serde_json::from_str::<serde_json::Value>) {
+        None => Ok(Settings::default()),
+        Some(Ok(v)) => Settings::from_json(&v).map_err(|e| e.to_string()),
+        Some(Err(e)) => Err(format!("not JSON: {e}")),
     }
-    if effort.is_some() {
-        settings.effort = effort;
-    }
-    Ok(settings)
 }
 
 /// Warnings about misspelt keys: every unknown key of `root`'s
@@ -337,7 +330,7 @@ pub async fn check(args: CheckArgs) -> ExitCode {
     for w in settings_warnings(&root, args.settings.as_deref()) {
         println!("warning: {w}");
     }
-    let editor = match editor_layer(args.settings.as_deref(), None, None) {
+    let editor = match editor_layer(args.settings.as_deref()) {
         Ok(s) => s,
         Err(e) => {
             println!("settings: {e}");
@@ -562,15 +555,11 @@ fn print_instructions(config: &Config, root: &std::path::Path, target: Option<&s
 
 /// Runs `agentfix fix`.
 pub async fn fix(args: FixArgs) -> ExitCode {
-    let (setup, workspace, target) = match prepare(&args) {
+    let (prepared, model, request) = match prepare(&args) {
         Ok(x) => x,
         Err(e) => return fail(exit::USAGE, e),
     };
-    let root = workspace.primary_root().to_path_buf();
-    let past = match past_run(&args, &setup, &root, &target.path) {
-        Ok(p) => p,
-        Err(e) => return fail(exit::USAGE, e),
-    };
+    let root = prepared.workspace().primary_root().to_path_buf();
     let cancel = CancellationToken::new();
     let on_ctrl_c = cancel.clone();
     tokio::spawn(async move {
@@ -578,26 +567,20 @@ pub async fn fix(args: FixArgs) -> ExitCode {
             on_ctrl_c.cancel();
         }
     });
-    let lines = ProgressLines::priced(setup.config.price());
+    let config = &prepared.config;
+    let lines = ProgressLines::priced(config.price());
     let events = |e: RunEvent| print_progress(&lines, &e);
-    let downstream = Arc::new(setup.downstream(vec![root.clone()]));
-    let symbols: Arc<dyn SymbolSource> = downstream.clone();
-    let overlay = Arc::new(Overlay::new(Arc::new(workspace), Arc::new(NoBuffers)));
-    let approver: Arc<dyn Approver> = Arc::new(AllowList(args.allow_command.clone()));
-    let mcp = Arc::new(McpServers::new(&setup.config.mcp, &root));
-    let result = fix::run(
-        &setup.config,
-        &*setup.model,
-        overlay,
-        Some(symbols),
-        Some(approver),
-        Some(mcp.clone()),
-        &target,
-        past.as_ref(),
-        &cancel,
-        &events,
-    )
-    .await;
+    let downstream = Arc::new(Downstream::from_config(&config.downstream, vec![root.clone()]));
+    let mcp = Arc::new(McpServers::new(&config.mcp, &root));
+    let services = Services {
+        model,
+        symbols: Some(downstream.clone()),
+        approver: Some(Arc::new(AllowList(args.allow_command.clone()))),
+        mcp: Some(mcp.clone()),
+        progress: &events,
+        cancel,
+    };
+    let result = fix::run(&prepared, services, request).await;
     downstream.stop_all().await;
     mcp.stop().await;
     deliver(&result, args.apply.then_some(root.as_path()))
@@ -619,8 +602,10 @@ fn print_progress(lines: &ProgressLines, event: &RunEvent) {
     }
 }
 
-/// The configuration, the run's workspace and the target, or why not.
-fn prepare(args: &FixArgs) -> Result<(Setup, Workspace, Target), String> {
+/// The checked run, its model client and the request, or why not. The
+/// arguments are checked before the key is asked for: a wrong line or file
+/// says so, whatever the provider.
+fn prepare(args: &FixArgs) -> Result<(Prepared, Arc<dyn ModelClient>, Request), String> {
     let root = workspace_root(args.root.as_deref())
         .and_then(std::fs::canonicalize)
         .map_err(|e| format!("cannot use the workspace root: {e}"))?;
@@ -629,45 +614,40 @@ fn prepare(args: &FixArgs) -> Result<(Setup, Workspace, Target), String> {
         Ok(_) => return Err(format!("{} is not a file", args.path.display())),
         Err(e) => return Err(format!("{}: {e}", args.path.display())),
     };
-    let editor = editor_layer(args.settings.as_deref(), args.model.as_deref(), args.effort)
-        .map_err(|e| format!("--settings: {e}"))?;
+    let editor = editor_layer(args.settings.as_deref()).map_err(|e| format!("--settings: {e}"))?;
     for w in settings_warnings(&root, args.settings.as_deref()) {
         eprintln!("agentfix: warning: {w}");
     }
-    // The arguments are checked before the key is asked for: a wrong line or
-    // file says so, whatever the provider.
-    let config = Config::load(Some(&root), &editor).map_err(|e| e.to_string())?;
-    let workspace = Workspace::new(vec![root.clone()]).with_protected(&config.exclude);
-    if !workspace.contains(&path) {
-        return Err(format!("{} is outside the workspace root {}; pass --root", path.display(), root.display()));
-    }
-    if workspace.is_protected_target(&path) {
-        return Err(format!(
-            "{} is a protected file (secrets such as .env files, keys and credentials are never sent to the model)",
-            workspace.display(&path)
-        ));
-    }
-    let (lines, problems) = match choose_lines(args, &workspace, &path) {
+    // The lines are chosen once the workspace is known (a diagnostic's path
+    // is read relative to it).
+    let target =
+        Target { path, lines: LineRange::line(0), problems: Vec::new(), instruction: args.instruction.clone() };
+    let mut request = Request { target, follow_up: None, model: args.model.clone(), effort: args.effort };
+    let setup = Setup::load(Some(&root), &editor, &request).map_err(|e| e.to_string())?;
+    let prepared =
+        setup.prepare(Roots::Containing(vec![root]), &request, Arc::new(NoBuffers)).map_err(|e| e.to_string())?;
+    let path = &request.target.path;
+    (request.target.lines, request.target.problems) = match choose_lines(args, prepared.workspace(), path) {
         // A follow-up needs no lines: its message says what to look at.
         Err(_) if args.continue_run && args.line.is_none() && args.range.is_none() && args.diagnostics.is_none() => {
             (LineRange::line(0), Vec::new())
         }
         other => other?,
     };
-    let target = Target { path, lines, problems, instruction: args.instruction.clone() };
-    let model = providers::from_config(&config.provider).map_err(|e| e.to_string())?;
-    if let Some(refusal) = fix::sandbox_refusal(&config) {
+    request.follow_up = past_run(args, &prepared.config, prepared.workspace().primary_root(), path)?.map(Arc::new);
+    let model = prepared.model().map_err(|e| e.to_string())?;
+    if let Some(refusal) = fix::sandbox_refusal(&prepared.config) {
         eprintln!("agentfix: warning: {refusal}");
     }
-    Ok((Setup { config, model }, workspace, target))
+    Ok((prepared, model, request))
 }
 
 /// With `--continue`, the last run on the target, from its transcript.
-fn past_run(args: &FixArgs, setup: &Setup, root: &Path, target: &Path) -> Result<Option<PastRun>, String> {
+fn past_run(args: &FixArgs, config: &Config, root: &Path, target: &Path) -> Result<Option<PastRun>, String> {
     if !args.continue_run {
         return Ok(None);
     }
-    let Some(dir) = &setup.config.transcripts.dir else {
+    let Some(dir) = &config.transcripts.dir else {
         return Err("--continue reads the last run from its transcript, and transcripts are off (`transcripts`)".into());
     };
     let path = crate::replay::latest_run(dir, root, target)?;

@@ -320,6 +320,10 @@ impl BufferSource for Documents {
     fn open_paths(&self) -> Vec<PathBuf> {
         self.read().values().filter_map(|e| e.doc.path.clone()).collect()
     }
+
+    fn out_of_sync(&self, path: &Path) -> bool {
+        self.get_by_path(path).is_some_and(|d| d.out_of_sync)
+    }
 }
 
 #[cfg(test)]

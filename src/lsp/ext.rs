@@ -73,7 +73,7 @@ impl FixArguments {
 /// The answer to `agentfix.fix`, sent when the run ends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct FixResult {
+pub struct FixResponse {
     /// This run, for a follow-up (`followUp`).
     pub run_id: String,
     /// Whether the editor applied the proposal (or took it as the resolved
@@ -184,7 +184,7 @@ mod tests {
             );
         }
 
-        let result = FixResult {
+        let result = FixResponse {
             run_id: "run-1".into(),
             applied: true,
             stop_reason: "end_turn".into(),
@@ -205,7 +205,7 @@ mod tests {
         documented.sort();
         assert_eq!(documented, fields);
         assert_eq!(value["transcript"], Value::Null, "an absent transcript is sent as null");
-        assert_eq!(serde_json::from_value::<FixResult>(value).unwrap(), result);
+        assert_eq!(serde_json::from_value::<FixResponse>(value).unwrap(), result);
     }
 
     #[test]

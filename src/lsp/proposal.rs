@@ -14,9 +14,10 @@ use super::convert::FileEdit;
 use crate::documents::Documents;
 use crate::workspace::{Edit, FileChange, rebase, sequential_hunks};
 
-/// Edits ready to send, and what had to be left out.
+/// A proposal's edits ready to send against the documents as they are now,
+/// and what had to be left out.
 #[derive(Debug, Default)]
-pub struct Proposal {
+pub struct Outgoing {
     pub files: Vec<FileEdit>,
     /// One sentence per file with left-out hunks.
     pub conflicts: Vec<String>,
@@ -37,7 +38,7 @@ fn replays(base: &str, edits: &[Edit], now: &str) -> bool {
 
 /// Carries `file`'s hunks over `changes` onto `current`.
 fn rebased(
-    proposal: &mut Proposal,
+    proposal: &mut Outgoing,
     file: FileEdit,
     current: String,
     version: Option<i32>,
@@ -62,7 +63,7 @@ fn rebased(
 
 /// Carries `file`'s hunks from `original` to `now` by content: as they are
 /// when the text is the same, else over the diff between the two.
-fn by_content(proposal: &mut Proposal, file: FileEdit, original: &str, now: String, version: Option<i32>, why: &str) {
+fn by_content(proposal: &mut Outgoing, file: FileEdit, original: &str, now: String, version: Option<i32>, why: &str) {
     if now == original {
         proposal.files.push(FileEdit { version, ..file });
     } else {
@@ -71,13 +72,13 @@ fn by_content(proposal: &mut Proposal, file: FileEdit, original: &str, now: Stri
     }
 }
 
-fn all_conflict(proposal: &mut Proposal, file: &FileEdit, why: &str) {
+fn all_conflict(proposal: &mut Outgoing, file: &FileEdit, why: &str) {
     proposal.conflicts.push(format!("{}: {} change(s) not applied because {why}", file.display, file.hunks.len()));
 }
 
 /// Prepares the run's `changes` against the editor's documents now.
-pub fn prepare(changes: &[FileChange], docs: &Documents) -> Proposal {
-    let mut proposal = Proposal::default();
+pub fn prepare(changes: &[FileChange], docs: &Documents) -> Outgoing {
+    let mut proposal = Outgoing::default();
     for change in changes {
         let file = FileEdit::from_change(change);
         let open = docs.get_by_path(&change.path);

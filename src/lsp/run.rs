@@ -19,7 +19,7 @@ use tower_lsp_server::ls_types::request::ApplyWorkspaceEdit;
 use tower_lsp_server::ls_types::{ApplyWorkspaceEditParams, MessageType, NumberOrString, WorkspaceEdit};
 
 use super::approval::ClientApprover;
-use super::ext::{FixArguments, FixResult};
+use super::ext::{FixArguments, FixResponse};
 use super::ordered::panic_message;
 use super::progress::RunProgress;
 use super::session::{ClientSupport, KEPT_RUNS, KeptRun, RunGuard, Session};
@@ -27,10 +27,14 @@ use super::{convert, proposal};
 use crate::agent::{RunEvent, Stop};
 use crate::documents::PositionEncoding;
 use crate::downstream::SymbolSource;
-use crate::fix::{self, NoEdit, ProgressLine, ProgressLines, Proposal, Setup, Target, Verdict};
+use crate::fix::{
+    self, NoEdit, Prepared, ProgressLine, ProgressLines, Proposal, Refusal, Request, Roots, Services, Setup, Target,
+    Verdict,
+};
 use crate::follow_up::{PastRun, ProposedFile};
+use crate::providers::ModelClient;
 use crate::tools::Approver;
-use crate::workspace::{Overlay, runs_code};
+use crate::workspace::{BufferSource, runs_code};
 
 /// At most one streamed-text progress report per this interval.
 const STREAM_THROTTLE: Duration = Duration::from_millis(250);
@@ -77,11 +81,9 @@ enum Delivery {
 
 /// A run that passed every check, registered, about to start.
 struct Started {
-    setup: Setup,
-    target: Target,
-    /// The earlier run this one follows up on.
-    past: Option<Arc<PastRun>>,
-    overlay: Arc<Overlay>,
+    prepared: Prepared,
+    model: Arc<dyn ModelClient>,
+    request: Request,
     /// The session's folders, for the downstream servers.
     roots: Vec<PathBuf>,
     /// The title when the model gives no summary.
@@ -119,7 +121,7 @@ async fn run_fix(
     args: FixArguments,
     work_done_token: Option<NumberOrString>,
     delivery: Delivery,
-) -> Result<(FixResult, Option<WorkspaceEdit>)> {
+) -> Result<(FixResponse, Option<WorkspaceEdit>)> {
     let started = start(&client, &session, args, work_done_token).await?;
     // Dropping this handler (e.g. on $/cancelRequest) cancels the run.
     let _cancel_on_drop = started.cancel.clone().drop_guard();
@@ -205,35 +207,16 @@ async fn start(
     // The session's folders, whatever the target: a file outside them is
     // added alone (never its folder), and no agentfix.toml is read for it.
     let roots = state.roots.clone();
-    // The run's own model, over every other layer.
-    let mut settings = state.editor_settings();
-    if let Some(model) = args.model.as_ref().filter(|m| !m.trim().is_empty()) {
-        settings.model = Some(model.trim().to_string());
-    }
-    if args.effort.is_some() {
-        settings.effort = args.effort;
-    }
+    let target = Target {
+        path: path.clone(),
+        lines: convert::range_lines(&args.range),
+        problems: args.diagnostics.iter().map(convert::diagnostic_from_proto).collect(),
+        instruction: args.instruction.clone(),
+    };
+    let request = Request { target, follow_up: past, model: args.model.clone(), effort: args.effort };
     if let Some(root) = roots.first() {
         for w in crate::config::Settings::file_warnings(root) {
             tracing::warn!("{w}");
-        }
-    }
-    let setup = match Setup::load(roots.first().map(PathBuf::as_path), &settings) {
-        Ok(s) => s,
-        Err(e) => {
-            client.show_message(MessageType::ERROR, format!("Agent fix: {e}")).await;
-            return Err(request_failed(e.to_string()));
-        }
-    };
-    if let Some(refusal) = crate::fix::sandbox_refusal(&setup.config) {
-        // Said once per session, in the editor and in its log: every run
-        // would say the same.
-        static SAID: std::sync::Once = std::sync::Once::new();
-        let mut first = false;
-        SAID.call_once(|| first = true);
-        if first {
-            tracing::warn!("{refusal}");
-            client.show_message(MessageType::WARNING, format!("Agent fix: {refusal}")).await;
         }
     }
     if let Some(v) = args.version
@@ -246,22 +229,9 @@ async fn start(
             "the buffer changed since the code action; working on the current text"
         );
     }
-    let workspace = Arc::new(setup.workspace(roots.clone()).with_file(path.clone()));
-    if workspace.is_protected_target(&path) {
-        let msg = format!(
-            "Agent fix does not work on {}: it is a protected file (secrets such as .env files, keys and credentials are never sent to the model).",
-            workspace.display(&path)
-        );
-        return Err(refuse(client, MessageType::WARNING, msg, request_failed).await);
-    }
-    if session.docs.get(args.uri.as_str()).or_else(|| session.docs.get_by_path(&path)).is_some_and(|d| d.out_of_sync) {
-        let msg = format!(
-            "Agent fix is off for {}: a change the editor sent for it could not be applied, so agentfix's copy may differ from yours. Save the file (or close and reopen it), then try again.",
-            workspace.display(&path)
-        );
-        return Err(refuse(client, MessageType::WARNING, msg, request_failed).await);
-    }
-    let overlay = Arc::new(Overlay::new(workspace.clone(), session.docs.clone()));
+    let (prepared, model) = prepare(client, session, &roots, &state.editor_settings(), &request).await?;
+    let workspace = prepared.workspace();
+    let overlay = prepared.overlay.clone();
     // Cancelled with the session too.
     let cancel = session.run_cancellation();
     // The client's token when it sent one (then cancel by that token works
@@ -280,17 +250,10 @@ async fn start(
             return Err(refuse(client, MessageType::WARNING, msg, request_failed).await);
         }
     };
-    let target = Target {
-        path,
-        lines: convert::range_lines(&args.range),
-        problems: args.diagnostics.iter().map(convert::diagnostic_from_proto).collect(),
-        instruction: args.instruction.clone(),
-    };
     Ok(Started {
-        setup,
-        target,
-        past,
-        overlay,
+        prepared,
+        model,
+        request,
         roots,
         fallback_title: args.diagnostics.first().map(|d| d.message.clone()),
         support: state.support,
@@ -299,6 +262,48 @@ async fn start(
         cancel,
         registration,
     })
+}
+
+/// The configuration, the checks of `request` and the model client, or the
+/// refusal said to the user.
+async fn prepare(
+    client: &Client,
+    session: &Session,
+    roots: &[PathBuf],
+    editor: &crate::config::Settings,
+    request: &Request,
+) -> Result<(Prepared, Arc<dyn ModelClient>)> {
+    let buffers: Arc<dyn BufferSource> = session.docs.clone();
+    let setup = Setup::load(roots.first().map(PathBuf::as_path), editor, request);
+    if let Ok(setup) = &setup
+        && let Some(refusal) = fix::sandbox_refusal(&setup.config)
+    {
+        // Said once per session, in the editor and in its log: every run
+        // would say the same.
+        static SAID: std::sync::Once = std::sync::Once::new();
+        let mut first = false;
+        SAID.call_once(|| first = true);
+        if first {
+            tracing::warn!("{refusal}");
+            client.show_message(MessageType::WARNING, format!("Agent fix: {refusal}")).await;
+        }
+    }
+    let prepared = setup.and_then(|setup| {
+        let prepared = setup.prepare(Roots::Folders(roots.to_vec()), request, buffers)?;
+        let model = prepared.model()?;
+        Ok((prepared, model))
+    });
+    match prepared {
+        Ok(p) => Ok(p),
+        Err(e @ Refusal::Config(_)) => {
+            client.show_message(MessageType::ERROR, format!("Agent fix: {e}")).await;
+            Err(request_failed(e.to_string()))
+        }
+        Err(e) => {
+            let msg = format!("Agent fix cannot run: {e}.");
+            Err(refuse(client, MessageType::WARNING, msg, request_failed).await)
+        }
+    }
 }
 
 /// The run itself, its events forwarded to the progress (streamed text
@@ -313,7 +318,7 @@ async fn run_with_progress(
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressLine>();
     let forward = {
         let progress = progress.clone();
-        let redactor = started.setup.config.key_redactor();
+        let redactor = started.prepared.config.key_redactor();
         tokio::spawn(async move {
             // Streamed text is throttled; tool calls and retries always go out.
             let mut last_sent: Option<Instant> = None;
@@ -326,36 +331,29 @@ async fn run_with_progress(
             }
         })
     };
-    let lines = ProgressLines::priced(started.setup.config.price());
+    let lines = ProgressLines::priced(started.prepared.config.price());
     let events = move |e: RunEvent| {
         if let Some(line) = lines.line(&e) {
             let _ = tx.send(line);
         }
     };
-    let config = &started.setup.config;
+    let config = &started.prepared.config;
     let downstream: Arc<dyn SymbolSource> = session.downstream(config, &started.roots).await;
     let approver: Arc<dyn Approver> = Arc::new(ClientApprover {
         client: client.clone(),
         session: session.clone(),
-        root: started.overlay.workspace().primary_root().to_path_buf(),
+        root: started.prepared.overlay.workspace().primary_root().to_path_buf(),
     });
-    let overlay = started.overlay.clone();
-    let model = &*started.setup.model;
-    let past = started.past.as_deref();
     let mcp = session.mcp(config, &started.roots).await;
-    let result = fix::run(
-        config,
-        model,
-        overlay,
-        Some(downstream),
-        Some(approver),
-        Some(mcp),
-        &started.target,
-        past,
-        &started.cancel,
-        &events,
-    )
-    .await;
+    let services = Services {
+        model: started.model.clone(),
+        symbols: Some(downstream),
+        approver: Some(approver),
+        mcp: Some(mcp),
+        progress: &events,
+        cancel: started.cancel.clone(),
+    };
+    let result = fix::run(&started.prepared, services, started.request.clone()).await;
     drop(events);
     let _ = forward.await;
     result
@@ -405,22 +403,23 @@ async fn deliver(
         .iter()
         .cloned()
         .partition(|c| session.docs.get_by_path(&c.path).is_some_and(|d| d.out_of_sync));
-    let mut prepared = proposal::prepare(&changes, &session.docs);
+    let mut outgoing = proposal::prepare(&changes, &session.docs);
     // Hunks are annotated with the problem they address (a fix-all's review
     // accepts them per problem).
-    let problems: Vec<(u32, String)> = started.target.problems.iter().map(|d| (d.at.line, d.message.clone())).collect();
-    for file in prepared.files.iter_mut().filter(|f| f.path == started.target.path) {
+    let problems: Vec<(u32, String)> =
+        started.request.target.problems.iter().map(|d| (d.at.line, d.message.clone())).collect();
+    for file in outgoing.files.iter_mut().filter(|f| f.path == started.request.target.path) {
         file.problems = problems.clone();
     }
-    let mut conflicts = prepared.conflicts.clone();
+    let mut conflicts = outgoing.conflicts.clone();
     conflicts.extend(stale.iter().map(|c| {
         format!(
             "{}: not changed because agentfix's copy of it is out of sync with the editor (save it, then run Agent fix again)",
             c.display
         )
     }));
-    let (edit, hunks, skipped) = convert::workspace_edit(&prepared.files, started.encoding, started.support.edit);
-    let files = prepared.files.len() - skipped.len();
+    let (edit, hunks, skipped) = convert::workspace_edit(&outgoing.files, started.encoding, started.support.edit);
+    let files = outgoing.files.len() - skipped.len();
     let title =
         first_line(&proposal.summary).or_else(|| started.fallback_title.clone()).unwrap_or_else(|| "proposal".into());
     let early = proposal.stopped_early.as_ref().map(|r| format!(" (stopped early: {r})")).unwrap_or_default();
@@ -429,7 +428,7 @@ async fn deliver(
         format!("Agent fix: {title}{early} ({}, {}; {spent})", plural(files, "file"), plural(hunks, "hunk"));
     // Said in the label too: a client without change annotations shows no
     // other sign of it.
-    for f in prepared.files.iter().filter(|f| !skipped.contains(&f.display)) {
+    for f in outgoing.files.iter().filter(|f| !skipped.contains(&f.display)) {
         if let Some(why) = runs_code(std::path::Path::new(&f.display)) {
             label.push_str(&format!("; {} runs code ({why}): review it before accepting", f.display));
         }
@@ -448,7 +447,7 @@ async fn deliver(
     if delivery == Delivery::Return {
         return Delivered { message, applied: true, conflicts, edit: Some(edit), cancelled: false };
     }
-    let sent = apply_edit(client, session, &started.cancel, label, edit, prepared.files).await;
+    let sent = apply_edit(client, session, &started.cancel, label, edit, outgoing.files).await;
     // An applied proposal keeps its label as the message; every other
     // answer says what happened instead.
     Delivered { message: if sent.message.is_empty() { message } else { sent.message }, conflicts, ..sent }
@@ -514,9 +513,9 @@ async fn conclude(
     started: &Started,
     result: &fix::FixResult,
     delivered: Delivered,
-) -> (FixResult, Option<WorkspaceEdit>) {
+) -> (FixResponse, Option<WorkspaceEdit>) {
     let outcome = &result.outcome;
-    let message = started.setup.config.key_redactor().redact(&delivered.message).into_owned();
+    let message = started.prepared.config.key_redactor().redact(&delivered.message).into_owned();
     progress.end(message.clone()).await;
     let partial = matches!(&result.verdict, Verdict::Proposal(p) if p.stopped_early.is_some());
     let (applied, cancelled) = (delivered.applied, delivered.cancelled);
@@ -530,7 +529,7 @@ async fn conclude(
         client.show_message(kind, &message).await;
     }
     let stop_reason = if cancelled { Stop::Cancelled.as_str() } else { outcome.stop.as_str() };
-    let answer = FixResult {
+    let answer = FixResponse {
         run_id: run_id(&started.registration),
         applied,
         stop_reason: stop_reason.to_string(),

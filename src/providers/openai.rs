@@ -213,39 +213,7 @@ impl OpenAi {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("application/json"));
         if is_json {
-            // Within the idle timeout, and at most MAX_JSON_BODY of it.
-            let body = http::read_capped(response, http::MAX_JSON_BODY, wait).await;
-            if body.cut {
-                let mut e = ModelError::new(
-                    ModelErrorKind::Decode,
-                    Some(status),
-                    format!(
-                        "the {name} API sent an answer over {}; a response that large is not accepted",
-                        http::size(http::MAX_JSON_BODY as u64)
-                    ),
-                );
-                e.retryable = false;
-                return Err(e);
-            }
-            if let Some(why) = body.failed {
-                return Err(ModelError::new(
-                    ModelErrorKind::Network,
-                    None,
-                    format!("the {name} API's answer could not be read: {why}"),
-                ));
-            }
-            let v: Value = serde_json::from_slice(&body.bytes).map_err(|e| {
-                ModelError::new(
-                    ModelErrorKind::Decode,
-                    Some(status),
-                    format!("the {name} API answered with invalid JSON: {e}"),
-                )
-            })?;
-            let mut r = decode_completion(&v, name)?;
-            if !v["usage"].is_object() {
-                r.usage = estimated_usage(prompt_bytes, &r.message);
-            }
-            return Ok(Some(r));
+            return json_answer(response, status, wait, prompt_bytes, name).await.map(Some);
         }
         let mut events = http::sse(response, idle, name);
         let mut acc = Accumulator::default();
@@ -266,6 +234,46 @@ impl OpenAi {
         }
         Ok(Some(r))
     }
+}
+
+/// A JSON (unstreamed) answer: read within `wait`, at most
+/// [`http::MAX_JSON_BODY`] of it, and decoded.
+async fn json_answer(
+    response: reqwest::Response,
+    status: u16,
+    wait: std::time::Duration,
+    prompt_bytes: u64,
+    name: &str,
+) -> Result<ModelResponse, ModelError> {
+    // Within the idle timeout, and at most MAX_JSON_BODY of it.
+    let body = http::read_capped(response, http::MAX_JSON_BODY, wait).await;
+    if body.cut {
+        let mut e = ModelError::new(
+            ModelErrorKind::Decode,
+            Some(status),
+            format!(
+                "the {name} API sent an answer over {}; a response that large is not accepted",
+                http::size(http::MAX_JSON_BODY as u64)
+            ),
+        );
+        e.retryable = false;
+        return Err(e);
+    }
+    if let Some(why) = body.failed {
+        return Err(ModelError::new(
+            ModelErrorKind::Network,
+            None,
+            format!("the {name} API's answer could not be read: {why}"),
+        ));
+    }
+    let v: Value = serde_json::from_slice(&body.bytes).map_err(|e| {
+        ModelError::new(ModelErrorKind::Decode, Some(status), format!("the {name} API answered with invalid JSON: {e}"))
+    })?;
+    let mut r = decode_completion(&v, name)?;
+    if !v["usage"].is_object() {
+        r.usage = estimated_usage(prompt_bytes, &r.message);
+    }
+    Ok(r)
 }
 
 #[async_trait]

@@ -20,7 +20,9 @@ use landlock::{
 };
 
 use super::view::{self, Mount};
-use super::{EXIT_NO_LANDLOCK, EXIT_NO_SANDBOX, EXIT_SETUP_FAILED, EXIT_SPAWN_FAILED, ExecArgs, Limits, status_line};
+use super::{
+    EXIT_NO_LANDLOCK, EXIT_NO_SANDBOX, EXIT_SETUP_FAILED, EXIT_SPAWN_FAILED, ExecArgs, ResourceLimits, status_line,
+};
 use super::{mounts, seccomp};
 
 /// The newest Landlock ABI whose rights this code asks for; older kernels
@@ -136,7 +138,7 @@ struct Init {
     mounts: Vec<Mount>,
     cwd: PathBuf,
     network: bool,
-    limits: Limits,
+    limits: ResourceLimits,
     /// What Landlock lets the command write.
     writable: Vec<PathBuf>,
     argv: Vec<CString>,

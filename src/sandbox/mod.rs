@@ -92,7 +92,7 @@ pub const EXIT_SPAWN_FAILED: u8 = 127;
 /// 0 leaves a limit as agentfix has it. The defaults let a real
 /// `cargo test` or `pytest` run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct ResourceLimits {
     /// Address space of each process, in MiB (`RLIMIT_AS`).
     pub address_space_mb: u64,
     /// Processes and threads of the sandbox's user (`RLIMIT_NPROC`; the
@@ -106,15 +106,15 @@ pub struct Limits {
     pub open_files: u64,
 }
 
-impl Default for Limits {
+impl Default for ResourceLimits {
     fn default() -> Self {
-        Limits::DEFAULT
+        ResourceLimits::DEFAULT
     }
 }
 
-impl Limits {
+impl ResourceLimits {
     /// The defaults.
-    pub const DEFAULT: Limits = Limits {
+    pub const DEFAULT: ResourceLimits = ResourceLimits {
         address_space_mb: 16 * 1024,
         processes: 4096,
         file_size_mb: 8 * 1024,
@@ -162,12 +162,12 @@ pub enum Sandbox {
     /// Without a sandbox: the command can do whatever the user can.
     Off,
     /// In the sandbox; `network` keeps the host's network.
-    On { network: bool, limits: Limits },
+    On { network: bool, limits: ResourceLimits },
 }
 
 impl Default for Sandbox {
     fn default() -> Self {
-        Sandbox::On { network: false, limits: Limits::default() }
+        Sandbox::On { network: false, limits: ResourceLimits::default() }
     }
 }
 
@@ -212,9 +212,9 @@ pub struct ExecArgs {
 
 impl ExecArgs {
     /// The limits given, the defaults for those not given.
-    pub fn limits(&self) -> Limits {
-        let d = Limits::default();
-        Limits {
+    pub fn limits(&self) -> ResourceLimits {
+        let d = ResourceLimits::default();
+        ResourceLimits {
             address_space_mb: self.limit_as_mb.unwrap_or(d.address_space_mb),
             processes: self.limit_processes.unwrap_or(d.processes),
             file_size_mb: self.limit_file_mb.unwrap_or(d.file_size_mb),
@@ -224,7 +224,7 @@ impl ExecArgs {
     }
 
     /// The arguments that give `limits` to the helper.
-    pub fn limit_args(limits: &Limits) -> Vec<String> {
+    pub fn limit_args(limits: &ResourceLimits) -> Vec<String> {
         [
             ("--limit-as-mb", limits.address_space_mb),
             ("--limit-processes", limits.processes),
@@ -433,7 +433,7 @@ pub enum Failure {
 
 /// What the helper reported on its status descriptor.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Report {
+pub struct HelperReport {
     /// The command was started.
     pub started: bool,
     pub failure: Option<Failure>,
@@ -441,10 +441,10 @@ pub struct Report {
     pub warnings: Vec<String>,
 }
 
-impl Report {
+impl HelperReport {
     /// Reads the helper's status lines.
-    pub fn parse(text: &str) -> Report {
-        let mut report = Report::default();
+    pub fn parse(text: &str) -> HelperReport {
+        let mut report = HelperReport::default();
         for line in text.lines() {
             let mut fields = line.splitn(3, '\t');
             match (fields.next(), fields.next(), fields.next()) {
@@ -538,7 +538,7 @@ mod tests {
 
     #[test]
     fn limits_reach_the_helper_and_back() {
-        let limits = Limits { address_space_mb: 1, processes: 2, file_size_mb: 3, cpu_secs: 4, open_files: 5 };
+        let limits = ResourceLimits { address_space_mb: 1, processes: 2, file_size_mb: 3, cpu_secs: 4, open_files: 5 };
         let mut argv = vec!["x".to_string()];
         argv.extend(ExecArgs::limit_args(&limits));
         argv.extend(["--".to_string(), "true".to_string()]);
@@ -550,26 +550,26 @@ mod tests {
         let cli = <Cli as clap::Parser>::try_parse_from(argv).unwrap();
         assert_eq!(cli.args.limits(), limits);
         let none = <Cli as clap::Parser>::try_parse_from(["x", "--", "true"]).unwrap();
-        assert_eq!(none.args.limits(), Limits::default());
+        assert_eq!(none.args.limits(), ResourceLimits::default());
     }
 
     #[test]
     fn status_lines_decide_and_exit_codes_are_the_fallback() {
-        let started = Report::parse("warn\tno TCP rules\nstarted\n");
+        let started = HelperReport::parse("warn\tno TCP rules\nstarted\n");
         assert_eq!(started.warnings, ["no TCP rules"]);
         // A started command's exit code is its own, whatever it is.
         for code in [Some(0), Some(i32::from(EXIT_NO_LANDLOCK)), Some(127), None] {
             assert_eq!(started.outcome(code), Ok(()));
         }
-        let no = Report::parse(&status_line(&["error", "no-landlock", "Landlock is not enabled\nat boot"]));
+        let no = HelperReport::parse(&status_line(&["error", "no-landlock", "Landlock is not enabled\nat boot"]));
         assert_eq!(
             no.outcome(Some(i32::from(EXIT_NO_LANDLOCK))),
             Err(Failure::NoLandlock("Landlock is not enabled at boot".into()))
         );
-        let spawn = Report::parse("error\tspawn\tNo such file or directory (os error 2)\n");
+        let spawn = HelperReport::parse("error\tspawn\tNo such file or directory (os error 2)\n");
         assert_eq!(spawn.outcome(Some(127)), Err(Failure::Spawn("No such file or directory (os error 2)".into())));
         // No status at all: the distinct exit code still means "no Landlock".
-        let silent = Report::parse("");
+        let silent = HelperReport::parse("");
         assert!(matches!(silent.outcome(Some(i32::from(EXIT_NO_LANDLOCK))), Err(Failure::NoLandlock(_))));
         assert!(matches!(silent.outcome(Some(0)), Err(Failure::Setup(m)) if m.contains("without starting")));
         assert!(matches!(silent.outcome(None), Err(Failure::Setup(_))));

@@ -160,30 +160,7 @@ pub fn plan(input: &Inputs, kind: &dyn Fn(&Path) -> Kind, link: &dyn Fn(&Path) -
         Kind::Link => link(p).is_some_and(|t| kind(&p.parent().unwrap_or(Path::new("/")).join(t)) != Kind::Missing),
         _ => true,
     };
-    let mut mounts = Vec::new();
-    let mut system = Vec::new();
-    for dir in SYSTEM.iter().map(PathBuf::from) {
-        match kind(&dir) {
-            Kind::Missing => {}
-            Kind::Link => {
-                if let Some(target) = link(&dir) {
-                    mounts.push(Mount::Symlink { target, dst: dir.clone() });
-                    system.push(dir);
-                }
-            }
-            _ => {
-                mounts.push(Mount::Bind { src: dir.clone(), dst: dir.clone(), write: false });
-                system.push(dir);
-            }
-        }
-    }
-    for secret in ETC_SECRETS.iter().map(PathBuf::from) {
-        match kind(&secret) {
-            Kind::Dir => mounts.push(Mount::Cover { dst: secret, dir: true }),
-            Kind::File => mounts.push(Mount::Cover { dst: secret, dir: false }),
-            _ => {}
-        }
-    }
+    let (mut mounts, system) = system_mounts(kind, link);
     mounts.push(Mount::Proc { dst: "/proc".into() });
     mounts.push(Mount::Dev { dst: "/dev".into() });
     mounts.push(Mount::Tmpfs { dst: "/tmp".into(), mode: 0o1777, size_mb: TMPFS_MB });
@@ -256,7 +233,44 @@ pub fn plan(input: &Inputs, kind: &dyn Fn(&Path) -> Kind, link: &dyn Fn(&Path) -
         let w = clean(w);
         mounts.push(Mount::Bind { src: w.clone(), dst: w, write: true });
     }
-    // What must stay out but lies inside something bound is covered.
+    cover_hidden(&mut mounts, &input.hide, kind);
+    // Parents first; the order among equals is kept.
+    mounts.sort_by_key(|m| m.dst().components().count());
+    mounts
+}
+
+/// The system directories (bound read-only, or the symlink they are) with
+/// the secrets of `/etc` covered, and the directories bound.
+fn system_mounts(kind: &dyn Fn(&Path) -> Kind, link: &dyn Fn(&Path) -> Option<PathBuf>) -> (Vec<Mount>, Vec<PathBuf>) {
+    let mut mounts = Vec::new();
+    let mut system = Vec::new();
+    for dir in SYSTEM.iter().map(PathBuf::from) {
+        match kind(&dir) {
+            Kind::Missing => {}
+            Kind::Link => {
+                if let Some(target) = link(&dir) {
+                    mounts.push(Mount::Symlink { target, dst: dir.clone() });
+                    system.push(dir);
+                }
+            }
+            _ => {
+                mounts.push(Mount::Bind { src: dir.clone(), dst: dir.clone(), write: false });
+                system.push(dir);
+            }
+        }
+    }
+    for secret in ETC_SECRETS.iter().map(PathBuf::from) {
+        match kind(&secret) {
+            Kind::Dir => mounts.push(Mount::Cover { dst: secret, dir: true }),
+            Kind::File => mounts.push(Mount::Cover { dst: secret, dir: false }),
+            _ => {}
+        }
+    }
+    (mounts, system)
+}
+
+/// Covers what must stay out (`hide`) but lies inside something bound.
+fn cover_hidden(mounts: &mut Vec<Mount>, hide: &[PathBuf], kind: &dyn Fn(&Path) -> Kind) {
     let bound: Vec<PathBuf> = mounts
         .iter()
         .filter_map(|m| match m {
@@ -264,15 +278,12 @@ pub fn plan(input: &Inputs, kind: &dyn Fn(&Path) -> Kind, link: &dyn Fn(&Path) -
             _ => None,
         })
         .collect();
-    for h in &input.hide {
+    for h in hide {
         let h = clean(h);
         if bound.iter().any(|b| h.starts_with(b) && &h != b) && kind(&h) == Kind::Dir {
             mounts.push(Mount::Cover { dst: h, dir: true });
         }
     }
-    // Parents first; the order among equals is kept.
-    mounts.sort_by_key(|m| m.dst().components().count());
-    mounts
 }
 
 /// The directories to bind for one `PATH` entry: under `$HOME`, the

@@ -19,7 +19,7 @@ use futures::StreamExt;
 use futures::stream::{BoxStream, SelectAll};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use crate::sandbox::{self, Report, Sandbox};
+use crate::sandbox::{self, HelperReport, Sandbox};
 use crate::workspace::Scratch;
 
 /// At most this many lines of output are shown.
@@ -54,7 +54,7 @@ pub(super) struct Finished {
     /// Whether the output was read to its end.
     pub(super) complete: bool,
     /// What the sandbox helper reported; `None` without the sandbox.
-    pub(super) report: Option<Report>,
+    pub(super) report: Option<HelperReport>,
 }
 
 /// How one command is started.
@@ -181,7 +181,7 @@ pub(super) async fn execute(
         None => None,
     };
     #[cfg(not(unix))]
-    let report = sandboxed.then(Report::default);
+    let report = sandboxed.then(HelperReport::default);
     Ok(Finished { output: tail, end, complete, report })
 }
 
@@ -349,12 +349,12 @@ async fn drain(output: &mut SelectAll<Chunks>, tail: &mut Tail) -> bool {
 
 /// Reads the sandbox helper's status lines (it has exited: the pipe ends).
 #[cfg(unix)]
-async fn read_report(reader: io::PipeReader) -> Report {
+async fn read_report(reader: io::PipeReader) -> HelperReport {
     let mut text = Vec::new();
     if let Ok(mut pipe) = tokio::net::unix::pipe::Receiver::from_owned_fd(reader.into()) {
         let _ = tokio::time::timeout(DRAIN_GRACE, pipe.read_to_end(&mut text)).await;
     }
-    Report::parse(&String::from_utf8_lossy(&text))
+    HelperReport::parse(&String::from_utf8_lossy(&text))
 }
 
 /// A started command, until it is reaped.

@@ -62,6 +62,11 @@ pub trait BufferSource: Send + Sync {
     fn disk_text(&self, _path: &Path) -> Option<Option<String>> {
         None
     }
+    /// Whether a change the editor sent for `path`'s buffer could not be
+    /// applied, so the copy here may differ from the editor's.
+    fn out_of_sync(&self, _path: &Path) -> bool {
+        false
+    }
 }
 
 /// No editor: every file comes from the disk.
