@@ -16,7 +16,9 @@
 //! - `toolbox`: the run's tools, their results scrubbed of credentials;
 //! - `run`: the loop over the overlay, the transcript, the [`FixResult`];
 //! - `verdict`: how a run ended ([`Verdict`]) and what it spent ([`Spend`]);
-//! - `progress`: run events as one-line progress messages.
+//! - `progress`: run events as one-line progress messages;
+//! - `verify`: the check of a proposal (diagnostics, verify commands) and its
+//!   record ([`verify::Verification`]).
 
 mod progress;
 mod prompt;
@@ -24,6 +26,7 @@ mod run;
 mod setup;
 mod toolbox;
 mod verdict;
+pub mod verify;
 
 use std::path::PathBuf;
 use std::sync::Arc;

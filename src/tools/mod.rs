@@ -63,7 +63,7 @@ pub use hover::Hover;
 pub use list_files::ListFiles;
 pub use read_file::ReadFile;
 pub use registry::{ExternalTool, Tool, Toolbox, input_schema};
-pub use run_command::{Approval, Approver, CommandSpec, RunCommand, RunCommandInput};
+pub use run_command::{Approval, Approver, CommandRun, CommandSpec, RunCommand, RunCommandInput};
 pub use workspace_symbols::WorkspaceSymbols;
 pub use write_file::WriteFile;
 

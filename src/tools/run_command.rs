@@ -220,18 +220,46 @@ impl Tool for RunCommand {
     const MORE: &'static str = "run a narrower command (one test, one file)";
 
     async fn run(&self, input: RunCommandInput, ctx: &ToolContext) -> Result<String, ToolError> {
-        let Some(spec) = self.commands.get(&input.name) else {
+        self.run_named(&input.name, ctx).await.map(|run| run.text)
+    }
+}
+
+/// What one configured command did, for `run_command` and for the check
+/// of a proposal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandRun {
+    /// What the model reads: the argv, the output (its end, paths relative
+    /// to the root) and how it ended.
+    pub text: String,
+    /// Its exit code; `None` when it was killed (a timeout, a signal).
+    pub exit_code: Option<i32>,
+    /// How long it ran.
+    pub secs: f64,
+}
+
+impl CommandRun {
+    /// Whether the command exited 0.
+    pub fn passed(&self) -> bool {
+        self.exit_code == Some(0)
+    }
+}
+
+impl RunCommand {
+    /// Runs the configured command `name` in a scratch copy of `ctx`'s
+    /// overlay, once it is approved; an error says why it did not run.
+    pub async fn run_named(&self, name: &str, ctx: &ToolContext) -> Result<CommandRun, ToolError> {
+        let Some(spec) = self.commands.get(name) else {
             return Err(ToolError::Respond(if self.commands.is_empty() {
-                format!("no command named `{}`; no commands are configured", input.name)
+                format!("no command named `{name}`; no commands are configured")
             } else {
-                format!("no command named `{}`; the configured commands are: {}", input.name, self.names().join(", "))
+                format!("no command named `{name}`; the configured commands are: {}", self.names().join(", "))
             }));
         };
         let shown = display_argv(&spec.argv);
         if spec.argv.is_empty() {
             return Err(ToolError::Respond(format!(
                 "the command `{}` is configured with an empty argv; the user must fix its configuration",
-                input.name
+                name
             )));
         }
         if self.sandbox != Sandbox::Off
@@ -240,7 +268,7 @@ impl Tool for RunCommand {
             warn_once(&refusal);
             return Err(ToolError::Respond(refusal));
         }
-        self.ensure_approved(&input.name, spec).await?;
+        self.ensure_approved(name, spec).await?;
         let overlay = Arc::clone(&ctx.overlay);
         let prepare_failed =
             |e: String| ToolError::Respond(format!("could not prepare a scratch copy of the workspace: {e}"));
@@ -256,7 +284,9 @@ impl Tool for RunCommand {
             hide: hidden_paths(ctx),
             env: crate::secrets::allowed_env(&self.env_allow),
         };
+        let started = std::time::Instant::now();
         let finished = execute(&spec.argv, &scratch, spec.timeout, &launch).await;
+        let secs = started.elapsed().as_secs_f64();
         let skipped = scratch.skipped().to_vec();
         let paths = ShownPaths::of(&scratch, ctx);
         // Removing a large tree is blocking work.
@@ -274,7 +304,7 @@ impl Tool for RunCommand {
         })?;
         if let Some(report) = &finished.report {
             for warning in &report.warnings {
-                warn_once(&format!("run_command `{}`: {warning}", input.name));
+                warn_once(&format!("run_command `{}`: {warning}", name));
             }
             if finished.end != End::TimedOut {
                 let code = match finished.end {
@@ -284,7 +314,11 @@ impl Tool for RunCommand {
                 report.outcome(code).map_err(|failure| ToolError::Respond(failure_message(&shown, failure)))?;
             }
         }
-        Ok(render(&shown, &finished, spec.timeout, &skipped, &paths))
+        let exit_code = match finished.end {
+            End::Exited(code) => Some(code),
+            _ => None,
+        };
+        Ok(CommandRun { text: render(&shown, &finished, spec.timeout, &skipped, &paths), exit_code, secs })
     }
 }
 
