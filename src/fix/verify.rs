@@ -8,6 +8,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::diagnostic::{Diagnostic, Severity};
+use crate::downstream::SymbolSource;
+use crate::tools::{RunCommand, ToolContext, ToolError};
+use crate::workspace::FileChange;
 
 /// How a proposal fared in its check: the `verification` of the
 /// `agentfix.fix` result and of the CLI's summary.
@@ -226,6 +229,136 @@ pub fn findings(diff: Option<&DiagnosticDiff>, failed: &[FailedCommand<'_>]) -> 
     out
 }
 
+/// What checks a proposal: the language servers (when the diagnostics
+/// check is on) and the verify commands with the tool that runs them.
+pub struct Checker<'a> {
+    pub symbols: Option<&'a dyn SymbolSource>,
+    pub commands: Option<&'a RunCommand>,
+    /// `verify.commands`, in order.
+    pub names: &'a [String],
+}
+
+/// How one verify command went.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandResult {
+    pub check: CommandCheck,
+    /// What it printed (`run_command`'s text), or why it did not run.
+    pub text: String,
+    /// It did not run (not approved, no sandbox, not configured): the
+    /// model cannot fix that, so it is no finding.
+    pub refused: bool,
+}
+
+/// One check of a proposal.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Checked {
+    /// `None` when no language server covers a changed file.
+    pub diff: Option<DiagnosticDiff>,
+    pub commands: Vec<CommandResult>,
+}
+
+impl Checked {
+    /// Whether at least one check ran and every one that ran passed.
+    pub fn passed(&self) -> bool {
+        let ran = self.diff.is_some() || self.commands.iter().any(|c| !c.refused);
+        ran && self.diff.as_ref().is_none_or(DiagnosticDiff::passed) && self.commands.iter().all(|c| c.check.passed)
+    }
+
+    /// Whether the model can act on what failed (a round of feedback helps).
+    pub fn has_findings(&self) -> bool {
+        self.diff.as_ref().is_some_and(|d| !d.passed()) || self.commands.iter().any(|c| !c.refused && !c.check.passed)
+    }
+
+    /// The record of this check after `rounds` rounds.
+    pub fn record(&self, rounds: u32) -> Verification {
+        Verification {
+            verified: self.passed(),
+            rounds,
+            diagnostics: self.diff.as_ref().map(DiagnosticDiff::counts),
+            commands: self.commands.iter().map(|c| c.check.clone()).collect(),
+        }
+    }
+
+    /// The findings for the model (see [`findings`]).
+    pub fn findings(&self) -> String {
+        let failed: Vec<FailedCommand<'_>> = self
+            .commands
+            .iter()
+            .filter(|c| !c.refused && !c.check.passed)
+            .map(|c| FailedCommand { name: &c.check.name, text: &c.text })
+            .collect();
+        findings(self.diff.as_ref(), &failed)
+    }
+}
+
+impl Checker<'_> {
+    /// Checks `changes` (the overlay of `ctx` holds them): the diagnostics of
+    /// each changed file a language server covers, before and after, then
+    /// each verify command in the scratch copy.
+    pub async fn check(&self, ctx: &ToolContext, changes: &[FileChange], target_problems: &[Diagnostic]) -> Checked {
+        let diff = match self.symbols {
+            Some(symbols) => diagnostics_diff(symbols, changes, &ctx.target, target_problems).await,
+            None => None,
+        };
+        let mut commands = Vec::new();
+        for name in self.names {
+            commands.push(self.command(name, ctx).await);
+        }
+        Checked { diff, commands }
+    }
+
+    async fn command(&self, name: &str, ctx: &ToolContext) -> CommandResult {
+        let refused = |text: String| CommandResult {
+            check: CommandCheck { name: name.to_string(), passed: false, exit_code: None, secs: 0.0 },
+            text,
+            refused: true,
+        };
+        let Some(tool) = self.commands else {
+            return refused(format!("`{name}` is not a configured command, or no one can approve it"));
+        };
+        match tool.run_named(name, ctx).await {
+            Ok(run) => CommandResult {
+                check: CommandCheck {
+                    name: name.to_string(),
+                    passed: run.passed(),
+                    exit_code: run.exit_code,
+                    secs: run.secs,
+                },
+                text: run.text,
+                refused: false,
+            },
+            Err(ToolError::Respond(why) | ToolError::Fatal(why)) => refused(why),
+        }
+    }
+}
+
+/// The diagnostics of the changed files a language server covers, before
+/// (the text the run read) and after (the proposal); `None` when it covers
+/// none of them or none answered.
+async fn diagnostics_diff(
+    symbols: &dyn SymbolSource,
+    changes: &[FileChange],
+    target: &std::path::Path,
+    target_problems: &[Diagnostic],
+) -> Option<DiagnosticDiff> {
+    let mut files = Vec::new();
+    let mut target_file = String::new();
+    for c in changes.iter().filter(|c| symbols.available(&c.path)) {
+        let before = symbols.diagnostics(&c.path, c.original.as_deref().unwrap_or("")).await;
+        let after = symbols.diagnostics(&c.path, &c.new_text).await;
+        match (before, after) {
+            (Ok(before), Ok(after)) => {
+                if c.path == target {
+                    target_file = c.display.clone();
+                }
+                files.push((c.display.clone(), before, after));
+            }
+            (Err(e), _) | (_, Err(e)) => tracing::info!("no diagnostics check of {}: {e}", c.display),
+        }
+    }
+    (!files.is_empty()).then(|| compare(&files, &target_file, target_problems))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,5 +439,129 @@ mod tests {
         assert!(f.contains("still reported:\n- line 10: E0308\n"), "{f}");
         assert!(f.contains("The command `test` failed") && f.ends_with("[exit code 101]\n```\n"), "{f}");
         assert!(!f.contains("line 0\n") && f.len() < 5000, "only the end of the output: {}", f.len());
+    }
+
+    /// Python files only; an error for each line with `bad` in it, the
+    /// line as its message.
+    struct Lines;
+
+    #[async_trait::async_trait]
+    impl SymbolSource for Lines {
+        fn available(&self, path: &std::path::Path) -> bool {
+            path.extension().is_some_and(|e| e == "py")
+        }
+        async fn document_symbols(
+            &self,
+            _: &std::path::Path,
+            _: &str,
+        ) -> Result<Vec<crate::downstream::Symbol>, crate::downstream::DownstreamError> {
+            Ok(Vec::new())
+        }
+        async fn workspace_symbols(
+            &self,
+            _: &std::path::Path,
+            _: &str,
+        ) -> Result<Vec<crate::downstream::Location>, crate::downstream::DownstreamError> {
+            Ok(Vec::new())
+        }
+        async fn definition(
+            &self,
+            _: &std::path::Path,
+            _: &str,
+            _: u32,
+            _: u32,
+        ) -> Result<Vec<crate::downstream::Location>, crate::downstream::DownstreamError> {
+            Ok(Vec::new())
+        }
+        async fn references(
+            &self,
+            _: &std::path::Path,
+            _: &str,
+            _: u32,
+            _: u32,
+        ) -> Result<Vec<crate::downstream::Location>, crate::downstream::DownstreamError> {
+            Ok(Vec::new())
+        }
+        async fn hover(
+            &self,
+            _: &std::path::Path,
+            _: &str,
+            _: u32,
+            _: u32,
+        ) -> Result<Option<String>, crate::downstream::DownstreamError> {
+            Ok(None)
+        }
+        async fn diagnostics(
+            &self,
+            _: &std::path::Path,
+            text: &str,
+        ) -> Result<Vec<Diagnostic>, crate::downstream::DownstreamError> {
+            Ok(text
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| l.contains("bad"))
+                .map(|(n, l)| d(n as u32, Some(Severity::Error), l.trim()))
+                .collect())
+        }
+        async fn release(&self, _: &[(std::path::PathBuf, Option<String>)]) {}
+    }
+
+    struct Yes;
+
+    #[async_trait::async_trait]
+    impl crate::tools::Approver for Yes {
+        async fn approve(&self, _: &str, _: &[String]) -> crate::tools::Approval {
+            crate::tools::Approval::Always
+        }
+    }
+
+    fn test_command(script: &str) -> RunCommand {
+        let spec = crate::tools::CommandSpec {
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            timeout: std::time::Duration::from_secs(30),
+        };
+        RunCommand::new([("test".to_string(), spec)].into(), std::sync::Arc::new(Yes))
+            .with_sandbox(crate::sandbox::Sandbox::Off)
+    }
+
+    #[tokio::test]
+    async fn a_check_runs_the_diagnostics_before_and_after_and_the_verify_commands_in_the_copy() {
+        let (_d, ctx) =
+            crate::tools::test_support::context(&[("a.py", "x = bad\ny = 1\n"), ("notes.txt", "bad\n")], &[]);
+        let a = ctx.overlay.resolve("a.py").unwrap();
+        let notes = ctx.overlay.resolve("notes.txt").unwrap();
+        ctx.overlay.write(&a, "x = good\ny = 1\n".into()).unwrap();
+        ctx.overlay.write(&notes, "still bad\n".into()).unwrap();
+        let target = [d(0, Some(Severity::Error), "x = bad")];
+        let command = test_command("grep -q good a.py");
+        let names = vec!["test".to_string()];
+        let checker = Checker { symbols: Some(&Lines), commands: Some(&command), names: &names };
+        let checked = checker.check(&ctx, &ctx.overlay.changes(), &target).await;
+        // notes.txt has no language server: only a.py is compared.
+        assert_eq!(checked.diff.as_ref().unwrap().counts(), DiagnosticCounts { fixed: 1, introduced: 0, remaining: 0 });
+        assert!(checked.commands[0].check.passed && checked.commands[0].check.exit_code == Some(0), "{checked:?}");
+        assert!(checked.passed() && !checked.has_findings());
+        let record = checked.record(1);
+        assert_eq!(
+            record.line(checked.diff.as_ref()).unwrap().split(" (").next(),
+            Some("verified: 1 fixed, 0 new; test passed")
+        );
+
+        // A new error and a failing command: findings for the model.
+        ctx.overlay.write(&a, "x = good\ny = bad call\n".into()).unwrap();
+        let failing = test_command("echo 'assert failed' >&2; exit 3");
+        let checker = Checker { symbols: Some(&Lines), commands: Some(&failing), names: &names };
+        let checked = checker.check(&ctx, &ctx.overlay.changes(), &target).await;
+        assert!(!checked.passed() && checked.has_findings());
+        assert_eq!(checked.commands[0].check.exit_code, Some(3));
+        let f = checked.findings();
+        assert!(f.contains("- a.py line 2, column 1: error: y = bad call") && f.contains("assert failed"), "{f}");
+        assert_eq!(checked.record(2).line(checked.diff.as_ref()).unwrap(), "not verified: 1 new error; test failed");
+
+        // Nothing that can run (no server, an unknown command): not verified, and nothing to feed back.
+        let names = vec!["lint".to_string()];
+        let checker = Checker { symbols: None, commands: Some(&command), names: &names };
+        let checked = checker.check(&ctx, &ctx.overlay.changes(), &target).await;
+        assert!(!checked.passed() && !checked.has_findings() && checked.commands[0].refused, "{checked:?}");
     }
 }
