@@ -28,7 +28,9 @@ mod proposal;
 mod run;
 mod server;
 mod session;
-mod transport;
+/// Public for the `lsp_transport` fuzz target, which drives the reader and
+/// writer threads themselves.
+pub mod transport;
 
 pub use ext::FIX_COMMAND;
 
