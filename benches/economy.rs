@@ -9,12 +9,6 @@
 //! `main`: it prints a table, then checks the targets and exits non-zero when one is
 //! missed. `cargo bench --bench economy`.
 
-#[path = "../tests/common"]
-mod common {
-    #[allow(dead_code)]
-    pub mod mock_model;
-}
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,7 +17,7 @@ use agentfix::config::{Config, ContextEditing, DEFAULT_CONTEXT_BUDGET, ProviderK
 use agentfix::fix::{self, Request, Roots, Services, Setup, Target, Verdict};
 use agentfix::pricing::{TokenCounts, format_usd, price_of};
 use agentfix::workspace::NoBuffers;
-use common::mock_model::{self, MockModel, UsageModel, UsageStats};
+use agentfix_mock_model::{self as mock_model, MockModel, UsageModel, UsageStats};
 
 /// The model the session is priced at.
 const MODEL: &str = "claude-sonnet-4-5";

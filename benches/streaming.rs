@@ -8,12 +8,6 @@
 //! same bytes, in 16 KB chunks, straight to the SSE parser and the progress
 //! formatter, without sockets.
 
-#[path = "../tests/common"]
-mod common {
-    #[allow(dead_code)]
-    pub mod mock_model;
-}
-
 use std::time::Duration;
 
 use agentfix::agent::RunEvent;
@@ -23,7 +17,7 @@ use agentfix::model::{Message, ModelRequest, StreamUpdate};
 use agentfix::providers::http::Sse;
 use agentfix::providers::openai::Flavor;
 use agentfix::providers::{Anthropic, Endpoint, ModelClient, OpenAi};
-use common::mock_model::{self, Chunk, MockModel, Reply};
+use agentfix_mock_model::{self as mock_model, Chunk, MockModel, Reply};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
 fn text(len: usize) -> String {

@@ -32,14 +32,19 @@ apt_install() {
 }
 
 # Sets AGENTFIX_BIN and MOCK_MODEL_BIN to the debug builds of the server and
-# of the mock model: the server must have been built (`cargo build` or
-# `cargo test`), the mock is built when missing.
+# of the mock model. By default the server must have been built (`cargo
+# build` or `cargo test`) and the mock is built when missing; with `--build`
+# both are built (`cargo build --locked`, nothing to do after `cargo test`).
 debug_binaries() {
   AGENTFIX_BIN="$repo/target/debug/agentfix"
   MOCK_MODEL_BIN="$repo/target/debug/examples/mock_model"
+  if [ "${1:-}" = "--build" ]; then
+    echo "== building the server and the mock model (cargo build --bin agentfix --example mock_model)"
+    (cd "$repo" && cargo build --locked --bin agentfix --example mock_model) || die "cargo build failed"
+  fi
   [ -x "$AGENTFIX_BIN" ] || die "$AGENTFIX_BIN missing: run \`cargo build\` (or \`cargo test\`) first"
   if ! [ -x "$MOCK_MODEL_BIN" ]; then
     echo "== building the mock model (cargo build --example mock_model)"
-    cargo build --example mock_model || die "cargo build --example mock_model failed"
+    (cd "$repo" && cargo build --example mock_model) || die "cargo build --example mock_model failed"
   fi
 }

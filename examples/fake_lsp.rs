@@ -16,35 +16,24 @@
 //!   without a line break.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
+use agentfix_lsp_framing::{Frame, SyncFrames};
 use serde_json::{Value, json};
 
-fn read(reader: &mut impl BufRead) -> Option<Value> {
-    let mut len = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some(v) = line.strip_prefix("Content-Length:") {
-            len = v.trim().parse().ok()?;
-        }
+/// The next message; `None` at the end of input or on anything malformed
+/// (which ends the server).
+fn read<R: std::io::Read>(frames: &mut SyncFrames<R>) -> Option<Value> {
+    match frames.next_frame().ok()?? {
+        Frame::Body(body) => serde_json::from_slice(&body).ok(),
+        Frame::Broken(_) => None,
     }
-    let mut body = vec![0; len];
-    reader.read_exact(&mut body).ok()?;
-    serde_json::from_slice(&body).ok()
 }
 
 fn send(v: &Value) {
-    let body = v.to_string();
     let mut out = std::io::stdout().lock();
-    let _ = write!(out, "Content-Length: {}\r\n\r\n{body}", body.len());
+    let _ = agentfix_lsp_framing::write_frame(&mut out, v.to_string().as_bytes());
     let _ = out.flush();
 }
 
@@ -216,7 +205,7 @@ fn main() {
         let _ = std::fs::write(path, env);
     }
     let mut state = State { root: std::env::current_dir().unwrap_or_default(), docs: BTreeMap::new() };
-    let mut reader = BufReader::new(std::io::stdin().lock());
+    let mut reader = SyncFrames::new(std::io::stdin().lock());
     eprintln!("fake_lsp: started");
     while let Some(msg) = read(&mut reader) {
         let method = msg["method"].as_str().unwrap_or("").to_string();

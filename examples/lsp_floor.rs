@@ -1,51 +1,33 @@
 //! The do-nothing language server: the floor `examples/lsp_load.rs` measures
 //! real servers against (what the pipe, the framing and JSON cost).
 //!
-//! Blocking std I/O on one thread. `initialize` is answered with incremental
+//! Blocking std I/O on one thread, framed by `agentfix_lsp_framing` (as the
+//! agentfix server is). `initialize` is answered with incremental
 //! sync and `codeActionProvider: true`, `textDocument/codeAction` with `[]`,
 //! `shutdown` with `null`, any other request with MethodNotFound; every
 //! notification is read and ignored (no document is kept); `exit` (or the
 //! end of stdin) ends the process, with code 0 after `shutdown`, else 1.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 
+use agentfix_lsp_framing::{Frame, SyncFrames};
 use serde_json::{Value, json};
 
-/// One message's body, or `None` at the end of input.
-fn read(reader: &mut impl BufRead) -> Option<Vec<u8>> {
-    let mut len = None;
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if reader.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        let header = line.trim_end();
-        if header.is_empty() {
-            if len.is_some() {
-                break;
-            }
-            continue;
-        }
-        if let Some((name, value)) = header.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            len = value.trim().parse::<usize>().ok();
-        }
+/// One message's body, or `None` at the end of input (or a broken frame).
+fn read<R: std::io::Read>(frames: &mut SyncFrames<R>) -> Option<Vec<u8>> {
+    match frames.next_frame().ok()?? {
+        Frame::Body(body) => Some(body),
+        Frame::Broken(_) => None,
     }
-    let mut body = vec![0; len?];
-    reader.read_exact(&mut body).ok()?;
-    Some(body)
 }
 
 fn send(out: &mut impl Write, message: &Value) {
-    let body = message.to_string();
-    let _ = write!(out, "Content-Length: {}\r\n\r\n{body}", body.len());
+    let _ = agentfix_lsp_framing::write_frame(out, message.to_string().as_bytes());
     let _ = out.flush();
 }
 
 fn main() {
-    let mut input = BufReader::with_capacity(1 << 16, std::io::stdin().lock());
+    let mut input = SyncFrames::new(std::io::stdin().lock());
     let mut out = std::io::stdout().lock();
     let mut shut_down = false;
     while let Some(body) = read(&mut input) {

@@ -27,13 +27,14 @@
 //! `--env NAME=KEY=VALUE` adds variables for one server.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use agentfix_lsp_framing::{Frame, SyncFrames};
 use clap::Parser;
 use serde_json::{Value, json};
 
@@ -272,36 +273,16 @@ fn file_uri(path: &Path) -> String {
 
 /// An LSP message: `Content-Length` header, then the body.
 fn frame(message: &Value) -> Vec<u8> {
-    let body = message.to_string();
-    let mut out = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
-    out.extend_from_slice(body.as_bytes());
-    out
+    agentfix_lsp_framing::frame(message.to_string().as_bytes())
 }
 
-fn read_message(reader: &mut impl BufRead) -> Option<Value> {
-    let mut len = None;
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if reader.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        let header = line.trim_end();
-        if header.is_empty() {
-            if len.is_some() {
-                break;
-            }
-            continue;
-        }
-        if let Some((name, value)) = header.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            len = value.trim().parse::<usize>().ok();
-        }
+/// The next message (`null` for a body that is not JSON); `None` at the end
+/// of the output or a broken frame.
+fn read_message<R: Read>(frames: &mut SyncFrames<R>) -> Option<Value> {
+    match frames.next_frame().ok()?? {
+        Frame::Body(body) => Some(serde_json::from_slice(&body).unwrap_or(Value::Null)),
+        Frame::Broken(_) => None,
     }
-    let mut body = vec![0; len?];
-    reader.read_exact(&mut body).ok()?;
-    Some(serde_json::from_slice(&body).unwrap_or(Value::Null))
 }
 
 /// What the driver answers to a server→client request.
@@ -388,7 +369,7 @@ impl Server {
         let (progress_tx, progress) = mpsc::channel();
         let writer = Arc::clone(&stdin);
         std::thread::spawn(move || {
-            let mut reader = BufReader::with_capacity(1 << 16, stdout);
+            let mut reader = SyncFrames::new(stdout);
             while let Some(message) = read_message(&mut reader) {
                 match (message.get("id"), message.get("method")) {
                     (Some(_), Some(_)) => {

@@ -15,16 +15,10 @@
 //! `{"delay_ms": 500, "reply": {…}}`. With `--log`, every request received
 //! is appended to the file as one JSON line `{method, path, body}`.
 
-#[path = "../tests/common"]
-mod common {
-    #[allow(dead_code)]
-    pub mod mock_model;
-}
-
 use std::io::{BufRead, Write};
 use std::time::Duration;
 
-use common::mock_model::{self, MockModel, Reply};
+use agentfix_mock_model::{self as mock_model, MockModel, Reply};
 use serde_json::Value;
 
 fn reply(v: &Value) -> Result<Reply, String> {

@@ -59,6 +59,13 @@ const RULES: &[Rule] = &[
         why: "only `mcp` knows the MCP SDK (`rmcp`); it hands out `tools::ExternalTool`s and its own `ServerTool`",
     },
     Rule {
+        files: "src/",
+        except_files: &["src/lsp/transport.rs", "src/downstream/client.rs"],
+        forbidden: &["agentfix_lsp_framing"],
+        allowed: &[],
+        why: "LSP framing is `lsp::transport`'s (the server) and `downstream::client`'s (the client), both through the one framer",
+    },
+    Rule {
         files: "src/secrets.rs",
         except_files: &[],
         forbidden: &["crate"],
@@ -580,6 +587,10 @@ fn source_tree_is_tidy() {
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
     assert!(files.len() > 20, "expected the whole source tree, found {} files", files.len());
+    // The workspace's other crates: their files open with `//!` too (no
+    // rule of the table applies to them).
+    rust_files(&root.join("crates"), &mut files);
+    assert!(files.iter().any(|f| f.ends_with("crates/lsp-framing/src/lib.rs")), "the crates/ tree is read");
 
     let mut violations = Vec::new();
     for path in &files {
@@ -817,7 +828,13 @@ fn every_test_a_doc_cites_exists() {
     assert!(missing.is_empty(), "docs cite tests that do not exist:\n{}", missing.join("\n"));
 }
 
+/// Where the Rust sources a doc may cite live.
+const SOURCE_DIRS: [&str; 5] = ["tests/", "src/", "benches/", "examples/", "crates/"];
+
 /// The `path.rs::name` citations of a text (in backticks), e.g. `` `tests/lsp.rs::a_test` ``.
+/// A citation whose name is not one (`src/x.rs::*`, `tests/a.rs::a…`) is
+/// kept with its name as written, so that it is reported: it names no test
+/// anyone could check.
 fn cited_tests(text: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for part in text.split('`').skip(1).step_by(2) {
@@ -825,21 +842,99 @@ fn cited_tests(text: &str) -> Vec<(String, String)> {
         let ok = |s: &str, extra: &str| {
             !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || extra.contains(c))
         };
-        if ["tests/", "src/", "benches/", "examples/"].iter().any(|p| file.starts_with(p))
-            && ok(file, "/")
-            && ok(name, "")
-        {
+        if SOURCE_DIRS.iter().any(|p| file.starts_with(p)) && ok(file, "/-") && !name.contains(' ') {
             out.push((format!("{file}.rs"), name.to_string()));
         }
     }
     out
 }
 
+/// The paths of Rust sources a text names in backticks (`tests/common/editor.rs`,
+/// `src/lsp/transport.rs::x`), without what follows the path.
+fn cited_sources(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for part in text.split('`').skip(1).step_by(2) {
+        let path = part.split("::").next().unwrap_or_default();
+        let plain = path.chars().all(|c| c.is_ascii_alphanumeric() || "_/-.".contains(c));
+        if SOURCE_DIRS.iter().any(|p| path.starts_with(p)) && path.ends_with(".rs") && plain {
+            out.push(path.to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn every_source_file_a_doc_names_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    markdown_files(root, &mut files);
+    let mut missing = Vec::new();
+    for doc in &files {
+        for path in cited_sources(&fs::read_to_string(doc).unwrap()) {
+            if !root.join(&path).is_file() {
+                missing.push(format!("{}: `{path}`", doc.strip_prefix(root).unwrap().display()));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "docs name source files that do not exist:\n{}", missing.join("\n"));
+}
+
+#[test]
+fn cited_sources_are_paths_in_backticks() {
+    let text = "`tests/common/editor.rs`, `src/lsp/x.rs::y`, `crates/a-b/src/lib.rs`, `src/x.rs and more`, `a.rs`";
+    assert_eq!(cited_sources(text), ["tests/common/editor.rs", "src/lsp/x.rs", "crates/a-b/src/lib.rs"]);
+}
+
+/// The text files of the repository a checkout holds (not `target/`, `.git/`,
+/// `node_modules/` or fuzz outputs).
+fn repository_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let path = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        let skipped = ["target", "node_modules", ".git", "corpus", "artifacts", "coverage", "Cargo.lock"];
+        if skipped.contains(&name.as_str()) || name.starts_with('.') && name != ".ci" {
+            continue;
+        }
+        if path.is_dir() {
+            repository_files(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn no_file_names_the_machine_it_was_written_on() {
+    // The checkout's own absolute path: what a path copied from one
+    // machine's build output or shell looks like. (Not its parent or
+    // `$HOME`: tests use paths such as `/home/me/ws` or `/root/.cargo` as
+    // data, which one machine or another has.)
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let needles = [root.display().to_string()];
+    let mut files = Vec::new();
+    repository_files(root, &mut files);
+    assert!(files.iter().any(|f| f.ends_with("src/main.rs")), "{files:?}");
+    let mut found = Vec::new();
+    for file in &files {
+        let Ok(text) = fs::read_to_string(file) else { continue }; // binary
+        for needle in &needles {
+            if let Some(line) = text.lines().position(|l| l.contains(needle.as_str())) {
+                found.push(format!("{}:{}: {needle}", file.strip_prefix(root).unwrap().display(), line + 1));
+            }
+        }
+    }
+    assert!(found.is_empty(), "absolute paths of this machine in the repository:\n{}", found.join("\n"));
+}
+
 #[test]
 fn citations_are_read_from_backticks() {
     let text = "see `tests/lsp.rs::a_b`, `src/x/y.rs::c` and `tests/a.rs::…_the_rest`, not `foo::bar`";
+    let cited = |file: &str, name: &str| (file.to_string(), name.to_string());
     assert_eq!(
         cited_tests(text),
-        [("tests/lsp.rs".to_string(), "a_b".to_string()), ("src/x/y.rs".to_string(), "c".to_string())]
+        [cited("tests/lsp.rs", "a_b"), cited("src/x/y.rs", "c"), cited("tests/a.rs", "…_the_rest")]
     );
+    // A wildcard is cited as written, and reported as no such function.
+    assert_eq!(cited_tests("`src/lsp/proposal.rs::*`"), [cited("src/lsp/proposal.rs", "*")]);
 }

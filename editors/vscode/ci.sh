@@ -18,7 +18,10 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO="$(cd "$HERE/../.." && pwd)"
+script="editors/vscode/ci.sh"
+# shellcheck source=../ci-lib.sh
+source "$HERE/../ci-lib.sh"
+REPO="$repo"
 cd "$HERE"
 
 CODE_SERVER_VERSION=4.139.1
@@ -46,11 +49,6 @@ summary() {
   fi
 }
 trap summary EXIT
-
-die() {
-  echo "ci.sh: $*" >&2
-  exit 1
-}
 
 # Adds the counts of node's test runner output (TAP `# pass N` or spec `ℹ pass N`) to the totals.
 count_tests() {
@@ -83,16 +81,7 @@ for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
-  command -v apt-get >/dev/null || die "missing packages ${missing[*]} and no apt-get to install them"
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null || die "missing packages ${missing[*]}: run as root or install them: apt-get install ${missing[*]}"
-    SUDO="sudo"
-  fi
-  echo "installing ${missing[*]}"
-  $SUDO apt-get update -qq || die "apt-get update failed"
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >"$WORK/apt.log" 2>&1 \
-    || { tail -20 "$WORK/apt.log" >&2; die "apt-get install ${missing[*]} failed"; }
+  apt_install "${missing[@]}"
 fi
 CHROMIUM="$(command -v chromium || true)"
 [ -x "$CHROMIUM" ] || die "chromium is not on PATH after installing it"
@@ -169,9 +158,8 @@ if [ -n "${AGENTFIX_BINARY:-}" ] || [ -n "${MOCK_MODEL:-}" ]; then
   echo "using the given binaries $AGENTFIX_BIN and $MOCK_MODEL"
 else
   # After `cargo test` (as in .ci/run) this has nothing to do.
-  (cd "$REPO" && cargo build --locked --bin agentfix --example mock_model) || die "cargo build failed"
-  AGENTFIX_BIN="$REPO/target/debug/agentfix"
-  MOCK_MODEL="$REPO/target/debug/examples/mock_model"
+  debug_binaries --build
+  MOCK_MODEL="$MOCK_MODEL_BIN"
 fi
 [ -x "$AGENTFIX_BIN" ] || die "no server binary at $AGENTFIX_BIN"
 [ -x "$MOCK_MODEL" ] || die "no mock model at $MOCK_MODEL"

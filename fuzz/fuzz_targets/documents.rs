@@ -24,25 +24,11 @@ use agentfix::documents::{Change, Documents, PositionEncoding};
 use agentfix::position::{LineCol, Span};
 use agentfix::workspace::BufferPin;
 use arbitrary::Arbitrary;
+use common::Enc;
 use libfuzzer_sys::fuzz_target;
 use ropey::Rope;
 
-#[derive(Debug, Arbitrary, Clone, Copy)]
-enum Enc {
-    Utf8,
-    Utf16,
-    Utf32,
-}
-
-impl Enc {
-    fn get(self) -> PositionEncoding {
-        match self {
-            Enc::Utf8 => PositionEncoding::Utf8,
-            Enc::Utf16 => PositionEncoding::Utf16,
-            Enc::Utf32 => PositionEncoding::Utf32,
-        }
-    }
-}
+mod common;
 
 /// A coordinate: mostly small, sometimes anything.
 #[derive(Debug, Arbitrary, Clone, Copy)]
@@ -62,35 +48,24 @@ impl N {
     }
 }
 
-/// Text made of pieces that stress line breaks and multi-unit chars.
+/// Text made of the common pieces and a few more that stress the
+/// encodings.
 #[derive(Debug, Arbitrary)]
 enum Piece {
-    Lf,
-    CrLf,
-    Cr,
-    Ascii(u8),
-    Cjk,
-    Emoji,
+    Common(common::Piece),
     Combining,
     LineSep,
     Nul,
-    Any(String),
 }
 
 fn text_of(pieces: &[Piece]) -> String {
     let mut s = String::new();
     for p in pieces {
         match p {
-            Piece::Lf => s.push('\n'),
-            Piece::CrLf => s.push_str("\r\n"),
-            Piece::Cr => s.push('\r'),
-            Piece::Ascii(b) => s.push((b'a' + b % 26) as char),
-            Piece::Cjk => s.push('漢'),
-            Piece::Emoji => s.push('😀'),
+            Piece::Common(p) => p.push(&mut s, 26),
             Piece::Combining => s.push_str("e\u{301}"),
             Piece::LineSep => s.push('\u{2028}'),
             Piece::Nul => s.push('\0'),
-            Piece::Any(t) => s.push_str(t),
         }
     }
     s

@@ -1,9 +1,9 @@
 //! LSP framing and decoding, and the transport's reader and writer
 //! threads (`lsp::transport`).
 //!
-//! `agentfix::lsp::transport` is a private module, so its source file is
-//! compiled into this target as it is (`#[path]` below): the same code the
-//! server runs, nothing copied.
+//! The frames are read by `agentfix_lsp_framing` (the framer of the whole
+//! workspace) and decoded by `agentfix::lsp::transport` (public for this
+//! target): the same code the server runs.
 //!
 //! Input: a sequence of pieces (well-framed JSON-RPC-ish messages with
 //! fuzzed headers and bodies, or raw bytes), read in fuzz-chosen read
@@ -24,8 +24,8 @@
 
 #![no_main]
 
-use std::sync::OnceLock;
-
+use agentfix::lsp::transport;
+use agentfix_lsp_framing::SyncFrames;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
@@ -33,9 +33,7 @@ use tower_lsp_server::jsonrpc::Result as RpcResult;
 use tower_lsp_server::ls_types::{InitializeParams, InitializeResult};
 use tower_lsp_server::{LanguageServer, LspService};
 
-#[path = "../../src/lsp/transport.rs"]
-#[allow(dead_code)]
-mod transport;
+mod common;
 
 #[derive(Debug, Arbitrary)]
 enum Piece {
@@ -347,11 +345,6 @@ impl LanguageServer for Backend {
     }
 }
 
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap())
-}
-
 const END_ID: &str = "agentfix-fuzz-end";
 
 fuzz_target!(|input: Input| {
@@ -424,10 +417,10 @@ fuzz_target!(|input: Input| {
     let sizes: Vec<usize> = input.reads.iter().map(|&s| s as usize + 1).collect();
 
     // 1. Reading ends once the input ends, and never panics.
-    let mut frames = transport::Frames::new(Chunked { data: data.clone(), pos: 0, sizes: sizes.clone(), next: 0 });
+    let mut frames = SyncFrames::new(Chunked { data: data.clone(), pos: 0, sizes: sizes.clone(), next: 0 });
     let mut decoded = Vec::new();
     while let Some(frame) = frames.next_frame().expect("in-memory reads do not fail") {
-        decoded.push(frame.decode(None));
+        decoded.push(transport::decode_frame(frame, None));
     }
 
     // 2. Every error answers with a JSON-RPC error code of the two.
@@ -492,9 +485,9 @@ fuzz_target!(|input: Input| {
         return;
     }
     let end = json!({"jsonrpc": "2.0", "id": END_ID, "method": "agentfix/fuzzEnd"}).to_string();
-    data.extend_from_slice(format!("Content-Length: {}\r\n\r\n{end}", end.len()).as_bytes());
+    data.extend_from_slice(&agentfix_lsp_framing::frame(end.as_bytes()));
     let output = Shared::default();
-    let rt = runtime();
+    let rt = common::runtime();
     rt.block_on(async {
         let (service, socket) = LspService::new(|_client| Backend);
         let (server_messages, client_responses) = socket.split();

@@ -20,31 +20,13 @@
 
 use agentfix::workspace::{Edit, apply_hunks, rebase};
 use arbitrary::Arbitrary;
+use common::Piece;
 use libfuzzer_sys::fuzz_target;
 
-#[derive(Debug, Arbitrary)]
-enum Piece {
-    Lf,
-    CrLf,
-    Ascii(u8),
-    Cjk,
-    Emoji,
-    Any(String),
-}
+mod common;
 
 fn text_of(pieces: &[Piece]) -> String {
-    let mut s = String::new();
-    for p in pieces {
-        match p {
-            Piece::Lf => s.push('\n'),
-            Piece::CrLf => s.push_str("\r\n"),
-            Piece::Ascii(b) => s.push((b'a' + b % 26) as char),
-            Piece::Cjk => s.push('漢'),
-            Piece::Emoji => s.push('😀'),
-            Piece::Any(t) => s.push_str(t),
-        }
-    }
-    s
+    common::text_of(pieces, 26)
 }
 
 /// An offset: mostly inside the text, sometimes anything.
@@ -96,19 +78,14 @@ fuzz_target!(|input: Input| {
         .hunks
         .iter()
         .take(32)
-        .map(|h| Edit {
-            start: h.start.get(base.len()),
-            end: h.end.get(base.len()),
-            text: text_of(&h.text),
-        })
+        .map(|h| Edit { start: h.start.get(base.len()), end: h.end.get(base.len()), text: text_of(&h.text) })
         .collect();
     // The changes, with offsets drawn against the text just before each.
     let mut changes = Vec::new();
     let mut current = base.clone();
     let mut normalised_changes = Vec::new();
     for c in input.changes.iter().take(32) {
-        let ch =
-            Edit { start: c.start.get(current.len()), end: c.end.get(current.len()), text: text_of(&c.text) };
+        let ch = Edit { start: c.start.get(current.len()), end: c.end.get(current.len()), text: text_of(&c.text) };
         let (s, e) = norm(&current, ch.start, ch.end);
         current.replace_range(s..e, &ch.text);
         normalised_changes.push((s, e, ch.text.clone()));
@@ -124,11 +101,7 @@ fuzz_target!(|input: Input| {
     let mut prev_end = 0;
     for h in &r.hunks {
         assert!(h.start <= h.end, "reversed output hunk {h:?}");
-        assert!(
-            h.end <= current.len(),
-            "output hunk past the end of the current text: {h:?}, {} bytes",
-            current.len()
-        );
+        assert!(h.end <= current.len(), "output hunk past the end of the current text: {h:?}, {} bytes", current.len());
         assert!(
             current.is_char_boundary(h.start) && current.is_char_boundary(h.end),
             "output hunk not on char boundaries: {h:?}"
@@ -181,10 +154,7 @@ fuzz_target!(|input: Input| {
         let mut pos2: Vec<(usize, usize, usize)> = tracked.iter().copied().filter(|t| !conflict[t.0]).collect();
         let mut m = apply_hunks(
             &base,
-            &pos2
-                .iter()
-                .map(|t| Edit { start: t.1, end: t.2, text: hunks[t.0].text.clone() })
-                .collect::<Vec<_>>(),
+            &pos2.iter().map(|t| Edit { start: t.1, end: t.2, text: hunks[t.0].text.clone() }).collect::<Vec<_>>(),
         );
         for (s, e, text) in &normalised_changes {
             let (s, e) = (*s, *e);
@@ -223,10 +193,7 @@ fuzz_target!(|input: Input| {
     // No change: valid hunks come back unchanged.
     if changes.is_empty() && r.conflicts.is_empty() {
         let valid = hunks.iter().all(|h| {
-            h.start <= h.end
-                && h.end <= base.len()
-                && base.is_char_boundary(h.start)
-                && base.is_char_boundary(h.end)
+            h.start <= h.end && h.end <= base.len() && base.is_char_boundary(h.start) && base.is_char_boundary(h.end)
         });
         if valid {
             let mut sorted = hunks.clone();

@@ -377,7 +377,7 @@ async fn serve(sock: tokio::net::TcpStream) {
 fn request() -> ModelRequest<'static> {
     static MESSAGES: OnceLock<Vec<Message>> = OnceLock::new();
     let messages = MESSAGES.get_or_init(|| vec![Message::user_text("fix it")]);
-    ModelRequest { system: "fuzz", messages, tools: &[], max_output_tokens: 64, allow_tools: true }
+    ModelRequest { system: "fuzz", messages, tools: &[], max_output_tokens: 64, allow_tools: true, revisions: &[] }
 }
 
 fn ignore(_: StreamUpdate) {}

@@ -24,6 +24,8 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value};
 
+mod common;
+
 const SECRET: &str = "S3CRET-d41d8cd98f";
 const OUTSIDE: &str = "OUTSIDE-8f00b204e9";
 
@@ -342,11 +344,6 @@ struct Input {
     calls: Vec<Call>,
 }
 
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap())
-}
-
 fuzz_target!(|input: Input| {
     let f = fixture();
     let mentions_secret = {
@@ -366,7 +363,7 @@ fuzz_target!(|input: Input| {
     let overlay = Arc::new(Overlay::new(f.ws.clone(), Arc::new(buffers)));
     let target = f.root.join(FILES[input.target as usize % FILES.len()].0);
     let toolbox = Toolbox::standard(ToolContext::plain(overlay.clone(), target));
-    let rt = runtime();
+    let rt = common::runtime();
     for call in input.calls.iter().take(6) {
         let value = match &call.input {
             In::Fields(fields) => obj(fields, &f.root, 0),

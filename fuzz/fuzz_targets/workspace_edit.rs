@@ -26,41 +26,15 @@ use agentfix::documents::{Change, Documents, PositionEncoding};
 use agentfix::position::{LineCol, Span};
 use agentfix::workspace::{Edit, apply_hunks, hunks, rebase, unified_diff};
 use arbitrary::Arbitrary;
+use common::{Enc, Piece};
 use libfuzzer_sys::fuzz_target;
 use ropey::Rope;
 
-#[derive(Debug, Arbitrary)]
-enum Piece {
-    Lf,
-    CrLf,
-    Cr,
-    Ascii(u8),
-    Cjk,
-    Emoji,
-    Any(String),
-}
+mod common;
 
+/// Few letters: more repeated lines for the diffs.
 fn text_of(pieces: &[Piece]) -> String {
-    let mut s = String::new();
-    for p in pieces {
-        match p {
-            Piece::Lf => s.push('\n'),
-            Piece::CrLf => s.push_str("\r\n"),
-            Piece::Cr => s.push('\r'),
-            Piece::Ascii(b) => s.push((b'a' + b % 4) as char),
-            Piece::Cjk => s.push('漢'),
-            Piece::Emoji => s.push('😀'),
-            Piece::Any(t) => s.push_str(t),
-        }
-    }
-    s
-}
-
-#[derive(Debug, Arbitrary, Clone, Copy)]
-enum Enc {
-    Utf8,
-    Utf16,
-    Utf32,
+    common::text_of(pieces, 4)
 }
 
 #[derive(Debug, Arbitrary)]
@@ -108,11 +82,7 @@ fn apply_as_lsp(text: &str, hs: &[Edit], encoding: PositionEncoding) -> String {
     let edits: Vec<((u32, u32), (u32, u32), &str)> = hs
         .iter()
         .map(|h| {
-            (
-                byte_to_position(&rope, h.start, encoding),
-                byte_to_position(&rope, h.end, encoding),
-                h.text.as_str(),
-            )
+            (byte_to_position(&rope, h.start, encoding), byte_to_position(&rope, h.end, encoding), h.text.as_str())
         })
         .collect();
     let docs = Documents::new();
@@ -137,11 +107,7 @@ fn apply_as_lsp(text: &str, hs: &[Edit], encoding: PositionEncoding) -> String {
 fuzz_target!(|input: Input| {
     let old = text_of(&input.old);
     let new = text_of(&input.new);
-    let encoding = match input.encoding {
-        Enc::Utf8 => PositionEncoding::Utf8,
-        Enc::Utf16 => PositionEncoding::Utf16,
-        Enc::Utf32 => PositionEncoding::Utf32,
-    };
+    let encoding = input.encoding.get();
     let hs = hunks(&old, &new);
     check_line_hunks(&old, &new, &hs);
     let _ = unified_diff("f.txt", Some(&old), &new);

@@ -14,11 +14,13 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use agentfix_lsp_framing::{Frame, Frames};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::{Notify, mpsc, oneshot};
+use tokio_util::compat::TokioAsyncReadCompatExt;
 use tower_lsp_server::ls_types::notification::{self, Notification};
 use tower_lsp_server::ls_types::request::{self, Request};
 use tower_lsp_server::ls_types::{self as lsp};
@@ -26,10 +28,6 @@ use tower_lsp_server::ls_types::{self as lsp};
 use super::error::DownstreamError;
 use super::uri::path_to_uri;
 
-/// Largest message accepted from a server.
-const MAX_MESSAGE: usize = 64 * 1024 * 1024;
-/// Largest header line accepted.
-const MAX_HEADER_LINE: usize = 8 * 1024;
 /// Bytes of stderr kept for error messages.
 const STDERR_TAIL: usize = 4096;
 
@@ -162,9 +160,9 @@ fn spawn_writer(shared: Arc<Shared>, mut stdin: ChildStdin, mut out_rx: mpsc::Un
 /// Reads and dispatches the server's messages until its stdout ends.
 fn spawn_reader(shared: Arc<Shared>, out: mpsc::UnboundedSender<Vec<u8>>, stdout: ChildStdout) {
     tokio::spawn(async move {
-        let mut reader = BufReader::new(stdout);
+        let mut frames = Frames::new(futures::io::BufReader::new(stdout.compat()));
         loop {
-            match read_message(&mut reader).await {
+            match read_message(&mut frames).await {
                 Ok(Some(msg)) => dispatch(&shared, &out, msg),
                 Ok(None) => {
                     shared.die("it exited".into());
@@ -508,10 +506,7 @@ impl RpcError {
 
 /// One message with its `Content-Length` header.
 fn frame(msg: &impl Serialize) -> Vec<u8> {
-    let body = serde_json::to_string(msg).unwrap_or_default();
-    let mut bytes = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
-    bytes.extend_from_slice(body.as_bytes());
-    bytes
+    agentfix_lsp_framing::frame(serde_json::to_string(msg).unwrap_or_default().as_bytes())
 }
 
 /// Routes one message from the server.
@@ -637,44 +632,15 @@ async fn drain_stderr<R: tokio::io::AsyncRead + Unpin>(mut reader: R, mut on_lin
     }
 }
 
-async fn read_message<R: tokio::io::AsyncBufRead + Unpin>(reader: &mut R) -> Result<Option<Value>, String> {
-    let mut length: Option<usize> = None;
-    let mut any = false;
-    loop {
-        let mut line = Vec::new();
-        let n = (&mut *reader)
-            .take(MAX_HEADER_LINE as u64)
-            .read_until(b'\n', &mut line)
-            .await
-            .map_err(|e| e.to_string())?;
-        if n == 0 {
-            return if any { Err("input ended inside headers".into()) } else { Ok(None) };
-        }
-        if !line.ends_with(b"\n") {
-            return Err("a header line is too long".into());
-        }
-        let text = String::from_utf8_lossy(&line);
-        let text = text.trim_end();
-        if text.is_empty() {
-            if any {
-                break;
-            }
-            continue;
-        }
-        any = true;
-        if let Some((k, v)) = text.split_once(':')
-            && k.trim().eq_ignore_ascii_case("content-length")
-        {
-            length = Some(v.trim().parse().map_err(|_| format!("bad Content-Length `{}`", v.trim()))?);
-        }
+/// The next message from a server; `None` when its stdout ended. Any
+/// framing fault (the limits are the framer's: 8 KB header lines, 64 MB
+/// bodies) or a body that is not JSON ends the connection.
+async fn read_message<R: futures::io::AsyncBufRead + Unpin>(frames: &mut Frames<R>) -> Result<Option<Value>, String> {
+    match frames.next_frame().await.map_err(|e| e.to_string())? {
+        None => Ok(None),
+        Some(Frame::Broken(broken)) => Err(broken.to_string()),
+        Some(Frame::Body(body)) => serde_json::from_slice(&body).map(Some).map_err(|e| format!("not JSON: {e}")),
     }
-    let len = length.ok_or("no Content-Length")?;
-    if len > MAX_MESSAGE {
-        return Err(format!("a message of {len} bytes is too large"));
-    }
-    let mut body = vec![0; len];
-    reader.read_exact(&mut body).await.map_err(|e| e.to_string())?;
-    serde_json::from_slice(&body).map(Some).map_err(|e| format!("not JSON: {e}"))
 }
 
 #[cfg(test)]
@@ -709,21 +675,19 @@ mod tests {
 
     #[tokio::test]
     async fn frames_are_read_and_limits_enforced() {
+        // Over a tokio reader, as from a child's stdout.
+        let frames = |input: Vec<u8>| Frames::new(futures::io::BufReader::new(std::io::Cursor::new(input).compat()));
         let body = r#"{"jsonrpc":"2.0","id":1,"result":null}"#;
         let input = format!("Content-Length: {}\r\nContent-Type: x\r\n\r\n{body}", body.len());
-        let mut r = BufReader::new(input.as_bytes());
+        let mut r = frames(input.into_bytes());
         assert_eq!(read_message(&mut r).await.unwrap().unwrap()["id"], 1);
         assert_eq!(read_message(&mut r).await.unwrap(), None);
-        let huge = format!("Content-Length: {}\r\n\r\n", MAX_MESSAGE + 1);
-        assert!(read_message(&mut BufReader::new(huge.as_bytes())).await.unwrap_err().contains("too large"));
-        let long = "X".repeat(MAX_HEADER_LINE + 10);
-        assert!(read_message(&mut BufReader::new(long.as_bytes())).await.is_err());
-        assert!(
-            read_message(&mut BufReader::new(&b"Content-Length: 5\r\n\r\n{nope"[..]))
-                .await
-                .unwrap_err()
-                .starts_with("not JSON")
-        );
+        let huge = format!("Content-Length: {}\r\n\r\n", agentfix_lsp_framing::MAX_BODY + 1);
+        assert!(read_message(&mut frames(huge.into_bytes())).await.unwrap_err().contains("larger than"));
+        let long = "X".repeat(agentfix_lsp_framing::MAX_HEADER_LINE + 10);
+        assert!(read_message(&mut frames(long.into_bytes())).await.unwrap_err().contains("header line is longer"));
+        let bad = b"Content-Length: 5\r\n\r\n{nope".to_vec();
+        assert!(read_message(&mut frames(bad)).await.unwrap_err().starts_with("not JSON"));
     }
 
     #[test]

@@ -19,7 +19,6 @@
 //! (`downstream` speaks LSP types inside, as a client, and hands out its own)
 
 mod approval;
-pub mod bench_api;
 mod convert;
 mod ext;
 mod ordered;
@@ -28,9 +27,20 @@ mod proposal;
 mod run;
 mod server;
 mod session;
-mod transport;
+/// Public for the `lsp_transport` fuzz target, which drives the reader and
+/// writer threads themselves.
+pub mod transport;
 
 pub use ext::FIX_COMMAND;
+
+// The work of two handlers that depends on nothing but its inputs, public
+// so that `benches/lsp.rs` measures the code that runs (no hidden bench
+// API): the code-action list of `textDocument/codeAction` with the finished
+// runs kept for follow-ups, and the `WorkspaceEdit` a run's proposal is sent
+// as.
+pub use convert::{EditSupport, FileEdit, workspace_edit};
+pub use server::code_actions;
+pub use session::{KeptRun, KeptRuns};
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -19,6 +19,7 @@ use super::ext::{DocumentText, DocumentTextParams, FIX_COMMAND, FixArguments};
 use super::session::{ClientSupport, Session};
 use super::{convert, run};
 use crate::config::Settings;
+use crate::documents::Documents;
 
 /// How long to wait for `workspace/configuration`.
 const CONFIGURATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
@@ -231,18 +232,20 @@ fn offers(
     offers
 }
 
-/// The code actions for a request: one fix action per offer (`kept` finds
-/// a recent run to follow up); clients that run the fix in
-/// `codeAction/resolve` get it without a command, the argument in `data`.
-/// Looks up only the request's document (its version), never the others.
-pub(super) fn code_actions(
-    session: &Session,
+/// The code actions for a request, as `textDocument/codeAction` answers
+/// them: one fix action per offer (`kept` finds a recent run to follow up,
+/// as [`KeptRuns::newest_touching`](super::KeptRuns::newest_touching)
+/// does); clients that run the fix in `codeAction/resolve` (`resolve_edit`)
+/// get it without a command, the argument in `data`. Looks up only the
+/// request's document in `docs` (its version), never the others.
+pub fn code_actions(
+    docs: &Documents,
+    resolve_edit: bool,
     params: &CodeActionParams,
     kept: impl Fn(&std::path::Path, crate::position::LineRange) -> Option<super::session::KeptRun>,
 ) -> CodeActionResponse {
-    let resolve_edit = session.support().runs_in_resolve();
     let uri = &params.text_document.uri;
-    let version = session.docs.version(uri.as_str());
+    let version = docs.version(uri.as_str());
     let action = |offer: Offer| {
         let title = offer.title;
         let (diagnostics, attached) =
@@ -356,7 +359,10 @@ impl LanguageServer for Backend {
     }
 
     async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
-        Ok(Some(code_actions(&self.session, &params, |path, lines| self.session.kept.newest_touching(path, lines))))
+        let session = &self.session;
+        let resolve_edit = session.support().runs_in_resolve();
+        let kept = |path: &std::path::Path, lines| session.kept.newest_touching(path, lines);
+        Ok(Some(code_actions(&session.docs, resolve_edit, &params, kept)))
     }
 
     async fn code_action_resolve(&self, mut action: CodeAction) -> Result<CodeAction> {

@@ -18,28 +18,25 @@
 //! request, with the message's `id` when it has a usable one) and reading
 //! goes on.
 //!
-//! Memory stays bounded whatever arrives: a header line is at most
-//! [`MAX_HEADER_LINE`] bytes (a longer one is reported and skipped, kept
-//! nowhere, up to the next `Content-Length:`, so a client that wrote junk
-//! without a line break has its next message read whole), and a body at
-//! most [`MAX_BODY`].
+//! Memory stays bounded whatever arrives: the frames are read by
+//! `agentfix_lsp_framing` (the one framer of the workspace), whose limits
+//! are the transport's: a header line is at most 8 KB (a longer one is
+//! reported and skipped, kept nowhere, up to the next `Content-Length:`, so
+//! a client that wrote junk without a line break has its next message read
+//! whole), and a body at most 64 MB.
 
 use std::borrow::Cow;
-use std::io::{BufRead, Read, Write};
+use std::io::{Read, Write};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use agentfix_lsp_framing::{Broken, Frame, SyncFrames};
 use futures::{FutureExt, SinkExt, Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tower::Service;
 use tower_lsp_server::jsonrpc::{Error, ErrorCode, Id, Request, Response};
-
-/// Largest message body accepted (bigger ones are skipped and reported).
-const MAX_BODY: usize = 64 * 1024 * 1024;
-/// Largest header line accepted.
-const MAX_HEADER_LINE: usize = 8 * 1024;
 
 /// `didOpen` messages larger than this have their text set aside.
 const STASH_OVER: usize = 1024 * 1024;
@@ -292,155 +289,15 @@ fn invalid(code: i64, message: &str, id: Option<Id>) -> Response {
     Response::from_error(id.unwrap_or(Id::Null), Error { code, message: message.to_string().into(), data: None })
 }
 
-/// One frame of the input: a body, or why the headers were unusable.
-pub enum Frame {
-    Body(Vec<u8>),
-    /// The headers were unusable; the reason is reported.
-    Broken(String),
-}
-
-impl Frame {
-    /// The frame decoded (see [`decode`]).
-    pub fn decode(self, stash: Option<&Stash>) -> Result<Incoming, Response> {
-        match self {
-            Frame::Body(body) => decode(body, stash),
-            Frame::Broken(reason) => Err(invalid(-32700, &reason, None)),
+/// A frame decoded (see [`decode`]); a broken one is answered with a parse
+/// error saying why.
+pub fn decode_frame(frame: Frame, stash: Option<&Stash>) -> Result<Incoming, Response> {
+    match frame {
+        Frame::Body(body) => decode(body, stash),
+        Frame::Broken(b @ Broken::LongHeaderLine(_)) => {
+            Err(invalid(-32700, &format!("{b}; skipped up to the next Content-Length"), None))
         }
-    }
-}
-
-/// The header a message starts with, where reading starts again after an
-/// over-long line (compared ignoring ASCII case; its first byte occurs
-/// nowhere else in it, which the matcher in [`Frames::resync`] relies on).
-const RESYNC_AT: &[u8] = b"content-length:";
-
-/// The frames of the input, in bounded memory (see the module documentation).
-pub struct Frames<R> {
-    reader: std::io::BufReader<R>,
-    /// Bytes already read that begin the next header line (a
-    /// `Content-Length:` found while skipping).
-    pending: Vec<u8>,
-}
-
-impl<R: Read> Frames<R> {
-    pub fn new(input: R) -> Self {
-        Self { reader: std::io::BufReader::with_capacity(1 << 16, input), pending: Vec::new() }
-    }
-
-    /// Reads one frame; `None` at a clean end of input.
-    pub fn next_frame(&mut self) -> std::io::Result<Option<Frame>> {
-        let mut content_length: Option<Result<usize, String>> = None;
-        let mut saw_header = false;
-        loop {
-            let mut line = std::mem::take(&mut self.pending);
-            saw_header |= !line.is_empty();
-            let room = MAX_HEADER_LINE.saturating_sub(line.len()) as u64;
-            let n = read_until_retrying(&mut (&mut self.reader).take(room), &mut line)?;
-            if n == 0 {
-                return Ok(if saw_header {
-                    Some(Frame::Broken("input ended inside message headers".into()))
-                } else {
-                    None
-                });
-            }
-            if !line.ends_with(b"\n") && line.len() >= MAX_HEADER_LINE {
-                self.resync(&line)?;
-                return Ok(Some(Frame::Broken(format!(
-                    "a message header line is longer than {MAX_HEADER_LINE} bytes; skipped up to the next Content-Length"
-                ))));
-            }
-            let text = String::from_utf8_lossy(&line);
-            let text = text.trim_end_matches(['\r', '\n']);
-            if text.is_empty() {
-                if !saw_header {
-                    continue; // Stray blank lines between messages.
-                }
-                break;
-            }
-            saw_header = true;
-            if let Some((name, value)) = text.split_once(':')
-                && name.trim().eq_ignore_ascii_case("content-length")
-            {
-                content_length = Some(
-                    value.trim().parse::<usize>().map_err(|_| format!("invalid Content-Length `{}`", value.trim())),
-                );
-            }
-        }
-        let len = match content_length {
-            None => {
-                return Ok(Some(Frame::Broken("a message has no Content-Length header".into())));
-            }
-            Some(Err(e)) => return Ok(Some(Frame::Broken(e))),
-            Some(Ok(len)) => len,
-        };
-        if len > MAX_BODY {
-            std::io::copy(&mut (&mut self.reader).take(len as u64), &mut std::io::sink())?;
-            return Ok(Some(Frame::Broken(format!("a message of {len} bytes is larger than {MAX_BODY} bytes"))));
-        }
-        let mut body = vec![0; len];
-        match self.reader.read_exact(&mut body) {
-            Ok(()) => Ok(Some(Frame::Body(body))),
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                Ok(Some(Frame::Broken("input ended inside a message body".into())))
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// After the over-long line `read` (what of it was read: no line
-    /// break), skips input without keeping it up to the next
-    /// `Content-Length:`, which becomes `pending`, or to the end of the input.
-    fn resync(&mut self, read: &[u8]) -> std::io::Result<()> {
-        let n = RESYNC_AT.len();
-        // A header that begins inside what was read, but not at its start
-        // (that is the over-long line itself): the last one.
-        if let Some(p) =
-            (1..read.len().saturating_sub(n - 1)).rev().find(|&p| read[p..p + n].eq_ignore_ascii_case(RESYNC_AT))
-        {
-            self.pending = read[p..].to_vec();
-            return Ok(());
-        }
-        // Else the longest end of `read` that begins the header.
-        let mut matched = (1..n)
-            .rev()
-            .find(|&k| read.len() > k && read[read.len() - k..].eq_ignore_ascii_case(&RESYNC_AT[..k]))
-            .unwrap_or(0);
-        loop {
-            let buf = match self.reader.fill_buf() {
-                Ok(buf) => buf,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            if buf.is_empty() {
-                return Ok(());
-            }
-            let mut used = buf.len();
-            for (i, b) in buf.iter().enumerate() {
-                let b = b.to_ascii_lowercase();
-                matched = if b == RESYNC_AT[matched] { matched + 1 } else { usize::from(b == RESYNC_AT[0]) };
-                if matched == n {
-                    used = i + 1;
-                    break;
-                }
-            }
-            self.reader.consume(used);
-            if matched == n {
-                self.pending = b"Content-Length:".to_vec();
-                return Ok(());
-            }
-        }
-    }
-}
-
-/// `read_until` a line break, going on after an interrupted read.
-fn read_until_retrying(reader: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<usize> {
-    let mut total = 0;
-    loop {
-        match reader.read_until(b'\n', line) {
-            Ok(n) => return Ok(total + n),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => total = line.len(),
-            Err(e) => return Err(e),
-        }
+        Frame::Broken(b) => Err(invalid(-32700, &b.to_string(), None)),
     }
 }
 
@@ -501,9 +358,7 @@ where
                     }
                 };
                 let Ok(body) = body else { continue };
-                let written = write!(output, "Content-Length: {}\r\n\r\n", body.len())
-                    .and_then(|()| output.write_all(&body))
-                    .and_then(|()| output.flush());
+                let written = agentfix_lsp_framing::write_frame(&mut output, &body).and_then(|()| output.flush());
                 if let Err(e) = written {
                     tracing::warn!("stdout write failed: {e}");
                     break;
@@ -551,7 +406,7 @@ where
         let _end = OnDrop(Some(on_end));
         // Handlers polled here may spawn tasks and start timers.
         let _runtime = runtime.enter();
-        let mut frames = Frames::new(input);
+        let mut frames = SyncFrames::new(input);
         loop {
             let frame = match frames.next_frame() {
                 Ok(Some(f)) => f,
@@ -561,7 +416,7 @@ where
                     break;
                 }
             };
-            let request = match frame.decode(stash.as_deref()) {
+            let request = match decode_frame(frame, stash.as_deref()) {
                 Ok(Incoming::Request(r)) => r,
                 Ok(Incoming::Response(r)) => {
                     if futures::executor::block_on(client_responses.send(r)).is_err() {
@@ -635,14 +490,15 @@ fn deliver<E: std::fmt::Display>(answer: Result<Option<Response>, E>, writer: &W
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agentfix_lsp_framing::MAX_HEADER_LINE;
 
     /// Every frame of `input` decoded: each message, or the error that
     /// answers it, as JSON.
     fn run(input: &[u8]) -> Vec<Value> {
-        let mut frames = Frames::new(input);
+        let mut frames = SyncFrames::new(input);
         let mut msgs = Vec::new();
         while let Some(frame) = frames.next_frame().unwrap() {
-            msgs.push(match frame.decode(None) {
+            msgs.push(match decode_frame(frame, None) {
                 Ok(Incoming::Request(r)) => serde_json::to_value(r).unwrap(),
                 Ok(Incoming::Response(r)) => serde_json::to_value(r).unwrap(),
                 Err(answer) => serde_json::to_value(answer).unwrap(),

@@ -513,9 +513,7 @@ impl Editor {
         let body = serde_json::to_vec(message).expect("serialize JSON");
         let stdin =
             self.stdin.as_mut().ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "stdin already closed"))?;
-        let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
-        frame.extend_from_slice(&body);
-        stdin.write_all(&frame)?;
+        stdin.write_all(&agentfix_lsp_framing::frame(&body))?;
         stdin.flush()
     }
 
@@ -647,9 +645,9 @@ fn tail(s: &str, max: usize) -> &str {
 
 /// Reads LSP-framed JSON messages until EOF or a framing error.
 fn read_lsp_messages(stdout: impl Read, tx: &Sender<Incoming>) {
-    let mut reader = BufReader::new(stdout);
+    let mut frames = super::server_frames(stdout);
     loop {
-        match read_one(&mut reader) {
+        match super::read_json(&mut frames) {
             Ok(Some(message)) => {
                 if tx.send(Incoming::Message(message)).is_err() {
                     return;
@@ -662,37 +660,4 @@ fn read_lsp_messages(stdout: impl Read, tx: &Sender<Incoming>) {
             }
         }
     }
-}
-
-fn read_one(reader: &mut impl BufRead) -> Result<Option<Value>, String> {
-    let mut length = None;
-    let mut saw_header = false;
-    loop {
-        let mut line = Vec::new();
-        let n = reader.read_until(b'\n', &mut line).map_err(|e| format!("read error: {e}"))?;
-        if n == 0 {
-            return if saw_header { Err("EOF inside a header block".into()) } else { Ok(None) };
-        }
-        let line = String::from_utf8_lossy(&line);
-        let line = line.trim_end_matches(['\r', '\n']);
-        if line.is_empty() {
-            if saw_header {
-                break;
-            }
-            return Err("empty line where a header was expected".into());
-        }
-        saw_header = true;
-        let Some((name, value)) = line.split_once(':') else {
-            return Err(format!("not an LSP header line: {line:?}"));
-        };
-        if name.trim().eq_ignore_ascii_case("content-length") {
-            length = Some(value.trim().parse::<usize>().map_err(|_| format!("bad Content-Length: {line:?}"))?);
-        }
-    }
-    let length = length.ok_or("header block without Content-Length")?;
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).map_err(|e| format!("EOF inside a {length}-byte body: {e}"))?;
-    serde_json::from_slice(&body)
-        .map(Some)
-        .map_err(|e| format!("body is not JSON ({e}): {}", String::from_utf8_lossy(&body)))
 }

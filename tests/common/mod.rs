@@ -4,9 +4,12 @@
 #![allow(dead_code)]
 
 pub mod editor;
-pub mod mock_model;
 pub mod rss;
 pub mod stdio;
+
+/// The mock model is its own crate of the workspace (`crates/mock-model`),
+/// shared with the examples and benches; the tests reach it here.
+pub use agentfix_mock_model as mock_model;
 
 use std::path::{Path, PathBuf};
 
@@ -23,6 +26,26 @@ pub fn without_provider_env(cmd: &mut std::process::Command) {
         {
             cmd.env_remove(k);
         }
+    }
+}
+
+/// A strict reader of what a server writes (`agentfix_lsp_framing`, the
+/// server's own framer): a stray blank line or a header line that is not
+/// `Name: value` is a fault, and bodies may be as large as 1 GB.
+pub fn server_frames<R: std::io::Read>(output: R) -> agentfix_lsp_framing::SyncFrames<R> {
+    let limits = agentfix_lsp_framing::Limits { body: 1 << 30, ..Default::default() };
+    agentfix_lsp_framing::SyncFrames::new(output).with_limits(limits).strict()
+}
+
+/// The next JSON message of `frames`; `None` at the end of the output, an
+/// error for a broken frame or a body that is not JSON.
+pub fn read_json<R: std::io::Read>(frames: &mut agentfix_lsp_framing::SyncFrames<R>) -> Result<Option<Value>, String> {
+    match frames.next_frame().map_err(|e| format!("read error: {e}"))? {
+        None => Ok(None),
+        Some(agentfix_lsp_framing::Frame::Broken(broken)) => Err(broken.to_string()),
+        Some(agentfix_lsp_framing::Frame::Body(body)) => serde_json::from_slice(&body)
+            .map(Some)
+            .map_err(|e| format!("body is not JSON ({e}): {}", String::from_utf8_lossy(&body))),
     }
 }
 

@@ -2,7 +2,7 @@
 //! tests that need to send what a well-behaved editor never would, or to
 //! watch the process itself (its peak memory).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use serde_json::Value;
@@ -12,7 +12,7 @@ use super::agentfix_bin;
 pub struct Server {
     child: Child,
     pub stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    stdout: agentfix_lsp_framing::SyncFrames<ChildStdout>,
     /// Messages read before the awaited response.
     pub seen: Vec<Value>,
 }
@@ -31,14 +31,13 @@ impl Server {
             .spawn()
             .unwrap();
         let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let stdout = super::server_frames(child.stdout.take().unwrap());
         Server { child, stdin, stdout, seen: Vec::new() }
     }
 
     pub fn send(&mut self, message: &Value) {
         let body = serde_json::to_vec(message).unwrap();
-        write!(self.stdin, "Content-Length: {}\r\n\r\n", body.len()).unwrap();
-        self.stdin.write_all(&body).unwrap();
+        agentfix_lsp_framing::write_frame(&mut self.stdin, &body).unwrap();
         self.stdin.flush().unwrap();
     }
 
@@ -51,21 +50,11 @@ impl Server {
     /// Reads messages until the response to `id`.
     pub fn response(&mut self, id: i64) -> Value {
         loop {
-            let mut len = 0;
-            loop {
-                let mut line = String::new();
-                assert!(self.stdout.read_line(&mut line).unwrap() > 0, "the server closed stdout");
-                let line = line.trim_end();
-                if line.is_empty() {
-                    break;
-                }
-                if let Some(v) = line.strip_prefix("Content-Length: ") {
-                    len = v.parse().unwrap();
-                }
-            }
-            let mut body = vec![0; len];
-            self.stdout.read_exact(&mut body).unwrap();
-            let v: Value = serde_json::from_slice(&body).unwrap();
+            let v = match super::read_json(&mut self.stdout) {
+                Ok(Some(v)) => v,
+                Ok(None) => panic!("the server closed stdout"),
+                Err(e) => panic!("the server wrote malformed LSP output: {e}"),
+            };
             if v["id"] == id && v.get("method").is_none() {
                 return v;
             }

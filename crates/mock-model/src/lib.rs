@@ -42,23 +42,17 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-// Re-exported for the test files; each integration test uses only some of them.
-#[allow(unused_imports)]
 pub use anthropic::{sse_error_after_start, sse_event, sse_events};
-#[allow(unused_imports)]
 pub use openai::{
     openai_insufficient_quota, openai_message, openai_quirk_arguments_object, openai_quirk_empty_id,
     openai_quirk_name_repeated, openai_quirk_ollama_index0, openai_quirk_stop_with_tool_calls, openai_sse_chunks,
     openai_stream_error, openai_text, openai_tools,
 };
-#[allow(unused_imports)]
 pub use session::{
     ECONOMY_NEW_TEXT, ECONOMY_OLD_TEXT, ECONOMY_READS, ECONOMY_SUMMARY, ECONOMY_TARGET, economy_files, economy_fixed,
     economy_module_path, economy_replies,
 };
-#[allow(unused_imports)]
 pub use stream::{split_bytes, stalled, truncated};
-#[allow(unused_imports)]
 pub use usage::{DEFAULT_MIN_CACHE_TOKENS, MAX_BREAKPOINTS, UsageModel, UsageStats};
 
 use anthropic::{Endpoint, error_envelope};
