@@ -74,6 +74,37 @@ struct State {
 }
 
 impl State {
+    /// Every line that has `w` as a word, in every document.
+    fn references(&self, w: &str) -> Value {
+        let mut out = Vec::new();
+        for (u, text) in self.texts() {
+            for (i, l) in text.lines().enumerate() {
+                let words: Vec<&str> = l.split(|c: char| !(c.is_alphanumeric() || c == '_')).collect();
+                if !w.is_empty() && words.contains(&w) {
+                    out.push(loc(&u, i));
+                }
+            }
+        }
+        Value::Array(out)
+    }
+
+    /// Every `def` and `class` whose name contains `q`.
+    fn workspace_symbols(&self, q: &str) -> Value {
+        let mut out = Vec::new();
+        for (u, text) in self.texts() {
+            for (i, l) in text.lines().enumerate() {
+                let t = l.trim_start();
+                if let Some(rest) = t.strip_prefix("def ").or_else(|| t.strip_prefix("class ")) {
+                    let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                    if name.contains(q) {
+                        out.push(json!({"name": name, "kind": if t.starts_with("class") { 5 } else { 12 }, "location": loc(&u, i)}));
+                    }
+                }
+            }
+        }
+        Value::Array(out)
+    }
+
     /// Every known text: open documents win over the root's .py files.
     fn texts(&self) -> Vec<(String, String)> {
         let mut all: BTreeMap<String, String> = BTreeMap::new();
@@ -189,21 +220,7 @@ fn main() {
     let crash_once = std::env::var("FAKE_LSP_CRASH_ONCE").ok();
     let hang_on = std::env::var("FAKE_LSP_HANG_ON").ok();
     let log = std::env::var("FAKE_LSP_LOG").ok();
-    if let Some(n) = std::env::var("FAKE_LSP_STDERR_FLOOD").ok().and_then(|n| n.parse::<usize>().ok()) {
-        let chunk = vec![b'x'; 1 << 20];
-        let mut err = std::io::stderr().lock();
-        let mut left = n;
-        while left > 0 {
-            let k = left.min(chunk.len());
-            let _ = err.write_all(&chunk[..k]);
-            left -= k;
-        }
-        let _ = err.flush();
-    }
-    if let Ok(path) = std::env::var("FAKE_LSP_ENV_TO") {
-        let env: String = std::env::vars().map(|(k, v)| format!("{k}={v}\n")).collect();
-        let _ = std::fs::write(path, env);
-    }
+    start_effects();
     let mut state = State { root: std::env::current_dir().unwrap_or_default(), docs: BTreeMap::new() };
     let mut reader = SyncFrames::new(std::io::stdin().lock());
     eprintln!("fake_lsp: started");
@@ -235,109 +252,124 @@ fn main() {
         }
         let p = &msg["params"];
         let uri = p["textDocument"]["uri"].as_str().unwrap_or("").to_string();
-        let result = match method.as_str() {
-            "initialize" => {
-                if let Some(r) = p["rootUri"].as_str() {
-                    state.root = uri_to_path(r);
-                }
-                json!({"capabilities": {"positionEncoding": "utf-16", "textDocumentSync": 1, "documentSymbolProvider": true,
-                    "definitionProvider": true, "referencesProvider": true, "hoverProvider": true, "workspaceSymbolProvider": true},
-                    "serverInfo": {"name": "fake_lsp"}})
-            }
-            "initialized" => {
-                // Ask what real servers ask, to check the client answers.
-                send(
-                    &json!({"jsonrpc": "2.0", "id": "cfg-1", "method": "workspace/configuration", "params": {"items": [{"section": "python"}]}}),
-                );
-                send(
-                    &json!({"jsonrpc": "2.0", "id": "prog-1", "method": "window/workDoneProgress/create", "params": {"token": "t"}}),
-                );
-                continue;
-            }
-            "textDocument/didOpen" => {
-                let v = p["textDocument"]["version"].as_i64().unwrap_or(0);
-                let text = p["textDocument"]["text"].as_str().unwrap_or("").to_string();
-                publish(&uri, v, &text);
-                state.docs.insert(uri, (v, text));
-                continue;
-            }
-            "textDocument/didChange" => {
-                let v = p["textDocument"]["version"].as_i64().unwrap_or(0);
-                let text = p["contentChanges"][0]["text"].as_str().unwrap_or("").to_string();
-                publish(&uri, v, &text);
-                state.docs.insert(uri, (v, text));
-                continue;
-            }
-            "textDocument/didClose" => {
-                state.docs.remove(&uri);
-                continue;
-            }
-            "textDocument/documentSymbol" => symbols(&state.docs.get(&uri).map(|d| d.1.clone()).unwrap_or_default()),
-            "textDocument/definition" => {
-                let w = state.word_at(
-                    &uri,
-                    p["position"]["line"].as_u64().unwrap_or(0),
-                    p["position"]["character"].as_u64().unwrap_or(0),
-                );
-                Value::Array(state.definitions(&w).into_iter().map(|(u, l, _)| loc(&u, l)).collect())
-            }
-            "textDocument/references" => {
-                let w = state.word_at(
-                    &uri,
-                    p["position"]["line"].as_u64().unwrap_or(0),
-                    p["position"]["character"].as_u64().unwrap_or(0),
-                );
-                let mut out = Vec::new();
-                for (u, text) in state.texts() {
-                    for (i, l) in text.lines().enumerate() {
-                        let words: Vec<&str> = l.split(|c: char| !(c.is_alphanumeric() || c == '_')).collect();
-                        if !w.is_empty() && words.contains(&w.as_str()) {
-                            out.push(loc(&u, i));
-                        }
-                    }
-                }
-                Value::Array(out)
-            }
-            "textDocument/hover" => {
-                let w = state.word_at(
-                    &uri,
-                    p["position"]["line"].as_u64().unwrap_or(0),
-                    p["position"]["character"].as_u64().unwrap_or(0),
-                );
-                match state.definitions(&w).first() {
-                    Some((_, _, line)) => {
-                        json!({"contents": {"kind": "markdown", "value": format!("```python\n{}\n```", line.trim())}})
-                    }
-                    None => Value::Null,
+        match answer(&mut state, &method, p, uri) {
+            Answer::Result(result) => {
+                if let Some(id) = id {
+                    send(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
                 }
             }
-            "workspace/symbol" => {
-                let q = p["query"].as_str().unwrap_or("");
-                let mut out = Vec::new();
-                for (u, text) in state.texts() {
-                    for (i, l) in text.lines().enumerate() {
-                        let t = l.trim_start();
-                        if let Some(rest) = t.strip_prefix("def ").or_else(|| t.strip_prefix("class ")) {
-                            let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-                            if name.contains(q) {
-                                out.push(json!({"name": name, "kind": if t.starts_with("class") { 5 } else { 12 }, "location": loc(&u, i)}));
-                            }
-                        }
-                    }
-                }
-                Value::Array(out)
-            }
-            "shutdown" => Value::Null,
-            "exit" => std::process::exit(0),
-            _ => {
+            Answer::NotHandled => {
                 if let Some(id) = id {
                     send(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "not handled"}}));
                 }
-                continue;
             }
-        };
-        if let Some(id) = id {
-            send(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
+            Answer::None => {}
         }
     }
+}
+
+/// What the test asked the server to do at start: flood stderr, write its
+/// environment to a file.
+fn start_effects() {
+    if let Some(n) = std::env::var("FAKE_LSP_STDERR_FLOOD").ok().and_then(|n| n.parse::<usize>().ok()) {
+        let chunk = vec![b'x'; 1 << 20];
+        let mut err = std::io::stderr().lock();
+        let mut left = n;
+        while left > 0 {
+            let k = left.min(chunk.len());
+            let _ = err.write_all(&chunk[..k]);
+            left -= k;
+        }
+        let _ = err.flush();
+    }
+    if let Ok(path) = std::env::var("FAKE_LSP_ENV_TO") {
+        let env: String = std::env::vars().map(|(k, v)| format!("{k}={v}\n")).collect();
+        let _ = std::fs::write(path, env);
+    }
+}
+
+/// What a message gets back.
+enum Answer {
+    Result(Value),
+    /// Nothing (a notification).
+    None,
+    /// The method is not handled: an error for a request.
+    NotHandled,
+}
+
+/// Handles one message.
+fn answer(state: &mut State, method: &str, p: &Value, uri: String) -> Answer {
+    let result = match method {
+        "initialize" => {
+            if let Some(r) = p["rootUri"].as_str() {
+                state.root = uri_to_path(r);
+            }
+            json!({"capabilities": {"positionEncoding": "utf-16", "textDocumentSync": 1, "documentSymbolProvider": true,
+                "definitionProvider": true, "referencesProvider": true, "hoverProvider": true, "workspaceSymbolProvider": true},
+                "serverInfo": {"name": "fake_lsp"}})
+        }
+        "initialized" => {
+            // Ask what real servers ask, to check the client answers.
+            send(
+                &json!({"jsonrpc": "2.0", "id": "cfg-1", "method": "workspace/configuration", "params": {"items": [{"section": "python"}]}}),
+            );
+            send(
+                &json!({"jsonrpc": "2.0", "id": "prog-1", "method": "window/workDoneProgress/create", "params": {"token": "t"}}),
+            );
+            return Answer::None;
+        }
+        "textDocument/didOpen" => {
+            let v = p["textDocument"]["version"].as_i64().unwrap_or(0);
+            let text = p["textDocument"]["text"].as_str().unwrap_or("").to_string();
+            publish(&uri, v, &text);
+            state.docs.insert(uri, (v, text));
+            return Answer::None;
+        }
+        "textDocument/didChange" => {
+            let v = p["textDocument"]["version"].as_i64().unwrap_or(0);
+            let text = p["contentChanges"][0]["text"].as_str().unwrap_or("").to_string();
+            publish(&uri, v, &text);
+            state.docs.insert(uri, (v, text));
+            return Answer::None;
+        }
+        "textDocument/didClose" => {
+            state.docs.remove(&uri);
+            return Answer::None;
+        }
+        "textDocument/documentSymbol" => symbols(&state.docs.get(&uri).map(|d| d.1.clone()).unwrap_or_default()),
+        "textDocument/definition" => {
+            let w = state.word_at(
+                &uri,
+                p["position"]["line"].as_u64().unwrap_or(0),
+                p["position"]["character"].as_u64().unwrap_or(0),
+            );
+            Value::Array(state.definitions(&w).into_iter().map(|(u, l, _)| loc(&u, l)).collect())
+        }
+        "textDocument/references" => {
+            let w = state.word_at(
+                &uri,
+                p["position"]["line"].as_u64().unwrap_or(0),
+                p["position"]["character"].as_u64().unwrap_or(0),
+            );
+            state.references(&w)
+        }
+        "textDocument/hover" => {
+            let w = state.word_at(
+                &uri,
+                p["position"]["line"].as_u64().unwrap_or(0),
+                p["position"]["character"].as_u64().unwrap_or(0),
+            );
+            match state.definitions(&w).first() {
+                Some((_, _, line)) => {
+                    json!({"contents": {"kind": "markdown", "value": format!("```python\n{}\n```", line.trim())}})
+                }
+                None => Value::Null,
+            }
+        }
+        "workspace/symbol" => state.workspace_symbols(p["query"].as_str().unwrap_or("")),
+        "shutdown" => Value::Null,
+        "exit" => std::process::exit(0),
+        _ => return Answer::NotHandled,
+    };
+    Answer::Result(result)
 }

@@ -860,24 +860,8 @@ fn main() {
 /// Everything but the exit, so that the temporary folder is removed.
 fn run(args: Args) -> i32 {
     let names: Vec<&str> = args.servers.iter().map(|(n, _)| n.as_str()).collect();
-    for (i, name) in names.iter().enumerate() {
-        if names[..i].contains(name) {
-            eprintln!("lsp_load: the server name `{name}` is given twice");
-            return 64;
-        }
-    }
-    for name in args
-        .init_options
-        .iter()
-        .map(|(n, _)| n)
-        .chain(args.env.iter().map(|(n, _, _)| n))
-        .chain(&args.verify)
-        .chain(&args.progress)
-    {
-        if !names.contains(&name.as_str()) {
-            eprintln!("lsp_load: `{name}` names no --server (servers: {})", names.join(", "));
-            return 64;
-        }
+    if let Err(code) = check_names(&args, &names) {
+        return code;
     }
     let dir = match tempfile::Builder::new().prefix("lsp_load-").tempdir() {
         Ok(dir) => dir,
@@ -906,9 +890,44 @@ fn run(args: Args) -> i32 {
             progress: args.progress.contains(name),
         })
         .collect();
+    let samples = measure(&plan, &specs, &names);
+    print_table(&plan, &names, &samples);
+    let code = verdict(&specs, &samples);
+    drop(plan);
+    drop(dir);
+    code
+}
+
+/// Every server name given once, and every per-server flag naming one.
+fn check_names(args: &Args, names: &[&str]) -> Result<(), i32> {
+    for (i, name) in names.iter().enumerate() {
+        if names[..i].contains(name) {
+            eprintln!("lsp_load: the server name `{name}` is given twice");
+            return Err(64);
+        }
+    }
+    for name in args
+        .init_options
+        .iter()
+        .map(|(n, _)| n)
+        .chain(args.env.iter().map(|(n, _, _)| n))
+        .chain(&args.verify)
+        .chain(&args.progress)
+    {
+        if !names.contains(&name.as_str()) {
+            eprintln!("lsp_load: `{name}` names no --server (servers: {})", names.join(", "));
+            return Err(64);
+        }
+    }
+    Ok(())
+}
+
+/// Every measure of every server, the servers interleaved run by run.
+fn measure<'a>(plan: &Plan<'_>, specs: &[Spec<'a>], names: &[&'a str]) -> HashMap<&'a str, Samples> {
+    let args = plan.args;
     let mut samples: HashMap<&str, Samples> = names.iter().map(|n| (*n, Samples::default())).collect();
     for run in 1..=args.runs.max(1) {
-        for spec in &specs {
+        for spec in specs {
             let s = samples.get_mut(spec.name).expect("one per server");
             let mut outcomes =
                 vec![plan.code_actions(spec, s), plan.keystrokes(spec, s, run), plan.memory(spec, s, run)];
@@ -935,6 +954,12 @@ fn run(args: Args) -> i32 {
         }
     }
 
+    samples
+}
+
+/// The Markdown table of the medians, and how it was measured.
+fn print_table(plan: &Plan<'_>, names: &[&str], samples: &HashMap<&str, Samples>) {
+    let args = plan.args;
     let runs = args.runs.max(1);
     let cell = |v: &[f64], decimals: usize| match median(v) {
         None => "failed".to_string(),
@@ -986,7 +1011,10 @@ fn run(args: Args) -> i32 {
     println!();
     let command: Vec<String> = std::env::args().skip(1).map(|a| shell_quote(&a)).collect();
     println!("`cargo run --release --example lsp_load -- {}`", command.join(" "));
+}
 
+/// The exit code: 2 when a mirror check failed, 1 when a run failed.
+fn verdict(specs: &[Spec<'_>], samples: &HashMap<&str, Samples>) -> i32 {
     let mut code = 0;
     for spec in specs.iter().filter(|s| s.verify) {
         let s = &samples[spec.name];
@@ -1016,7 +1044,5 @@ fn run(args: Args) -> i32 {
             code = 1;
         }
     }
-    drop(plan);
-    drop(dir);
     code
 }

@@ -1430,7 +1430,17 @@ fn openai_validation_rejects_like_the_api() {
     let missing = openai_post(&mock, &openai_body(json!([user("go"), assistant(&["call_A"])])));
     assert_eq!(missing.json()["error"]["param"], "messages.[2].role");
     assert_eq!(mock.remaining(), 0);
+}
 
+#[test]
+fn openai_valid_conversations_pass_and_sse_needs_a_streaming_request() {
+    let mock = MockModel::start();
+    // The last request is refused on purpose (SSE scripted for a plain request).
+    mock.expect_violations();
+    let call = |id: &str| json!({"id": id, "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}});
+    let assistant = |ids: &[&str]| json!({"role": "assistant", "content": null, "tool_calls": ids.iter().map(|id| call(id)).collect::<Vec<_>>()});
+    let tool = |id: &str| json!({"role": "tool", "tool_call_id": id, "content": "aaa"});
+    let user = |text: &str| json!({"role": "user", "content": text});
     // Valid conversations pass: answered calls (in any order), both token caps, streams.
     mock.push(openai_text("ok"));
     mock.push(openai_text("streamed"));
@@ -1975,6 +1985,20 @@ fn extended_thinking_is_refused_as_the_real_api_refuses_it() {
         let response = post(&mock, &body);
         assert_eq!(response.status, 200, "{body}: {}", response.body);
     }
+    assert_eq!(mock.violations().len(), refused, "{:#?}", mock.violations());
+}
+
+#[test]
+fn with_thinking_a_tool_result_turn_must_start_with_its_thinking_block_as_the_real_api_requires() {
+    let mock = MockModel::start();
+    // This test sends invalid requests on purpose to check the mock's validation.
+    mock.expect_violations();
+    let thinking = |messages: Value, budget: u64, max_tokens: u64| {
+        let mut body = body_with(messages);
+        body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+        body["max_tokens"] = json!(max_tokens);
+        body
+    };
 
     // A tool result after the final assistant turn: that turn must start with its thinking.
     let result =
@@ -2006,7 +2030,7 @@ fn extended_thinking_is_refused_as_the_real_api_refuses_it() {
     count.as_object_mut().unwrap().remove("max_tokens");
     let counted = post_with(&mock, "/v1/messages/count_tokens", GOOD_HEADERS, &count);
     assert_eq!((counted.status, counted.error_message()), (400, dropped("tool_use").as_str()));
-    let refused = refused + 4;
+    let refused = 4;
     let mut count = thinking(turn(json!([signed.clone(), call.clone()])), 2048, 1);
     count.as_object_mut().unwrap().remove("max_tokens");
     assert_eq!(post_with(&mock, "/v1/messages/count_tokens", GOOD_HEADERS, &count).status, 200);

@@ -560,6 +560,34 @@ fn handle(shared: &Shared, request: &Request) -> Action {
         });
         state.times.push(request.arrived);
     }
+    if let Some(action) = models(shared, request) {
+        return action;
+    }
+    let lcp = shared.llama_cpp_python.load(Ordering::SeqCst);
+    let api = match validated(shared, request, &body, lcp) {
+        Ok(api) => api,
+        Err(action) => return action,
+    };
+    let naive_tokens = (request.body.len() / 4).max(1) as u64;
+    let (reply, usage) = match next_reply(shared, api, &body, naive_tokens) {
+        Ok(r) => r,
+        Err(action) => return action,
+    };
+    let context = Context {
+        api,
+        model: body["model"].as_str().unwrap_or_default().to_string(),
+        input_tokens: naive_tokens,
+        usage,
+        stream: body["stream"] == Value::Bool(true),
+        include_usage: body["stream_options"]["include_usage"] == Value::Bool(true) && !lcp,
+        llama_cpp_python: lcp,
+    };
+    render(shared, reply, &context)
+}
+
+/// `GET /v1/models` (llama-cpp-python's list) and `GET /v1/models/{id}`
+/// (the lookup `agentfix check` makes), when `request` is one.
+fn models(shared: &Shared, request: &Request) -> Option<Action> {
     let lcp = shared.llama_cpp_python.load(Ordering::SeqCst);
     if lcp && request.method == "GET" && request.path.starts_with("/v1/models") {
         let body = if request.path == "/v1/models" {
@@ -568,7 +596,7 @@ fn handle(shared: &Shared, request: &Request) -> Action {
             json!({"detail": "Not Found"})
         };
         let status = if request.path == "/v1/models" { 200 } else { 404 };
-        return Action::Respond(Response { status, headers: Vec::new(), body, openai: true });
+        return Some(Action::Respond(Response { status, headers: Vec::new(), body, openai: true }));
     }
     // Model lookup (`GET /v1/models/{id}`), as `agentfix check` uses it: the
     // Anthropic form (x-api-key) or the OpenAI form (Bearer).
@@ -585,26 +613,32 @@ fn handle(shared: &Shared, request: &Request) -> Action {
         };
         let api = if anthropic { Api::Anthropic } else { Api::OpenAi };
         if !authorized {
-            return Action::Respond(mock_error(api, 401, "authentication_error", "invalid x-api-key"));
+            return Some(Action::Respond(mock_error(api, 401, "authentication_error", "invalid x-api-key")));
         }
         let body = if anthropic {
             serde_json::json!({"type": "model", "id": id, "display_name": id})
         } else {
             serde_json::json!({"object": "model", "id": id, "owned_by": "mock"})
         };
-        return Action::Respond(Response { status: 200, headers: Vec::new(), body, openai: !anthropic });
+        return Some(Action::Respond(Response { status: 200, headers: Vec::new(), body, openai: !anthropic }));
     }
+    None
+}
+
+/// The API `request` is for, once it passes the real API's validation (and
+/// llama-cpp-python's refusals when it plays that server); else the answer.
+fn validated(shared: &Shared, request: &Request, body: &Value, lcp: bool) -> Result<Api, Action> {
     let api = match (request.method.as_str(), request.path.as_str()) {
         ("POST", "/v1/messages") => Api::Anthropic,
         ("POST", "/v1/chat/completions") => Api::OpenAi,
         _ => {
             let message = format!("Not found: {} {}", request.method, request.path);
             shared.lock().violations.push(message.clone());
-            return Action::Respond(anthropic_error(404, "not_found_error", &message));
+            return Err(Action::Respond(anthropic_error(404, "not_found_error", &message)));
         }
     };
     let rejected = match api {
-        Api::Anthropic => anthropic::validate(request, &body, Endpoint::Messages)
+        Api::Anthropic => anthropic::validate(request, body, Endpoint::Messages)
             .map_err(|(status, error_type, message)| {
                 let response = anthropic_error(status, error_type, &message);
                 (message, response)
@@ -612,7 +646,7 @@ fn handle(shared: &Shared, request: &Request) -> Action {
             .err(),
         Api::OpenAi => {
             let optional = shared.openai_auth_optional.load(Ordering::SeqCst);
-            openai::validate(request, &body, optional)
+            openai::validate(request, body, optional)
                 .map_err(|invalid| {
                     let response =
                         Response { status: invalid.status, headers: Vec::new(), body: invalid.body(), openai: true };
@@ -623,75 +657,74 @@ fn handle(shared: &Shared, request: &Request) -> Action {
     };
     if let Some((message, response)) = rejected {
         shared.lock().violations.push(message);
-        return Action::Respond(response);
+        return Err(Action::Respond(response));
     }
     if lcp && api == Api::OpenAi {
-        if let Some(refusal) = openai::llama_cpp_python_refusal(&body) {
+        if let Some(refusal) = openai::llama_cpp_python_refusal(body) {
             let message = refusal["error"]["message"].as_str().unwrap_or_default().to_string();
             shared.lock().violations.push(format!("llama-cpp-python: {message}"));
-            return Action::Respond(Response { status: 500, headers: Vec::new(), body: refusal, openai: true });
+            return Err(Action::Respond(Response { status: 500, headers: Vec::new(), body: refusal, openai: true }));
         }
-        if body["stream"] == true && allows_tools(api, &body) && body["tool_choice"] == "auto" {
-            return Action::Stream(vec![Chunk::Raw(": ping - 2026-12-01 08:06:20.134805+00:00\n\n".into())]);
+        if body["stream"] == true && allows_tools(api, body) && body["tool_choice"] == "auto" {
+            return Err(Action::Stream(vec![Chunk::Raw(": ping - 2026-12-01 08:06:20.134805+00:00\n\n".into())]));
         }
     }
-    let naive_tokens = (request.body.len() / 4).max(1) as u64;
-    let (reply, usage) = {
-        let mut state = shared.lock();
-        let usage = match state.usage_model {
-            UsageModel::Naive => None,
-            UsageModel::Cached { min_cache_tokens } => Some(match api {
-                Api::Anthropic => usage::anthropic_usage(&body, &state.cache, min_cache_tokens),
-                Api::OpenAi => usage::openai_usage(&body, &state.cache, min_cache_tokens),
-            }),
-        };
-        let prompt = usage.as_ref().map_or(naive_tokens, |u| u.total);
-        state.stats.largest_request = state.stats.largest_request.max(prompt);
-        if let Some(limit) = state.context_limit
-            && prompt > limit
-        {
-            state.stats.too_long += 1;
-            return Action::Respond(prompt_too_long(api, prompt, limit));
-        }
-        let summary = state.summary_reply.clone().filter(|_| !allows_tools(api, &body));
-        let Some(reply) = summary
-            .map(|text| match api {
-                Api::Anthropic => text_reply(&text),
-                Api::OpenAi => openai::openai_text(&text),
-            })
-            .or_else(|| state.replies.pop_front())
-        else {
-            return Action::Respond(mock_error(api, 500, "api_error", "mock: no scripted reply left"));
-        };
-        let cached_before =
-            std::mem::replace(&mut state.cached_prefix, usage.as_ref().map_or(0, |u| u.cache_read + u.cache_write));
-        let stats = &mut state.stats;
-        stats.requests += 1;
-        stats.naive_input += prompt;
-        match &usage {
-            None => stats.input += prompt,
-            Some(u) => {
-                stats.input += u.input;
-                stats.cache_read += u.cache_read;
-                stats.cache_write += u.cache_write;
-                stats.rebuilds += u64::from(u.cache_read < cached_before && u.cache_write > 0);
-            }
-        }
-        if let Some(u) = &usage {
-            state.cache.commit(u);
-        }
-        (reply, usage)
+    Ok(api)
+}
+
+/// The next scripted reply (or the summary reply) and the usage it reports,
+/// with the statistics counted; else the answer (a prompt over the context
+/// limit, no reply left).
+fn next_reply(
+    shared: &Shared,
+    api: Api,
+    body: &Value,
+    naive_tokens: u64,
+) -> Result<(Reply, Option<PromptUsage>), Action> {
+    let mut state = shared.lock();
+    let usage = match state.usage_model {
+        UsageModel::Naive => None,
+        UsageModel::Cached { min_cache_tokens } => Some(match api {
+            Api::Anthropic => usage::anthropic_usage(body, &state.cache, min_cache_tokens),
+            Api::OpenAi => usage::openai_usage(body, &state.cache, min_cache_tokens),
+        }),
     };
-    let context = Context {
-        api,
-        model: body["model"].as_str().unwrap_or_default().to_string(),
-        input_tokens: naive_tokens,
-        usage,
-        stream: body["stream"] == Value::Bool(true),
-        include_usage: body["stream_options"]["include_usage"] == Value::Bool(true) && !lcp,
-        llama_cpp_python: lcp,
+    let prompt = usage.as_ref().map_or(naive_tokens, |u| u.total);
+    state.stats.largest_request = state.stats.largest_request.max(prompt);
+    if let Some(limit) = state.context_limit
+        && prompt > limit
+    {
+        state.stats.too_long += 1;
+        return Err(Action::Respond(prompt_too_long(api, prompt, limit)));
+    }
+    let summary = state.summary_reply.clone().filter(|_| !allows_tools(api, body));
+    let Some(reply) = summary
+        .map(|text| match api {
+            Api::Anthropic => text_reply(&text),
+            Api::OpenAi => openai::openai_text(&text),
+        })
+        .or_else(|| state.replies.pop_front())
+    else {
+        return Err(Action::Respond(mock_error(api, 500, "api_error", "mock: no scripted reply left")));
     };
-    render(shared, reply, &context)
+    let cached_before =
+        std::mem::replace(&mut state.cached_prefix, usage.as_ref().map_or(0, |u| u.cache_read + u.cache_write));
+    let stats = &mut state.stats;
+    stats.requests += 1;
+    stats.naive_input += prompt;
+    match &usage {
+        None => stats.input += prompt,
+        Some(u) => {
+            stats.input += u.input;
+            stats.cache_read += u.cache_read;
+            stats.cache_write += u.cache_write;
+            stats.rebuilds += u64::from(u.cache_read < cached_before && u.cache_write > 0);
+        }
+    }
+    if let Some(u) = &usage {
+        state.cache.commit(u);
+    }
+    Ok((reply, usage))
 }
 
 /// `POST /v1/messages/count_tokens`: recorded apart, validated like `/v1/messages`, answered

@@ -525,7 +525,12 @@ fn validate_tool_calls(at: &str, calls: &Value) -> Result<Vec<String>, Invalid> 
 }
 
 fn validate_messages(messages: &[Value]) -> Result<(), Invalid> {
-    // Pass 1: shapes.
+    let (roles, call_ids) = message_shapes(messages)?;
+    validate_pairing(messages, &roles, &call_ids)
+}
+
+/// Pass 1: each message's shape; its role and the ids of its tool calls.
+fn message_shapes(messages: &[Value]) -> Result<(Vec<&str>, Vec<Vec<String>>), Invalid> {
     let mut roles = Vec::with_capacity(messages.len());
     let mut call_ids: Vec<Vec<String>> = Vec::with_capacity(messages.len());
     let mut seen_ids = HashSet::new();
@@ -596,9 +601,12 @@ fn validate_messages(messages: &[Value]) -> Result<(), Invalid> {
         roles.push(role);
         call_ids.push(ids);
     }
+    Ok((roles, call_ids))
+}
 
-    // Pass 2: every tool call is answered by the tool messages right after its assistant
-    // message, and every tool message answers one of those calls.
+/// Pass 2: every tool call is answered by the tool messages right after
+/// its assistant message, and every tool message answers one of those calls.
+fn validate_pairing(messages: &[Value], roles: &[&str], call_ids: &[Vec<String>]) -> Result<(), Invalid> {
     let orphan = |n: usize| {
         bad(
             "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.",
