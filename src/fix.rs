@@ -13,8 +13,11 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{self, ContextChange, Limits, Outcome, RunEvent, Stop};
-use crate::config::{Config, ConfigError, PartialEdits, Settings};
+use crate::agent::{self, ContextChange, Outcome, RunEvent, Stop};
+use crate::config::limits::Limits;
+use crate::config::limits::PartialEdits;
+use crate::config::settings::Settings;
+use crate::config::{Config, ConfigError};
 use crate::diagnostic::Diagnostic;
 use crate::downstream::{Downstream, Symbol, SymbolSource};
 use crate::follow_up::{self, PastRun};
@@ -644,7 +647,7 @@ pub(crate) async fn run_with_system(
     if let Some(t) = &transcript {
         t.end(&outcome, &overlay.bases(), &changes, started.elapsed().as_millis() as u64);
     }
-    let compatible = config.provider.kind == crate::config::ProviderKind::OpenaiCompatible;
+    let compatible = config.provider.kind == crate::config::provider::ProviderKind::OpenaiCompatible;
     let verdict = Verdict::of(&outcome, changes, cancel.is_cancelled(), &limits, config.partial_edits, compatible);
     let spend = Spend::of(&outcome.usage, config.price());
     FixResult { outcome, verdict, spend, limits, transcript: transcript.map(|t| t.path().to_path_buf()) }
@@ -685,8 +688,8 @@ fn toolbox(config: &Config, ctx: ToolContext, approver: Option<Arc<dyn Approver>
         .map(|(name, c)| (name.clone(), CommandSpec { argv: c.argv.clone(), timeout: c.timeout }))
         .collect();
     let sandbox = match commands.sandbox {
-        crate::config::CommandSandbox::Off => crate::sandbox::Sandbox::Off,
-        crate::config::CommandSandbox::On => {
+        crate::config::commands::CommandSandbox::Off => crate::sandbox::Sandbox::Off,
+        crate::config::commands::CommandSandbox::On => {
             let d = crate::sandbox::Limits::default();
             let l = &commands.limits;
             let limits = crate::sandbox::Limits {
@@ -714,7 +717,7 @@ fn toolbox(config: &Config, ctx: ToolContext, approver: Option<Arc<dyn Approver>
 /// model first tries a command.
 pub fn sandbox_refusal(config: &Config) -> Option<String> {
     let commands = &config.commands;
-    if commands.entries.is_empty() || commands.sandbox == crate::config::CommandSandbox::Off {
+    if commands.entries.is_empty() || commands.sandbox == crate::config::commands::CommandSandbox::Off {
         return None;
     }
     let names: Vec<&str> = commands.entries.keys().map(String::as_str).collect();
@@ -834,7 +837,7 @@ mod tests {
             max_tokens: 1000,
             max_output_tokens: 100,
             context_budget: 100_000,
-            context_editing: crate::config::ContextEditing::Economy,
+            context_editing: crate::config::limits::ContextEditing::Economy,
             timeout: Duration::from_secs(9),
             max_cost: None,
         }

@@ -17,7 +17,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::RunEvent;
-use crate::config::{Config, Settings};
+use crate::config::Config;
+use crate::config::settings::Settings;
 use crate::diagnostic::{Diagnostic, Severity};
 use crate::downstream::Downstream;
 use crate::fix::{self, FixResult, Target};

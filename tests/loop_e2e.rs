@@ -878,9 +878,9 @@ fn the_context_budget_keeps_every_request_under_it_for_both_providers() {
 /// The configured provider for the mock, as `providers::from_config` builds it from `settings`
 /// (editor settings) with `key` as the provider's key.
 fn provider_for(mock: &MockModel, settings: Value, key: &str) -> std::sync::Arc<dyn agentfix::providers::ModelClient> {
-    let editor = agentfix::config::Settings::from_json(&settings).unwrap();
-    let openai = editor.provider.is_some_and(|p| p != agentfix::config::ProviderKind::Anthropic);
-    let editor = agentfix::config::Settings {
+    let editor = agentfix::config::settings::Settings::from_json(&settings).unwrap();
+    let openai = editor.provider.is_some_and(|p| p != agentfix::config::provider::ProviderKind::Anthropic);
+    let editor = agentfix::config::settings::Settings {
         base_url: Some(if openai { format!("{}/v1", mock.base_url()) } else { mock.base_url() }),
         ..editor
     };

@@ -23,7 +23,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{deliver, exit, fail, print_progress};
 use crate::agent::RunEvent;
-use crate::config::{Config, Settings};
+use crate::config::Config;
+use crate::config::settings::Settings;
 use crate::diagnostic::{Diagnostic, Severity};
 use crate::fix::{self, ProgressLines, Target};
 use crate::model::{Block, Message, ModelError, ModelRequest, ModelResponse, Role, StopReason, StreamUpdate, Usage};

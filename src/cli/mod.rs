@@ -31,7 +31,9 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{RunEvent, Stop};
-use crate::config::{Config, Effort, ProviderKind, Settings};
+use crate::config::Config;
+use crate::config::provider::{Effort, ProviderKind};
+use crate::config::settings::Settings;
 use crate::diagnostic::Diagnostic;
 use crate::downstream::SymbolSource;
 use crate::fix::{self, ProgressLines, Setup, Target, Verdict};
@@ -448,7 +450,7 @@ fn print_sandbox(config: &Config) -> u32 {
     let commands = &config.commands;
     let names: Vec<&str> = commands.entries.keys().map(String::as_str).collect();
     println!("commands: {}", if names.is_empty() { "none".to_string() } else { names.join(", ") });
-    if commands.sandbox == crate::config::CommandSandbox::Off {
+    if commands.sandbox == crate::config::commands::CommandSandbox::Off {
         println!("sandbox: off (commands run with all of your rights)");
         return 0;
     }

@@ -214,7 +214,7 @@ async fn start(
         settings.effort = args.effort;
     }
     if let Some(root) = roots.first() {
-        for w in crate::config::Settings::file_warnings(root) {
+        for w in crate::config::settings::Settings::file_warnings(root) {
             tracing::warn!("{w}");
         }
     }
