@@ -138,9 +138,12 @@ impl Layers<'_> {
             (Some(v), _, _) => (v, Source::Editor),
             (None, Some(v), _) => (v, Source::Env),
             (None, None, Some(v)) => (v, Source::File),
-            (None, None, None) => return Ok(None),
+            (None, None, None) => {
+                self.record("maxCostUsd", Source::Default, &None::<f64>);
+                return Ok(None);
+            }
         };
-        self.sources.push(("maxCostUsd", source));
+        self.record("maxCostUsd", source, &usd);
         if !(usd.is_finite() && usd > 0.0) {
             return Err(ConfigError::Invalid(format!("maxCostUsd must be a positive number of dollars, not {usd}")));
         }

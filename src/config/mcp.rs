@@ -70,7 +70,7 @@ impl Layers<'_> {
         } else {
             (Default::default(), Source::Default)
         };
-        self.sources.push(("mcpServers", source));
+        self.record("mcpServers", source, &entries);
         let mut mcp = McpConfig::default();
         for (name, s) in entries {
             match s.command.filter(|c| !c.trim().is_empty()) {

@@ -24,6 +24,8 @@
 //! setting came from (`Source`), and `ConfigError`.
 
 pub mod commands;
+#[cfg(test)]
+mod docs;
 pub mod downstream;
 mod layers;
 pub mod limits;
@@ -83,6 +85,40 @@ impl Source {
     }
 }
 
+/// One setting in force: its value as the settings spell it (`null` when
+/// unset) and the layer it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InForce {
+    /// The setting's name, camelCase.
+    pub name: &'static str,
+    pub source: Source,
+    pub value: serde_json::Value,
+}
+
+impl InForce {
+    /// The value on one line, for `agentfix check`: a scalar as itself, a
+    /// list joined with commas, an object by its keys (`key=value` for a
+    /// scalar, the key alone otherwise, so the commands' argv and the MCP
+    /// servers' `env` are never shown), `none` for nothing.
+    pub fn shown(&self) -> String {
+        use serde_json::Value;
+        let scalar = |v: &Value| match v {
+            Value::String(s) => Some(s.clone()),
+            Value::Array(_) | Value::Object(_) => None,
+            other => Some(other.to_string()),
+        };
+        let parts: Vec<String> = match &self.value {
+            Value::Array(items) => items.iter().map(|v| scalar(v).unwrap_or_else(|| "…".into())).collect(),
+            Value::Object(map) => {
+                map.iter().map(|(k, v)| scalar(v).map_or_else(|| k.clone(), |v| format!("{k}={v}"))).collect()
+            }
+            Value::Null => Vec::new(),
+            v => return scalar(v).unwrap_or_default(),
+        };
+        if parts.is_empty() { "none".to_string() } else { parts.join(", ") }
+    }
+}
+
 /// The configuration in force for a run, in sections: each room takes only
 /// its own (`providers` the provider, the loop the limits, `downstream` its
 /// section, `run_command` the commands, `transcript` the transcripts).
@@ -104,8 +140,9 @@ pub struct Config {
     /// Patterns of protected files beyond the built-in deny-list: the
     /// project's and the editor's together (a layer adds, never removes).
     pub exclude: Vec<String>,
-    /// Where each setting came from, by camelCase name.
-    pub sources: Vec<(&'static str, Source)>,
+    /// Every setting in force, with where it came from, in the order
+    /// the sections are resolved.
+    pub in_force: Vec<InForce>,
 }
 
 impl Config {
@@ -116,11 +153,10 @@ impl Config {
         editor: &Settings,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        let mut l = Layers { file, editor, env, sources: Vec::new() };
+        let mut l = Layers { file, editor, env, in_force: Vec::new() };
         let provider = l.provider()?;
-        let (limits, partial_edits) = l.limits()?;
-        let transcripts = l.transcripts();
         let pricing = l.pricing();
+        let (limits, partial_edits) = l.limits()?;
         let limits = Limits {
             max_cost: l.max_cost(&provider.model, &pricing)?,
             // Never above the model's window, when it is known.
@@ -128,6 +164,8 @@ impl Config {
                 .map_or(limits.context_budget, |window| limits.context_budget.min(window)),
             ..limits
         };
+        l.adjust("contextBudget", &limits.context_budget);
+        let transcripts = l.transcripts();
         let tools = l.tools();
         let downstream = l.downstream()?;
         let mut commands = l.commands()?;
@@ -149,7 +187,7 @@ impl Config {
             mcp,
             project_instructions,
             exclude,
-            sources: l.sources,
+            in_force: l.in_force,
         })
     }
 
@@ -174,7 +212,7 @@ impl Config {
     }
 
     pub fn source(&self, name: &str) -> Source {
-        self.sources.iter().find(|(n, _)| *n == name).map_or(Source::Default, |(_, s)| *s)
+        self.in_force.iter().find(|s| s.name == name).map_or(Source::Default, |s| s.source)
     }
 }
 
@@ -195,7 +233,7 @@ impl Layers<'_> {
     /// Protected patterns add up over the layers; none removes a default.
     fn exclude(&mut self) -> Vec<String> {
         let (file, editor) = (&self.file.exclude, &self.editor.exclude);
-        let exclude = file
+        let exclude: Vec<String> = file
             .iter()
             .chain(editor.iter())
             .flatten()
@@ -207,7 +245,7 @@ impl Layers<'_> {
             (Some(_), None) => Source::File,
             _ => Source::Default,
         };
-        self.sources.push(("exclude", source));
+        self.record("exclude", source, &exclude);
         exclude
     }
 
@@ -239,6 +277,19 @@ fn test_resolve(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_value_in_force_shows_on_one_line_without_what_is_nested() {
+        let shown = |value: serde_json::Value| InForce { name: "x", source: Source::Default, value }.shown();
+        assert_eq!(shown(json!(null)), "none");
+        assert_eq!(shown(json!([])), "none");
+        assert_eq!(shown(json!("anthropic")), "anthropic");
+        assert_eq!(shown(json!(0.25)), "0.25");
+        assert_eq!(shown(json!(["NPM_TOKEN", "MY_*"])), "NPM_TOKEN, MY_*");
+        assert_eq!(shown(json!({"test": ["cargo", "test"], "network": true})), "network=true, test");
+        // An MCP server's `env` (where tokens go) is never shown.
+        assert_eq!(shown(json!({"gh": {"command": "npx", "env": {"GITHUB_TOKEN": "ghp_secret"}}})), "gh");
+    }
+
     use super::limits::PartialEdits;
     use super::settings::Settings;
     use super::test_resolve as resolve;

@@ -213,13 +213,13 @@ impl Layers<'_> {
             }
         };
         let (effort, source) = match (self.editor.effort, env, self.file.effort) {
-            (Some(e), _, _) => (e, Source::Editor),
-            (None, Some(e), _) => (e, Source::Env),
-            (None, None, Some(e)) => (e, Source::File),
-            (None, None, None) => return Ok(None),
+            (Some(e), _, _) => (Some(e), Source::Editor),
+            (None, Some(e), _) => (Some(e), Source::Env),
+            (None, None, Some(e)) => (Some(e), Source::File),
+            (None, None, None) => (None, Source::Default),
         };
-        self.sources.push(("effort", source));
-        Ok(Some(effort))
+        self.record("effort", source, &effort);
+        Ok(effort)
     }
 
     /// `baseUrl`: never from agentfix.toml (a cloned repository must not
@@ -237,7 +237,7 @@ impl Layers<'_> {
                 )));
             }
         };
-        self.sources.push(("baseUrl", source));
+        self.record("baseUrl", source, &url);
         Ok(url)
     }
 }
