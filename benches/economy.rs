@@ -13,7 +13,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agentfix::config::{Config, ContextEditing, DEFAULT_CONTEXT_BUDGET, ProviderKind, Settings};
+use agentfix::config::Config;
+use agentfix::config::limits::{ContextEditing, DEFAULT_CONTEXT_BUDGET};
+use agentfix::config::provider::ProviderKind;
+use agentfix::config::settings::Settings;
 use agentfix::fix::{self, Request, Roots, Services, Setup, Target, Verdict};
 use agentfix::pricing::{TokenCounts, format_usd, price_of};
 use agentfix::workspace::NoBuffers;

@@ -16,7 +16,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use agentfix::agent::{self, Limits};
+use agentfix::agent;
+use agentfix::config::limits::Limits;
 use agentfix::model::{ModelError, ModelRequest, ModelResponse, StreamUpdate};
 use agentfix::providers::ModelClient;
 use agentfix::providers::anthropic::{decode_response, encode_body, encode_request};
@@ -119,7 +120,7 @@ fn bench(c: &mut Criterion) {
         max_output_tokens: 8192,
         context_budget: u64::MAX,
         // The history grows untouched: what is measured is its cost alone.
-        context_editing: agentfix::config::ContextEditing::Budget,
+        context_editing: agentfix::config::limits::ContextEditing::Budget,
         timeout: Duration::from_secs(600),
         max_cost: None,
     };

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use agentfix::agent::RunEvent;
-use agentfix::config::Secret;
+use agentfix::config::provider::Secret;
 use agentfix::fix::ProgressLines;
 use agentfix::model::{Message, ModelRequest, StreamUpdate};
 use agentfix::providers::http::Sse;

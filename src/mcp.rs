@@ -48,7 +48,7 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
 
-use crate::config::{McpConfig, McpServerConfig};
+use crate::config::mcp::{McpConfig, McpServerConfig};
 use crate::model::ToolSpec;
 use crate::tools::{Approval, Approver, ExternalTool, ToolError};
 

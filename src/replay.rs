@@ -16,7 +16,8 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::agent::RunEvent;
-use crate::config::{Config, Settings};
+use crate::config::Config;
+use crate::config::settings::Settings;
 use crate::diagnostic::{Diagnostic, Severity};
 use crate::downstream::Downstream;
 use crate::fix::{self, FixResult, Request, Roots, Services, Setup, Target};

@@ -40,7 +40,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::agent::{ContextChange, Outcome, RunEvent};
-use crate::config::{Config, ContextEditing};
+use crate::config::Config;
+use crate::config::limits::ContextEditing;
 use crate::model::{Block, Message, ModelResponse, Role, StopReason, ToolSpec, Usage};
 use crate::secrets::Redactor;
 use crate::workspace::{FileBase, FileChange};
@@ -823,7 +824,7 @@ mod tests {
     fn the_writer_writes_version_1_and_reads_it_back() {
         let dir = tempfile::tempdir().unwrap();
         let t = Transcript::create(dir.path(), vec![]).unwrap();
-        let settings = crate::config::Settings { max_turns: Some(7), ..Default::default() };
+        let settings = crate::config::settings::Settings { max_turns: Some(7), ..Default::default() };
         let config = Config::resolve(&Default::default(), &settings, &|_| None).unwrap();
         let target = TargetRecord {
             path: "/ws/calc.py".into(),

@@ -1040,7 +1040,7 @@ fn check_lists_the_sandbox_layers_and_says_loudly_what_is_missing() {
         return;
     }
     let out = check_output(&[]);
-    assert!(out.contains("\ncommands: test\n"), "{out}");
+    assert!(out.contains("\ncommands: test (editor settings)\n"), "{out}");
     assert!(out.contains("\nsandbox: namespaces (user, mount, PID, IPC, UTS, network): ok\n"), "{out}");
     assert!(out.contains("\nsandbox: seccomp: ok\n") && out.contains("\nsandbox: Landlock: ABI "), "{out}");
     assert!(!out.contains("cannot run") && out.contains("\nsandbox: a trial command ran in it: ok\n"), "{out}");

@@ -73,7 +73,7 @@ const RULES: &[Rule] = &[
         why: "`secrets` may use nothing here",
     },
     Rule {
-        files: "src/config.rs",
+        files: "src/config/",
         except_files: &[],
         forbidden: &["crate"],
         allowed: &["crate::config", "crate::secrets::Redactor", "crate::pricing"],
@@ -187,8 +187,8 @@ const RULES: &[Rule] = &[
         forbidden: &["crate"],
         allowed: &[
             "crate::mcp",
-            "crate::config::McpConfig",
-            "crate::config::McpServerConfig",
+            "crate::config::mcp::McpConfig",
+            "crate::config::mcp::McpServerConfig",
             "crate::secrets::allowed_env",
             "crate::model",
             "crate::tools::Approval",
@@ -196,7 +196,7 @@ const RULES: &[Rule] = &[
             "crate::tools::ExternalTool",
             "crate::tools::ToolError",
         ],
-        why: "`mcp` may use `config::{McpConfig, McpServerConfig}`, `secrets::allowed_env`, `model` and \
+        why: "`mcp` may use `config::mcp::{McpConfig, McpServerConfig}`, `secrets::allowed_env`, `model` and \
               `tools::{Approval, Approver, ExternalTool, ToolError}`",
     },
     Rule {
@@ -217,12 +217,10 @@ const RULES: &[Rule] = &[
             "crate::providers::ModelClient",
             "crate::tools::ToolSet",
             "crate::tools::ToolOutput",
-            "crate::config::Limits",
-            "crate::config::ContextEditing",
-            "crate::config::CostLimit",
+            "crate::config::limits",
             "crate::pricing",
         ],
-        why: "`agent` may use `model`, `config::{Limits, ContextEditing, CostLimit}`, `pricing`, `providers::ModelClient` and `tools::ToolSet` (traits only)",
+        why: "`agent` may use `model`, `config::limits` (`Limits`, `ContextEditing`, `CostLimit`), `pricing`, `providers::ModelClient` and `tools::ToolSet` (traits only)",
     },
     Rule {
         files: "src/transcript.rs",

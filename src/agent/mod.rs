@@ -79,7 +79,7 @@ const COMPACTED_HEADER: &str = "[The earlier turns of this run were replaced by 
 const SUMMARY_TIMEOUT: (Duration, Duration) = (Duration::from_secs(2), Duration::from_secs(30));
 
 /// The limits of one run: the configuration's section, as it is.
-pub use crate::config::{ContextEditing, CostLimit, Limits};
+use crate::config::limits::{ContextEditing, Limits};
 
 /// Something that happened during a run.
 #[derive(Debug, Clone, PartialEq)]

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::config::limits::CostLimit;
 use crate::model::{ModelErrorKind, ModelResponse, ToolSpec};
 use crate::tools::ToolOutput;
 
@@ -155,7 +156,7 @@ const LIMITS: Limits = Limits {
     max_tokens: 1_000_000,
     max_output_tokens: 1000,
     context_budget: 1_000_000,
-    context_editing: crate::config::ContextEditing::Economy,
+    context_editing: crate::config::limits::ContextEditing::Economy,
     timeout: Duration::from_secs(60),
     max_cost: None,
 };

@@ -22,7 +22,8 @@ use serde_json::json;
 
 use super::{deliver, exit, fail, print_progress};
 use crate::agent::RunEvent;
-use crate::config::{Config, Settings};
+use crate::config::Config;
+use crate::config::settings::Settings;
 use crate::diagnostic::{Diagnostic, Severity};
 use crate::fix::{self, ProgressLines, Request, Roots, Services, Setup, Target};
 use crate::model::{Block, Message, ModelError, ModelRequest, ModelResponse, Role, StopReason, StreamUpdate, Usage};

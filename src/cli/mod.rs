@@ -9,7 +9,10 @@
 //! `agentfix fix`: same `fix::run`, files from disk, unified diff; the
 //! target's lines and problems from `--line`, `--range` or `--diagnostics`
 //! (`--all`), `--model`/`--settings` as the editor layer (one parser, shared
-//! with `check`); `check`, `replay`, `schema`, `undo`; `workspace_root`
+//! with `check`); `check` (the settings in force as a walk over
+//! `Config::in_force`, each with its source, then the key, prices, sandbox,
+//! instructions, MCP servers and the connection), `replay`, `schema`,
+//! `undo`; `workspace_root`
 //! (`--root`'s default: the nearest ancestor with `.git`, else the current
 //! directory); `print_progress` (one stderr line per turn and per retry;
 //! streamed text and tool starts are for editors' status lines) and `deliver`
@@ -31,7 +34,9 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{RunEvent, Stop};
-use crate::config::{Config, Effort, ProviderKind, Settings};
+use crate::config::Config;
+use crate::config::provider::{Effort, ProviderKind};
+use crate::config::settings::Settings;
 use crate::diagnostic::Diagnostic;
 use crate::downstream::Downstream;
 use crate::fix::{self, Prepared, ProgressLines, Request, Roots, Services, Setup, Target, Verdict};
@@ -344,11 +349,8 @@ pub async fn check(args: CheckArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let src = |name: &str| config.source(name).describe();
+    print_settings(&config);
     let provider = &config.provider;
-    println!("provider: {} ({})", provider.kind.name(), src("provider"));
-    println!("model: {} ({})", provider.model, src("model"));
-    println!("baseUrl: {} ({})", provider.base_url, src("baseUrl"));
     let key_var = provider.kind.key_var();
     match (&provider.api_key, provider.kind.key_required()) {
         (Some(_), _) => println!("api key: {key_var} is set"),
@@ -358,34 +360,6 @@ pub async fn check(args: CheckArgs) -> ExitCode {
             problems += 1;
         }
     }
-    let limits = &config.limits;
-    println!("maxTurns: {} ({})", limits.max_turns, src("maxTurns"));
-    println!("maxTokens: {} ({})", limits.max_tokens, src("maxTokens"));
-    println!("maxOutputTokens: {} ({})", limits.max_output_tokens, src("maxOutputTokens"));
-    match limits.max_cost {
-        Some(cap) => println!("maxCostUsd: {} ({})", cap.usd, src("maxCostUsd")),
-        None => println!("maxCostUsd: none (default)"),
-    }
-    match crate::pricing::context_window(&provider.model) {
-        Some(w) => println!(
-            "contextBudget: {} ({}; never above the window of {}, {w})",
-            limits.context_budget,
-            src("contextBudget"),
-            provider.model
-        ),
-        None => println!("contextBudget: {} ({})", limits.context_budget, src("contextBudget")),
-    }
-    println!("contextEditing: {} ({})", limits.context_editing.name(), src("contextEditing"));
-    println!("timeoutSecs: {} ({})", limits.timeout.as_secs(), src("timeoutSecs"));
-    println!("maxRetries: {} ({})", provider.max_retries, src("maxRetries"));
-    let ignored = if provider.count_tokens && provider.kind != ProviderKind::Anthropic {
-        "; ignored: Anthropic only"
-    } else {
-        ""
-    };
-    println!("countTokens: {} ({}{ignored})", provider.count_tokens, src("countTokens"));
-    let effort = provider.effort.map_or("none", |e| e.name());
-    println!("effort: {effort} ({}{})", src("effort"), providers::effort_note(provider));
     match config.price() {
         Some(p) => println!(
             "prices of {}: ${} input, ${} output, ${} cache read, ${} cache write per million tokens ({})",
@@ -394,14 +368,12 @@ pub async fn check(args: CheckArgs) -> ExitCode {
             p.output,
             p.cache_read_price(),
             p.cache_write_price(),
-            if config.source("prices") == crate::config::Source::Default { "built in" } else { src("prices") }
+            match config.source("prices") {
+                crate::config::Source::Default => "built in",
+                other => other.describe(),
+            }
         ),
         None => println!("prices of {}: unknown (costs are not shown; set `prices`)", provider.model),
-    }
-    println!("partialEdits: {} ({})", config.partial_edits.name(), src("partialEdits"));
-    match &config.transcripts.dir {
-        Some(d) => println!("transcripts: {}", d.display()),
-        None => println!("transcripts: off"),
     }
     problems += print_sandbox(&config);
     problems += print_instructions(&config, &root, args.target.as_deref());
@@ -434,14 +406,42 @@ pub async fn check(args: CheckArgs) -> ExitCode {
     }
 }
 
+/// The settings in force, one line each with its value and where it came
+/// from: a walk over what the resolution recorded (`Config::in_force`), so
+/// a new setting shows with no line here. The API key is no setting, and
+/// every line is scrubbed of it all the same.
+fn print_settings(config: &Config) {
+    let redactor = config.key_redactor();
+    for s in &config.in_force {
+        let line = format!("{}: {} ({}{})", s.name, s.shown(), s.source.describe(), setting_note(config, s.name));
+        println!("{}", redactor.redact_exact(&line));
+    }
+}
+
+/// What a setting's value does here, where the value alone does not say.
+fn setting_note(config: &Config, name: &str) -> String {
+    let provider = &config.provider;
+    match name {
+        "contextBudget" => crate::pricing::context_window(&provider.model)
+            .map(|w| format!("; never above the window of {}, {w}", provider.model))
+            .unwrap_or_default(),
+        "countTokens" if provider.count_tokens && provider.kind != ProviderKind::Anthropic => {
+            "; ignored: Anthropic only".to_string()
+        }
+        "effort" => providers::effort_note(provider),
+        "projectInstructions" if !config.project_instructions => "; no instruction files are read".to_string(),
+        "transcriptDir" if config.transcripts.dir.is_none() => "; transcripts are off".to_string(),
+        _ => String::new(),
+    }
+}
+
 /// What the command sandbox can give on this system, layer by layer, and
 /// whether the configured commands can run. Returns the problems found
 /// (commands configured that cannot run).
 fn print_sandbox(config: &Config) -> u32 {
     let commands = &config.commands;
     let names: Vec<&str> = commands.entries.keys().map(String::as_str).collect();
-    println!("commands: {}", if names.is_empty() { "none".to_string() } else { names.join(", ") });
-    if commands.sandbox == crate::config::CommandSandbox::Off {
+    if commands.sandbox == crate::config::commands::CommandSandbox::Off {
         println!("sandbox: off (commands run with all of your rights)");
         return 0;
     }
@@ -504,12 +504,9 @@ fn sandbox_trial() -> Result<(), String> {
 /// each one skipped and why. Returns the problems found (a target outside
 /// the root).
 fn print_instructions(config: &Config, root: &std::path::Path, target: Option<&std::path::Path>) -> u32 {
-    let source = config.source("projectInstructions").describe();
     if !config.project_instructions {
-        println!("projectInstructions: false ({source}; no instruction files are read)");
         return 0;
     }
-    println!("projectInstructions: true ({source})");
     let workspace = Workspace::new(vec![root.to_path_buf()]).with_protected(&config.exclude);
     let target = match target.map(std::fs::canonicalize) {
         None => None,

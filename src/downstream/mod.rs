@@ -41,7 +41,7 @@ use tower_lsp_server::ls_types::request::{
 };
 use tower_lsp_server::ls_types::{self as lsp};
 
-pub use crate::config::ServerConfig;
+use crate::config::downstream::ServerConfig;
 use crate::diagnostic::Diagnostic;
 use crate::position::LineRange;
 pub use client::Client;
@@ -153,7 +153,7 @@ pub trait SymbolSource: Send + Sync {
 }
 
 /// Timing of the waits on servers: the configuration's, as it is.
-pub use crate::config::DiagnosticsWait;
+use crate::config::downstream::DiagnosticsWait;
 
 /// One running (or failed) server.
 struct Server {
@@ -201,7 +201,7 @@ impl Downstream {
 
     /// Credential variables the servers may inherit (`envAllow`).
     /// The servers `config` asks for, over `roots`.
-    pub fn from_config(config: &crate::config::DownstreamConfig, roots: Vec<PathBuf>) -> Self {
+    pub fn from_config(config: &crate::config::downstream::DownstreamConfig, roots: Vec<PathBuf>) -> Self {
         Self::new(config.servers.clone(), roots, config.wait)
             .with_defaults(config.defaults)
             .with_env_allow(config.env_allow.clone())

@@ -34,7 +34,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::RunEvent;
-use crate::config::{Effort, Settings};
+use crate::config::provider::Effort;
+use crate::config::settings::Settings;
 use crate::diagnostic::Diagnostic;
 use crate::downstream::SymbolSource;
 use crate::follow_up::PastRun;

@@ -7,8 +7,9 @@ use super::prompt::{SYSTEM_PROMPT, outline, system_prompt, task_prompt};
 use super::toolbox::{KeyScrubbed, toolbox};
 use super::verdict::{Spend, Verdict};
 use super::{Prepared, Request, Services};
-use crate::agent::{self, Limits, Outcome, RunEvent, Stop};
+use crate::agent::{self, Outcome, RunEvent, Stop};
 use crate::config::Config;
+use crate::config::limits::Limits;
 use crate::downstream::SymbolSource;
 use crate::follow_up;
 use crate::model::Message;
@@ -96,7 +97,7 @@ pub async fn run(prepared: &Prepared, services: Services<'_>, request: Request) 
     if let Some(t) = &transcript {
         t.end(&outcome, &overlay.bases(), &changes, started.elapsed().as_millis() as u64);
     }
-    let compatible = config.provider.kind == crate::config::ProviderKind::OpenaiCompatible;
+    let compatible = config.provider.kind == crate::config::provider::ProviderKind::OpenaiCompatible;
     let verdict = Verdict::of(&outcome, changes, cancel.is_cancelled(), &limits, config.partial_edits, compatible);
     let spend = Spend::of(&outcome.usage, config.price());
     FixResult { outcome, verdict, spend, limits, transcript: transcript.map(|t| t.path().to_path_buf()) }

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::Request;
-use crate::config::{Config, ConfigError, Settings};
+use crate::config::settings::Settings;
+use crate::config::{Config, ConfigError};
 use crate::downstream::Downstream;
 use crate::providers::ModelClient;
 use crate::workspace::{BufferSource, Overlay, Workspace};
@@ -180,8 +181,8 @@ mod tests {
         r.model = Some("  ".into());
         assert_eq!(r.settings_over(&editor).model.as_deref(), Some("editor-model"), "a blank model is none");
         r.model = Some(" run-model ".into());
-        r.effort = Some(crate::config::Effort::High);
+        r.effort = Some(crate::config::provider::Effort::High);
         let s = r.settings_over(&editor);
-        assert_eq!((s.model.as_deref(), s.effort), (Some("run-model"), Some(crate::config::Effort::High)));
+        assert_eq!((s.model.as_deref(), s.effort), (Some("run-model"), Some(crate::config::provider::Effort::High)));
     }
 }

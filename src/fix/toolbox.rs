@@ -94,8 +94,8 @@ pub(super) fn toolbox(config: &Config, ctx: ToolContext, approver: Option<Arc<dy
         .map(|(name, c)| (name.clone(), CommandSpec { argv: c.argv.clone(), timeout: c.timeout }))
         .collect();
     let sandbox = match commands.sandbox {
-        crate::config::CommandSandbox::Off => crate::sandbox::Sandbox::Off,
-        crate::config::CommandSandbox::On => {
+        crate::config::commands::CommandSandbox::Off => crate::sandbox::Sandbox::Off,
+        crate::config::commands::CommandSandbox::On => {
             let d = crate::sandbox::ResourceLimits::default();
             let l = &commands.limits;
             let limits = crate::sandbox::ResourceLimits {
@@ -123,7 +123,7 @@ pub(super) fn toolbox(config: &Config, ctx: ToolContext, approver: Option<Arc<dy
 /// model first tries a command.
 pub fn sandbox_refusal(config: &Config) -> Option<String> {
     let commands = &config.commands;
-    if commands.entries.is_empty() || commands.sandbox == crate::config::CommandSandbox::Off {
+    if commands.entries.is_empty() || commands.sandbox == crate::config::commands::CommandSandbox::Off {
         return None;
     }
     let names: Vec<&str> = commands.entries.keys().map(String::as_str).collect();

@@ -1,8 +1,8 @@
 //! How a run ended, decided once for every front end ([`Verdict`]), and
 //! what it spent ([`Spend`]).
 
-use crate::agent::{Limits, Outcome, Stop};
-use crate::config::PartialEdits;
+use crate::agent::{Outcome, Stop};
+use crate::config::limits::{Limits, PartialEdits};
 use crate::model::Usage;
 use crate::pricing::{Price, TokenCounts, format_tokens, format_usd};
 use crate::workspace::FileChange;
@@ -163,7 +163,7 @@ mod tests {
             max_tokens: 1000,
             max_output_tokens: 100,
             context_budget: 100_000,
-            context_editing: crate::config::ContextEditing::Economy,
+            context_editing: crate::config::limits::ContextEditing::Economy,
             timeout: Duration::from_secs(9),
             max_cost: None,
         }

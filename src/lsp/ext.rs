@@ -40,7 +40,7 @@ pub struct FixArguments {
     /// The effort of this run (`low`, `medium`, `high`), over the
     /// settings' `effort`; for models that have it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub effort: Option<crate::config::Effort>,
+    pub effort: Option<crate::config::provider::Effort>,
     /// The `runId` of an earlier run this one continues: its conversation,
     /// what became of its proposal, then `instruction`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -165,7 +165,7 @@ mod tests {
             diagnostics: Vec::new(),
             instruction: Some("be brief".into()),
             model: Some("claude-haiku-4-5".into()),
-            effort: Some(crate::config::Effort::High),
+            effort: Some(crate::config::provider::Effort::High),
             follow_up: Some("run-3".into()),
         };
         let mut documented = protocol_fields(SECTION, "Argument");

@@ -215,7 +215,7 @@ async fn start(
     };
     let request = Request { target, follow_up: past, model: args.model.clone(), effort: args.effort };
     if let Some(root) = roots.first() {
-        for w in crate::config::Settings::file_warnings(root) {
+        for w in crate::config::settings::Settings::file_warnings(root) {
             tracing::warn!("{w}");
         }
     }
@@ -270,7 +270,7 @@ async fn prepare(
     client: &Client,
     session: &Session,
     roots: &[PathBuf],
-    editor: &crate::config::Settings,
+    editor: &crate::config::settings::Settings,
     request: &Request,
 ) -> Result<(Prepared, Arc<dyn ModelClient>)> {
     let buffers: Arc<dyn BufferSource> = session.docs.clone();

@@ -18,7 +18,7 @@ use tower_lsp_server::{Client, LanguageServer};
 use super::ext::{DocumentText, DocumentTextParams, FIX_COMMAND, FixArguments};
 use super::session::{ClientSupport, Session};
 use super::{convert, run};
-use crate::config::Settings;
+use crate::config::settings::Settings;
 use crate::documents::Documents;
 
 /// How long to wait for `workspace/configuration`.
@@ -334,7 +334,7 @@ impl LanguageServer for Backend {
     async fn initialized(&self, _: InitializedParams) {
         tracing::info!("initialized");
         // The HTTP client, built now rather than in the first run.
-        let timeout = std::time::Duration::from_secs(crate::config::DEFAULT_CONNECT_TIMEOUT_SECS);
+        let timeout = std::time::Duration::from_secs(crate::config::provider::DEFAULT_CONNECT_TIMEOUT_SECS);
         drop(tokio::task::spawn_blocking(move || crate::providers::http::warm_up(timeout)));
         self.pull_configuration().await;
     }

@@ -15,7 +15,9 @@ use tower_lsp_server::ls_types::ClientCapabilities;
 
 use super::convert::EditSupport;
 use super::transport;
-use crate::config::{Config, DownstreamConfig, Settings};
+use crate::config::Config;
+use crate::config::downstream::DownstreamConfig;
+use crate::config::settings::Settings;
 use crate::documents::{Documents, PositionEncoding};
 use crate::downstream::Downstream;
 use crate::follow_up::PastRun;

@@ -39,7 +39,7 @@ use super::ModelClient;
 use super::encoded::{Body, Encoded};
 use super::http::{self, Endpoint};
 use super::retry::with_retries;
-use crate::config::Effort;
+use crate::config::provider::Effort;
 use crate::model::{
     Block, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse, Role, StopReason, StreamUpdate, ToolInput,
     Usage,

@@ -14,7 +14,7 @@ use crate::model::{ModelError, ModelErrorKind};
 pub struct Endpoint {
     /// Base URL without the trailing path the provider appends.
     pub base_url: String,
-    pub api_key: Option<crate::config::Secret>,
+    pub api_key: Option<crate::config::provider::Secret>,
     /// Where the key came from, for error messages (`ANTHROPIC_API_KEY`).
     pub key_source: String,
     pub model: String,

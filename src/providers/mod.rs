@@ -60,7 +60,8 @@ pub use anthropic::Anthropic;
 pub use http::Endpoint;
 pub use openai::OpenAi;
 
-use crate::config::{ConfigError, ProviderConfig, ProviderKind};
+use crate::config::ConfigError;
+use crate::config::provider::{ProviderConfig, ProviderKind};
 use crate::model::{ModelError, ModelRequest, ModelResponse, StreamUpdate};
 use crate::secrets::Redactor;
 
@@ -260,12 +261,12 @@ mod tests {
         }
     }
 
-    fn config(kind: ProviderKind, model: &str, effort: Option<crate::config::Effort>) -> ProviderConfig {
+    fn config(kind: ProviderKind, model: &str, effort: Option<crate::config::provider::Effort>) -> ProviderConfig {
         ProviderConfig {
             kind,
             model: model.into(),
             base_url: "http://127.0.0.1:9".into(),
-            api_key: Some(crate::config::Secret::new(KEY)),
+            api_key: Some(crate::config::provider::Secret::new(KEY)),
             max_retries: 0,
             connect_timeout: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(1),
@@ -276,7 +277,7 @@ mod tests {
 
     #[test]
     fn a_run_with_another_model_or_effort_gets_its_own_client_from_a_modified_clone() {
-        use crate::config::Effort;
+        use crate::config::provider::Effort;
         let settings = config(ProviderKind::Anthropic, "claude-sonnet-4-5", None);
         let first = from_config(&settings).unwrap();
         let hard_config = ProviderConfig { effort: Some(Effort::High), ..settings.clone() };
@@ -290,7 +291,7 @@ mod tests {
 
     #[test]
     fn check_says_what_the_effort_does_with_the_model() {
-        use crate::config::Effort::{High, Low};
+        use crate::config::provider::Effort::{High, Low};
         let note = |kind, model: &str, effort| effort_note(&config(kind, model, effort));
         assert_eq!(note(ProviderKind::Anthropic, "claude-sonnet-4-5", None), "");
         assert_eq!(note(ProviderKind::Openai, "o3", None), "");
