@@ -936,3 +936,108 @@ fn citations_are_read_from_backticks() {
     // A wildcard is cited as written, and reported as no such function.
     assert_eq!(cited_tests("`src/lsp/proposal.rs::*`"), [cited("src/lsp/proposal.rs", "*")]);
 }
+
+/// The most lines a function may span, its signature and closing brace
+/// included.
+const MAX_FUNCTION_LINES: usize = 100;
+
+/// Each function of `text` (comments and strings blanked) as its name, first
+/// line (1-based) and the lines it spans; functions without a body are left
+/// out.
+fn function_lengths(text: &str) -> Vec<(String, usize, usize)> {
+    let code: Vec<char> = blank_comments_and_strings(text).chars().collect();
+    let line_at = |i: usize| code[..i].iter().filter(|c| **c == '\n').count() + 1;
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 3 < code.len() {
+        let starts = code[i] == 'f'
+            && code[i + 1] == 'n'
+            && code[i + 2].is_whitespace()
+            && (i == 0 || !is_ident_char(code[i - 1]));
+        if !starts {
+            i += 1;
+            continue;
+        }
+        let mut j = i + 2;
+        while j < code.len() && code[j].is_whitespace() {
+            j += 1;
+        }
+        let name: String = code[j..].iter().take_while(|c| is_ident_char(**c)).collect();
+        // The body starts at the first `{` outside parentheses and brackets
+        // (`[u8; 4]` has a `;`); a `;` there ends a bodiless declaration.
+        let mut depth = 0i32;
+        let mut body = None;
+        while j < code.len() {
+            match code[j] {
+                '(' | '[' => depth += 1,
+                ')' | ']' => depth -= 1,
+                '{' if depth == 0 => {
+                    body = Some(j);
+                    break;
+                }
+                ';' if depth == 0 => break,
+                _ => {}
+            }
+            j += 1;
+        }
+        let Some(open) = body else {
+            i = j;
+            continue;
+        };
+        let mut braces = 0i32;
+        let mut k = open;
+        while k < code.len() {
+            match code[k] {
+                '{' => braces += 1,
+                '}' => {
+                    braces -= 1;
+                    if braces == 0 {
+                        break;
+                    }
+                }
+                _ => {}
+            }
+            k += 1;
+        }
+        let first = line_at(i);
+        out.push((name, first, line_at(k.min(code.len() - 1)) - first + 1));
+        // Functions nested in this one are measured too.
+        i = open + 1;
+    }
+    out
+}
+
+#[test]
+fn no_function_is_over_100_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "crates", "tests", "benches", "examples", "fuzz/fuzz_targets"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    assert!(files.len() > 60, "expected every Rust file, found {}", files.len());
+    let long: Vec<String> = files
+        .iter()
+        .flat_map(|path| {
+            let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+            let rel = path.strip_prefix(root).expect("under the manifest dir").display().to_string();
+            function_lengths(&text)
+                .into_iter()
+                .filter(|(_, _, lines)| *lines > MAX_FUNCTION_LINES)
+                .map(move |(name, line, lines)| format!("{rel}:{line}: fn {name} spans {lines} lines"))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FUNCTION_LINES} lines; cut them into named parts:\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn function_lengths_count_bodies_not_declarations() {
+    let src = "trait T {\n    fn f(&self);\n}\nfn g(a: [u8; 4]) -> u8 {\n    let s = \"}\";\n    // }\n    a[0]\n}\nfn h() {}\n";
+    let lengths = function_lengths(src);
+    assert_eq!(lengths, vec![("g".to_string(), 4, 5), ("h".to_string(), 9, 1)]);
+    let long = format!("fn long() {{\n{}}}\n", "    x();\n".repeat(100));
+    assert_eq!(function_lengths(&long), vec![("long".to_string(), 1, 102)]);
+}
