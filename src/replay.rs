@@ -121,7 +121,7 @@ impl Recording {
                 Record::End(e) => _ = end.get_or_insert(e),
                 Record::Response(r) => responses.push(r.response()),
                 Record::ToolResult(t) => calls.push(t),
-                Record::Request(_) | Record::ContextEdit(_) => {}
+                Record::Request(_) | Record::ContextEdit(_) | Record::Check(_) => {}
             }
         }
         let missing = |kind: &str| format!("the transcript has no `{kind}` record");

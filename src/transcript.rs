@@ -58,6 +58,7 @@ pub enum Record {
     Response(ResponseRecord),
     ToolResult(ToolResultRecord),
     ContextEdit(ContextEditRecord),
+    Check(CheckRecord),
     End(EndRecord),
 }
 
@@ -200,6 +201,16 @@ pub struct ContextEditRecord {
     /// The estimated prompt tokens before and after.
     pub tokens_before: u64,
     pub tokens_after: u64,
+}
+
+/// The run's proposal was checked at the end of `round` (`fix::verify`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckRecord {
+    pub round: u32,
+    /// `verified: …` or `not verified: …`; `None` when nothing was set up to
+    /// check the proposal.
+    pub line: Option<String>,
+    pub elapsed_ms: u64,
 }
 
 /// How the context was edited, tagged by its `kind`.
@@ -550,6 +561,9 @@ impl Transcript {
                     fatal: output.fatal,
                     elapsed_ms: *elapsed_ms,
                 })
+            }
+            RunEvent::Checked { round, line, elapsed_ms } => {
+                Record::Check(CheckRecord { round: *round, line: line.clone(), elapsed_ms: *elapsed_ms })
             }
             RunEvent::ContextEdited { turn, edit, change, tokens_before, tokens_after } => {
                 Record::ContextEdit(ContextEditRecord {

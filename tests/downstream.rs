@@ -278,10 +278,17 @@ fn through_the_editor_servers_see_unsaved_buffers_and_get_them_back() {
     let r = tool_results(&mock);
     assert_eq!(r["t_def"].0, "Definitions of `helper` (calc.py:12):\ncalc.py:1: def helper():\n");
     assert!(r["t_edit"].0.contains("1 fixed, 0 introduced"), "{}", r["t_edit"].0);
-    // The server had the buffer (v1), the run's edit (v2), then the buffer again (v3).
+    // The server had the buffer (v1), the run's edit (v2), then the text
+    // before the run for the check of the proposal (v3), which is the
+    // buffer: the release has nothing left to send.
+    assert_eq!(resp["result"]["verification"]["diagnostics"], json!({"fixed": 1, "introduced": 0, "remaining": 0}));
+    assert_eq!(resp["result"]["verification"]["verified"], true, "{resp}");
+    let message = resp["result"]["message"].as_str().unwrap();
+    assert!(message.starts_with("Agent fix: verified: 1 fixed, 0 new; Replaced the error with a call."), "{message}");
     let log = log_of(&ws);
     let syncs: Vec<&str> = log.lines().filter(|l| l.starts_with("textDocument/did")).collect();
-    assert_eq!(syncs, ["textDocument/didOpen v1", "textDocument/didChange v2", "textDocument/didChange v3"], "{log}");
+    let expected = ["textDocument/didOpen v1", "textDocument/didChange v2", "textDocument/didChange v3"];
+    assert_eq!(syncs, expected, "{log}");
     editor.shutdown();
     assert!(log_of(&ws).ends_with("shutdown\nexit\n"), "{}", log_of(&ws));
 }

@@ -247,7 +247,9 @@ fn a_fix_reads_the_unsaved_buffer_and_ends_in_a_versioned_edit() {
                "inputTokens": result["result"]["inputTokens"], "outputTokens": 50,
                "cacheReadTokens": 0, "cacheWriteTokens": 0, "costUsd": result["result"]["costUsd"],
                "message": message,
-               "transcript": result["result"]["transcript"], "conflicts": []})
+               "transcript": result["result"]["transcript"], "conflicts": [],
+               // Nothing was set up to check it: no check ran, no line leads the label.
+               "verification": {"verified": false, "rounds": 1, "diagnostics": null, "commands": []}})
     );
     f.assert_no_violations();
     let requests = f.mock.requests();

@@ -100,6 +100,11 @@ pub enum RunEvent {
     /// edit of the run), taking the estimated prompt from `tokens_before` to
     /// `tokens_after`.
     ContextEdited { turn: u32, edit: u32, change: ContextChange, tokens_before: u64, tokens_after: u64 },
+    /// The run's proposal was checked (`fix::verify`) at the end of
+    /// `round`: `line` says how it went (`verified: …`, `not verified: …`;
+    /// `None` when nothing was set up to check it), in `elapsed_ms`. Sent by
+    /// the rounds around the loop, never by the loop itself.
+    Checked { round: u32, line: Option<String>, elapsed_ms: u64 },
 }
 
 /// How the context was edited.

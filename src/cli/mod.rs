@@ -60,6 +60,9 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     /// The model API failed.
     pub const MODEL: u8 = 3;
+    /// An edit was proposed (and applied with `--apply`) that did not pass
+    /// its check (`verify`).
+    pub const UNVERIFIED: u8 = 4;
 }
 
 /// Arguments of `agentfix fix`.
@@ -789,9 +792,18 @@ fn deliver(result: &fix::FixResult, apply: Option<&Path>) -> ExitCode {
         Verdict::NoEdit(crate::fix::NoEdit::NoToolCall(_)) => {
             return fail(exit::NO_EDIT, format!("no edit proposed: {}", crate::fix::NO_TOOL_CALL));
         }
+        Verdict::NoEdit(crate::fix::NoEdit::Unverified(why)) => {
+            return fail(exit::NO_EDIT, format!("no edit offered (verify.offerUnverified = false): {why}"));
+        }
         Verdict::NoEdit(_) => return fail(exit::NO_EDIT, "no edit proposed"),
         Verdict::Proposal(p) => &p.changes,
     };
+    // The check's line, as the editor's label leads with it.
+    let line = result.verification.as_ref().and_then(|v| v.line());
+    if let Some(line) = &line {
+        eprintln!("agentfix: {line}");
+    }
+    let unverified = line.is_some() && result.verification.as_ref().is_some_and(|v| !v.verified);
     // A change that runs code later (a git hook, the editor's tasks, a
     // build script) reads like configuration in the diff: say so.
     for change in changes {
@@ -815,7 +827,7 @@ fn deliver(result: &fix::FixResult, apply: Option<&Path>) -> ExitCode {
             Err(e) => return fail(exit::USAGE, e),
         }
     }
-    ExitCode::from(exit::EDIT)
+    ExitCode::from(if unverified { exit::UNVERIFIED } else { exit::EDIT })
 }
 
 /// `agentfix undo`: restores the files of the last `fix --apply` in the

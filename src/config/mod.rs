@@ -18,7 +18,7 @@
 //! section's types, its defaults (each a named constant) and its resolution:
 //! [`provider`] (→ `providers::from_config`), [`limits`] (→ the agent loop),
 //! [`downstream`] (→ `Downstream::from_config`), [`commands`] (→
-//! `run_command`), [`mcp`], [`prices`], [`tools`], [`transcripts`]. Users
+//! `run_command`), [`verify`] (→ `fix::verify`), [`mcp`], [`prices`], [`tools`], [`transcripts`]. Users
 //! name a section by its module (`config::limits::Limits`); nothing is
 //! re-exported. Here: `Config`, the sections together with where each
 //! setting came from (`Source`), and `ConfigError`.
@@ -35,6 +35,7 @@ pub mod provider;
 pub mod settings;
 pub mod tools;
 pub mod transcripts;
+pub mod verify;
 
 use std::path::Path;
 
@@ -48,6 +49,7 @@ use provider::ProviderConfig;
 use settings::Settings;
 use tools::ToolsConfig;
 use transcripts::TranscriptsConfig;
+use verify::VerifyConfig;
 
 /// Whether the repository's instruction files (`AGENTS.md`, …) join the
 /// system prompt (`projectInstructions`).
@@ -130,6 +132,8 @@ pub struct Config {
     pub partial_edits: PartialEdits,
     pub downstream: DownstreamConfig,
     pub commands: CommandsConfig,
+    /// How a proposal is checked before it is offered.
+    pub verify: VerifyConfig,
     pub transcripts: TranscriptsConfig,
     pub pricing: PricingConfig,
     pub tools: ToolsConfig,
@@ -169,6 +173,7 @@ impl Config {
         let tools = l.tools();
         let downstream = l.downstream()?;
         let mut commands = l.commands()?;
+        let verify = l.verify(&commands)?;
         let exclude = l.exclude();
         let project_instructions = l.project_instructions();
         let env_allow = l.env_allow();
@@ -181,6 +186,7 @@ impl Config {
             partial_edits,
             downstream,
             commands,
+            verify,
             transcripts,
             pricing,
             tools,

@@ -151,6 +151,10 @@ pub struct Settings {
         "limits": "a repository must not loosen the sandbox of its own commands"
     }))]
     pub commands: Option<std::collections::BTreeMap<String, CommandEntry>>,
+    /// How agentfix checks a proposal before it offers it. For example `{"commands": ["test"], "rounds": 2, "diagnostics": true, "offerUnverified": true}`: the diagnostics of the changed files before and after (fixed, new, remaining; the target's problems first), then the named `commands` in the scratch copy with the proposal applied (approved as `run_command` is). What fails goes back to the model while rounds remain; the proposal is offered labelled `verified: …` or `not verified: …`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = serde_json::json!({})))]
+    pub verify: Option<super::verify::VerifySettings>,
     /// Start the default language servers found on `PATH` for languages not in `languageServers`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = true, "x-env" = "AGENTFIX_DEFAULT_LANGUAGE_SERVERS"))]
@@ -265,7 +269,8 @@ impl Settings {
                         types.iter().filter_map(Value::as_str).find(|t| *t != "null").unwrap_or_default().to_string()
                     }
                     _ if !values.is_empty() => "string".to_string(),
-                    _ => String::new(),
+                    // A struct of its own (`verify`): its definition's type.
+                    _ => reference.and_then(|r| SCHEMA["$defs"][r]["type"].as_str()).unwrap_or_default().to_string(),
                 };
                 Declaration { name, kind, values, schema }
             })

@@ -15,6 +15,8 @@
 //!   instructions, built once per run) and the first user message;
 //! - `toolbox`: the run's tools, their results scrubbed of credentials;
 //! - `run`: the loop over the overlay, the transcript, the [`FixResult`];
+//! - `rounds`: the loop, the check of its proposal, and the loop again with
+//!   the findings while `verify.rounds` remain;
 //! - `verdict`: how a run ended ([`Verdict`]) and what it spent ([`Spend`]);
 //! - `progress`: run events as one-line progress messages;
 //! - `verify`: the check of a proposal (diagnostics, verify commands) and its
@@ -22,6 +24,7 @@
 
 mod progress;
 mod prompt;
+mod rounds;
 mod run;
 mod setup;
 mod toolbox;

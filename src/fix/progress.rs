@@ -122,6 +122,10 @@ impl ProgressLines {
                     ),
                 })
             }
+            // Nothing to say when nothing was set up to check the proposal.
+            RunEvent::Checked { round, line, elapsed_ms } => line.as_ref().and_then(|line| {
+                plain(format!("round {round}: {line} (checked in {:.1} s)", *elapsed_ms as f64 / 1000.0))
+            }),
             RunEvent::ToolResult { .. } => None,
         }
     }

@@ -4,10 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use super::prompt::{SYSTEM_PROMPT, outline, system_prompt, task_prompt};
+use super::rounds::{Ended, Rounds};
 use super::toolbox::{KeyScrubbed, toolbox};
 use super::verdict::{Spend, Verdict};
+use super::verify::{Checker, Verification};
 use super::{Prepared, Request, Services};
-use crate::agent::{self, Outcome, RunEvent, Stop};
+use crate::agent::{Outcome, RunEvent, Stop};
 use crate::config::Config;
 use crate::config::limits::Limits;
 use crate::downstream::SymbolSource;
@@ -26,6 +28,8 @@ pub struct FixResult {
     pub limits: Limits,
     /// The transcript file, when transcripts are on.
     pub transcript: Option<PathBuf>,
+    /// How the proposal fared in its check; `None` without a proposal.
+    pub verification: Option<Verification>,
 }
 
 impl FixResult {
@@ -67,7 +71,7 @@ pub async fn run(prepared: &Prepared, services: Services<'_>, request: Request) 
         target: target.path.clone(),
         editor_diagnostics: target.problems.clone(),
     };
-    let mut toolbox = toolbox(config, ctx, approver.clone());
+    let (mut toolbox, commands) = toolbox(config, ctx.clone(), approver.clone());
     if let Some(mcp) = mcp.filter(|m| !m.is_empty()) {
         // The specs go with the first request: the servers must have listed
         // their tools by then (once per session; later runs use the list).
@@ -89,7 +93,25 @@ pub async fn run(prepared: &Prepared, services: Services<'_>, request: Request) 
         progress(e);
     };
     let tools = KeyScrubbed::new(&toolbox, config.key_redactor());
-    let outcome = agent::run(&system, messages, &*model, &tools, &limits, cancel, &observe).await;
+    let checker = Checker {
+        symbols: symbols.as_deref().filter(|_| config.verify.diagnostics),
+        commands: commands.as_ref(),
+        names: &config.verify.commands,
+    };
+    let rounds = Rounds {
+        system: &system,
+        model: &*model,
+        tools: &tools,
+        limits,
+        cancel,
+        observe: &observe,
+        checker,
+        ctx: &ctx,
+        problems: &target.problems,
+        rounds: config.verify.rounds,
+        redactor: config.key_redactor(),
+    };
+    let Ended { outcome, verification, checked } = rounds.run(messages).await;
     let changes = overlay.changes();
     if let Some(s) = &symbols {
         release(s.as_ref(), &overlay).await;
@@ -99,8 +121,10 @@ pub async fn run(prepared: &Prepared, services: Services<'_>, request: Request) 
     }
     let compatible = config.provider.kind == crate::config::provider::ProviderKind::OpenaiCompatible;
     let verdict = Verdict::of(&outcome, changes, cancel.is_cancelled(), &limits, config.partial_edits, compatible);
+    let verdict = verdict.checked(verification.as_ref(), checked.as_ref(), config.verify.offer_unverified);
     let spend = Spend::of(&outcome.usage, config.price());
-    FixResult { outcome, verdict, spend, limits, transcript: transcript.map(|t| t.path().to_path_buf()) }
+    let transcript = transcript.map(|t| t.path().to_path_buf());
+    FixResult { outcome, verdict, spend, limits, transcript, verification }
 }
 
 /// The system prompt for `target`, built off the runtime: it reads the disk

@@ -82,11 +82,16 @@ impl Approver for AutoApprove {
 }
 
 /// The run's tools: the standard ones, and `run_command` when commands are
-/// configured and someone can approve them.
-pub(super) fn toolbox(config: &Config, ctx: ToolContext, approver: Option<Arc<dyn Approver>>) -> Toolbox {
+/// configured and someone can approve them (also returned: the check of the
+/// proposal runs the verify commands with it, sharing its approvals).
+pub(super) fn toolbox(
+    config: &Config,
+    ctx: ToolContext,
+    approver: Option<Arc<dyn Approver>>,
+) -> (Toolbox, Option<RunCommand>) {
     let mut toolbox = Toolbox::standard(ctx).with_output_limits(config.tools.output_limits.clone());
     let commands = &config.commands;
-    let (false, Some(approver)) = (commands.entries.is_empty(), approver) else { return toolbox };
+    let (false, Some(approver)) = (commands.entries.is_empty(), approver) else { return (toolbox, None) };
     let approver: Arc<dyn Approver> = if commands.auto_approve { Arc::new(AutoApprove) } else { approver };
     let specs = commands
         .entries
@@ -113,8 +118,8 @@ pub(super) fn toolbox(config: &Config, ctx: ToolContext, approver: Option<Arc<dy
         .with_env_allow(commands.env_allow.clone())
         .with_read_paths(commands.read_paths.clone());
     let names = tool.names().join(", ");
-    toolbox.add(tool, &format!("The configured commands are: {names}."));
-    toolbox
+    toolbox.add(tool.clone(), &format!("The configured commands are: {names}."));
+    (toolbox, Some(tool))
 }
 
 /// Why the configured commands cannot run, when they are configured, the

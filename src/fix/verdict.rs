@@ -7,6 +7,8 @@ use crate::model::Usage;
 use crate::pricing::{Price, TokenCounts, format_tokens, format_usd};
 use crate::workspace::FileChange;
 
+use super::verify::{Checked, Verification};
+
 /// How a fix ended, decided once here for every front end: the LSP server
 /// turns it into a message and an edit, the CLI into a diff and an exit code.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +39,9 @@ pub enum NoEdit {
     /// ([`NO_TOOL_CALL`] says how to make it pass them). The model's text,
     /// cut by [`brief`].
     NoToolCall(String),
+    /// The proposal did not verify and `verify.offerUnverified` is false:
+    /// the check's line and what it found.
+    Unverified(String),
 }
 
 /// What a compatible server needs to show the tools to its model.
@@ -78,6 +83,19 @@ pub struct Proposal {
 }
 
 impl Verdict {
+    /// A proposal that did not verify is dropped, with the findings, unless
+    /// `offer` (`verify.offerUnverified`); one that nothing was set up to
+    /// check is offered.
+    pub(super) fn checked(self, verification: Option<&Verification>, checked: Option<&Checked>, offer: bool) -> Self {
+        let (Verdict::Proposal(_), Some(v), Some(c)) = (&self, verification, checked) else { return self };
+        match v.line() {
+            Some(line) if !v.verified && !offer => {
+                Verdict::NoEdit(NoEdit::Unverified(format!("{line}. {}", brief(c.findings().trim()))))
+            }
+            _ => self,
+        }
+    }
+
     /// Decides how a run that ended with `outcome` and left `changes` went.
     /// `compatible`: the provider is an OpenAI-compatible server, which may
     /// drop the tools silently.

@@ -28,7 +28,7 @@ pub struct Verification {
     pub commands: Vec<CommandCheck>,
 }
 
-/// Diagnostics (errors and warnings) of the changed files.
+/// Errors of the changed files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DiagnosticCounts {
@@ -62,17 +62,18 @@ pub struct FileDiagnostic {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DiagnosticDiff {
     pub fixed: u32,
-    /// New errors and warnings, in file order.
+    /// New errors, in file order.
     pub introduced: Vec<FileDiagnostic>,
     pub remaining: u32,
     /// The target's problems still reported after the proposal.
     pub unfixed_targets: Vec<Diagnostic>,
 }
 
-/// Whether a diagnostic counts: errors and warnings (a missing severity
-/// reads as an error, as editors show it).
+/// Whether a diagnostic counts: errors (a missing severity reads as an
+/// error, as editors show it); warnings and hints neither fail nor pass a
+/// proposal.
 fn counts(d: &Diagnostic) -> bool {
-    matches!(d.severity, None | Some(Severity::Error) | Some(Severity::Warning))
+    matches!(d.severity, None | Some(Severity::Error))
 }
 
 /// What identifies a diagnostic across an edit: lines move, so only its
@@ -115,14 +116,9 @@ impl DiagnosticDiff {
         DiagnosticCounts { fixed: self.fixed, introduced: self.introduced.len() as u32, remaining: self.remaining }
     }
 
-    /// New errors (warnings do not fail a check).
-    fn new_errors(&self) -> usize {
-        self.introduced.iter().filter(|d| matches!(d.diagnostic.severity, None | Some(Severity::Error))).count()
-    }
-
     /// Whether the diagnostics pass: no new error, every target problem gone.
     pub fn passed(&self) -> bool {
-        self.new_errors() == 0 && self.unfixed_targets.is_empty()
+        self.introduced.is_empty() && self.unfixed_targets.is_empty()
     }
 }
 
@@ -136,7 +132,7 @@ impl Verification {
     /// summary: `verified: 1 fixed, 0 new; test passed (4.1 s)`, `not
     /// verified: test failed`, `not verified: 1 new error`; `None` when
     /// nothing was set up to check the proposal.
-    pub fn line(&self, diff: Option<&DiagnosticDiff>) -> Option<String> {
+    pub fn line(&self) -> Option<String> {
         if self.diagnostics.is_none() && self.commands.is_empty() {
             return None;
         }
@@ -150,19 +146,16 @@ impl Verification {
             return Some(format!("verified: {}", parts.join("; ")));
         }
         let mut failed = Vec::new();
-        if let Some(diff) = diff {
-            let errors = diff.new_errors();
-            if errors > 0 {
-                failed.push(plural(errors, "new error"));
-            }
-            if !diff.unfixed_targets.is_empty() {
-                failed.push(format!("{} not fixed", plural(diff.unfixed_targets.len(), "target problem")));
-            }
+        let commands_failed = self.commands.iter().any(|c| !c.passed);
+        match self.diagnostics {
+            Some(d) if d.introduced > 0 => failed.push(plural(d.introduced as usize, "new error")),
+            // The diagnostics ran and brought nothing new, yet the check
+            // failed without a failing command: a target problem is still
+            // reported.
+            Some(_) if !commands_failed => failed.push("the problem is still reported".to_string()),
+            _ => {}
         }
         failed.extend(self.commands.iter().filter(|c| !c.passed).map(|c| format!("{} failed", c.name)));
-        if failed.is_empty() {
-            failed.push("no check could run".into());
-        }
         Some(format!("not verified: {}", failed.join("; ")))
     }
 }
@@ -344,8 +337,13 @@ async fn diagnostics_diff(
     let mut files = Vec::new();
     let mut target_file = String::new();
     for c in changes.iter().filter(|c| symbols.available(&c.path)) {
-        let before = symbols.diagnostics(&c.path, c.original.as_deref().unwrap_or("")).await;
+        // The proposal first: the server most likely holds it already (the
+        // edit's feedback synced it), so only the text before costs a sync.
         let after = symbols.diagnostics(&c.path, &c.new_text).await;
+        let before = match &c.original {
+            Some(original) => symbols.diagnostics(&c.path, original).await,
+            None => Ok(Vec::new()),
+        };
         match (before, after) {
             (Ok(before), Ok(after)) => {
                 if c.path == target {
@@ -382,10 +380,10 @@ mod tests {
         let target = d(3, e, "undefined name `x`");
         let files = vec![("a.py".to_string(), before, after)];
         let diff = compare(&files, "a.py", std::slice::from_ref(&target));
-        assert_eq!(diff.counts(), DiagnosticCounts { fixed: 1, introduced: 2, remaining: 1 });
+        // The warning is neither counted nor failed on.
+        assert_eq!(diff.counts(), DiagnosticCounts { fixed: 1, introduced: 1, remaining: 1 });
         assert!(diff.unfixed_targets.is_empty());
         assert!(!diff.passed(), "a new error fails");
-        assert_eq!(diff.new_errors(), 1, "a new warning is counted, not failed on");
         // A target problem still reported fails, even with nothing new.
         let still = vec![("a.py".to_string(), vec![target.clone()], vec![d(7, e, "undefined name `x`")])];
         let diff = compare(&still, "a.py", std::slice::from_ref(&target));
@@ -408,18 +406,26 @@ mod tests {
             diagnostics: Some(counts),
             commands: vec![check("test", true, 4.1)],
         };
-        assert_eq!(v.line(None).unwrap(), "verified: 1 fixed, 0 new; test passed (4.1 s)");
+        assert_eq!(v.line().unwrap(), "verified: 1 fixed, 0 new; test passed (4.1 s)");
         let v =
             Verification { verified: false, rounds: 2, diagnostics: None, commands: vec![check("test", false, 2.0)] };
-        assert_eq!(v.line(None).unwrap(), "not verified: test failed");
+        assert_eq!(v.line().unwrap(), "not verified: test failed");
         let diff = DiagnosticDiff {
             introduced: vec![FileDiagnostic { file: "a.py".into(), diagnostic: d(1, None, "bad") }],
             ..DiagnosticDiff::default()
         };
         let v = Verification { verified: false, rounds: 2, diagnostics: Some(diff.counts()), commands: vec![] };
-        assert_eq!(v.line(Some(&diff)).unwrap(), "not verified: 1 new error");
+        assert_eq!(v.line().unwrap(), "not verified: 1 new error");
+        let still = DiagnosticCounts { fixed: 0, introduced: 0, remaining: 1 };
+        let v = Verification {
+            verified: false,
+            rounds: 2,
+            diagnostics: Some(still),
+            commands: vec![check("test", true, 1.0)],
+        };
+        assert_eq!(v.line().unwrap(), "not verified: the problem is still reported");
         let nothing = Verification { verified: false, rounds: 1, diagnostics: None, commands: vec![] };
-        assert_eq!(nothing.line(None), None, "nothing set up to check: no line");
+        assert_eq!(nothing.line(), None, "nothing set up to check: no line");
     }
 
     #[test]
@@ -542,10 +548,7 @@ mod tests {
         assert!(checked.commands[0].check.passed && checked.commands[0].check.exit_code == Some(0), "{checked:?}");
         assert!(checked.passed() && !checked.has_findings());
         let record = checked.record(1);
-        assert_eq!(
-            record.line(checked.diff.as_ref()).unwrap().split(" (").next(),
-            Some("verified: 1 fixed, 0 new; test passed")
-        );
+        assert_eq!(record.line().unwrap().split(" (").next(), Some("verified: 1 fixed, 0 new; test passed"));
 
         // A new error and a failing command: findings for the model.
         ctx.overlay.write(&a, "x = good\ny = bad call\n".into()).unwrap();
@@ -556,7 +559,7 @@ mod tests {
         assert_eq!(checked.commands[0].check.exit_code, Some(3));
         let f = checked.findings();
         assert!(f.contains("- a.py line 2, column 1: error: y = bad call") && f.contains("assert failed"), "{f}");
-        assert_eq!(checked.record(2).line(checked.diff.as_ref()).unwrap(), "not verified: 1 new error; test failed");
+        assert_eq!(checked.record(2).line().unwrap(), "not verified: 1 new error; test failed");
 
         // Nothing that can run (no server, an unknown command): not verified, and nothing to feed back.
         let names = vec!["lint".to_string()];

@@ -99,6 +99,9 @@ pub struct FixResponse {
     pub transcript: Option<PathBuf>,
     /// One sentence per hunk or file left out of the proposal.
     pub conflicts: Vec<String>,
+    /// How the proposal fared in agentfix's own check (`null` without a
+    /// proposal).
+    pub verification: Option<crate::fix::verify::Verification>,
 }
 
 /// The request that returns the server's copy of an open document.
@@ -197,8 +200,25 @@ mod tests {
             message: "m".into(),
             transcript: None,
             conflicts: vec![],
+            verification: Some(crate::fix::verify::Verification {
+                verified: false,
+                rounds: 2,
+                diagnostics: Some(crate::fix::verify::DiagnosticCounts { fixed: 1, introduced: 1, remaining: 0 }),
+                commands: vec![crate::fix::verify::CommandCheck {
+                    name: "test".into(),
+                    passed: false,
+                    exit_code: Some(1),
+                    secs: 4.1,
+                }],
+            }),
         };
         let value = serde_json::to_value(&result).unwrap();
+        assert_eq!(
+            value["verification"],
+            json!({"verified": false, "rounds": 2, "diagnostics": {"fixed": 1, "introduced": 1, "remaining": 0},
+                   "commands": [{"name": "test", "passed": false, "exitCode": 1, "secs": 4.1}]}),
+            "the record as docs/protocol.md spells it"
+        );
         let mut fields = keys(&value);
         let mut documented: Vec<String> = protocol_fields(SECTION, "Result").into_iter().map(|(n, _)| n).collect();
         fields.sort();

@@ -140,7 +140,8 @@ async fn run_fix(
             let delivered = match &result.verdict {
                 Verdict::Proposal(proposal) => {
                     let spent = spent(result.outcome.turns, &result.spend);
-                    deliver(&client, &session, &started, proposal, &spent, delivery).await
+                    let check = result.verification.as_ref().and_then(|v| v.line());
+                    deliver(&client, &session, &started, (proposal, check.as_deref()), &spent, delivery).await
                 }
                 verdict => Delivered {
                     cancelled: *verdict == Verdict::Cancelled,
@@ -369,6 +370,9 @@ fn no_proposal(verdict: &Verdict, support: ClientSupport, delivery: Delivery) ->
         Verdict::NoEdit(NoEdit::ModelError(message)) => format!("Agent fix failed: {message}"),
         Verdict::NoEdit(NoEdit::Finished(summary)) => format!("Agent fix proposed no edit. {summary}"),
         Verdict::NoEdit(NoEdit::Stopped(reason)) => format!("Agent fix proposed no edit: {reason}."),
+        Verdict::NoEdit(NoEdit::Unverified(why)) => {
+            format!("Agent fix dropped its proposal (verify.offerUnverified = false): {why}")
+        }
         Verdict::NoEdit(NoEdit::NoToolCall(said)) if said.is_empty() => {
             format!("Agent fix proposed no edit: {}.", fix::NO_TOOL_CALL)
         }
@@ -389,7 +393,7 @@ async fn deliver(
     client: &Client,
     session: &Arc<Session>,
     started: &Started,
-    proposal: &Proposal,
+    (proposal, check): (&Proposal, Option<&str>),
     spent: &str,
     delivery: Delivery,
 ) -> Delivered {
@@ -424,8 +428,10 @@ async fn deliver(
         first_line(&proposal.summary).or_else(|| started.fallback_title.clone()).unwrap_or_else(|| "proposal".into());
     let early = proposal.stopped_early.as_ref().map(|r| format!(" (stopped early: {r})")).unwrap_or_default();
     let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    // The check leads: `verified: …` or `not verified: …`.
+    let lead = check.map(|c| format!("{c}; ")).unwrap_or_default();
     let mut label =
-        format!("Agent fix: {title}{early} ({}, {}; {spent})", plural(files, "file"), plural(hunks, "hunk"));
+        format!("Agent fix: {lead}{title}{early} ({}, {}; {spent})", plural(files, "file"), plural(hunks, "hunk"));
     // Said in the label too: a client without change annotations shows no
     // other sign of it.
     for f in outgoing.files.iter().filter(|f| !skipped.contains(&f.display)) {
@@ -542,6 +548,7 @@ async fn conclude(
         message,
         transcript: result.transcript.clone(),
         conflicts: delivered.conflicts,
+        verification: result.verification.clone(),
     };
     (answer, delivered.edit)
 }

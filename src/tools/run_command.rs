@@ -116,7 +116,9 @@ pub struct RunCommandInput {
     pub name: String,
 }
 
-/// The `run_command` tool of one run.
+/// The `run_command` tool of one run. A clone shares the approvals given
+/// (the check of the proposal runs the same commands without asking again).
+#[derive(Clone)]
 pub struct RunCommand {
     commands: BTreeMap<String, CommandSpec>,
     approver: Arc<dyn Approver>,
@@ -126,10 +128,10 @@ pub struct RunCommand {
     /// More directories a sandboxed command may read (`commands.readPaths`).
     read_paths: Vec<PathBuf>,
     /// Names approved with [`Approval::Always`] in this run.
-    approved: Mutex<HashSet<String>>,
+    approved: Arc<Mutex<HashSet<String>>>,
     /// Held while the user is asked, so that concurrent calls never ask
     /// twice at once (and a second call sees an `Always`).
-    asking: tokio::sync::Mutex<()>,
+    asking: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl RunCommand {
@@ -142,8 +144,8 @@ impl RunCommand {
             sandbox: Sandbox::default(),
             env_allow: Vec::new(),
             read_paths: Vec::new(),
-            approved: Mutex::new(HashSet::new()),
-            asking: tokio::sync::Mutex::new(()),
+            approved: Arc::new(Mutex::new(HashSet::new())),
+            asking: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
 

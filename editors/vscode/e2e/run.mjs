@@ -353,7 +353,8 @@ after(async () => {
   }
   if (!process.env.KEEP_E2E_DIR) {
     for (const d of [dirs.userData, dirs.extensions, dirs.profile, dirs.home]) {
-      fs.rmSync(d, { recursive: true, force: true });
+      // A child may still be writing its last state: retry as rm -rf would not.
+      fs.rmSync(d, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
     }
   }
 });

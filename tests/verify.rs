@@ -1,0 +1,133 @@
+//! Proposals checked before they are offered (`verify`), end to end through
+//! `agentfix fix` against the mock model: a verify command run in the
+//! sandboxed scratch copy, its failure fed back to the model, the record on
+//! stderr and the exit code.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use common::agentfix_bin;
+use common::mock_model::*;
+use serde_json::{Value, json};
+
+const CALC: &str = "def div(a, b):\n    return a / b\n";
+const BROKEN: &str = "    return a / b  # BROKEN\n";
+
+/// The project's test: the guard is there and nothing is marked broken.
+const TEST: &str = "grep -q 'b == 0' calc.py && ! grep -q BROKEN calc.py";
+
+struct Ws {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+fn workspace() -> Ws {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap().join("ws");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("calc.py"), CALC).unwrap();
+    Ws { _dir: dir, root }
+}
+
+/// `agentfix fix calc.py --line 2` with the `test` command as the verify
+/// command, and `verify` over it.
+fn fix(ws: &Ws, mock: &MockModel, verify: Value) -> Output {
+    let settings = json!({"commands": {"test": ["sh", "-c", TEST]}, "verify": verify, "transcripts": false});
+    let mut cmd = Command::new(agentfix_bin());
+    cmd.current_dir(&ws.root).args(["fix", "calc.py", "--line", "2", "--allow-command", "test", "--settings"]);
+    cmd.arg(settings.to_string());
+    common::without_provider_env(&mut cmd);
+    cmd.env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0")
+        .env("ANTHROPIC_API_KEY", API_KEY)
+        .env("ANTHROPIC_BASE_URL", mock.base_url());
+    cmd.output().unwrap()
+}
+
+fn edit(id: &str, old: &str, new: &str) -> Reply {
+    tool_reply(&[(id, "edit_file", json!({"path": "calc.py", "old_text": old, "new_text": new}))])
+}
+
+/// A first attempt that breaks the file, then the model's word that it is done.
+fn wrong_first_attempt(mock: &MockModel) {
+    mock.push(edit("toolu_1", "    return a / b\n", BROKEN));
+    mock.push(text_reply("Guarded the division."));
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The text of the last user message of a recorded request.
+fn last_user_text(request: &Recorded) -> String {
+    let messages = request.body["messages"].as_array().unwrap();
+    let last = messages.last().unwrap();
+    assert_eq!(last["role"], "user");
+    last["content"].to_string()
+}
+
+#[test]
+fn a_failing_verify_command_is_fed_back_and_the_second_proposal_is_offered_verified() {
+    let ws = workspace();
+    let mock = MockModel::start();
+    wrong_first_attempt(&mock);
+    mock.push(edit("toolu_2", BROKEN, "    if b == 0:\n        return 0\n    return a / b\n"));
+    mock.push(text_reply("Now guarded for real."));
+    let out = fix(&ws, &mock, json!({"commands": ["test"]}));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("round 1: not verified: test failed (checked in "), "{err}");
+    assert!(err.contains("agentfix: verified: test passed ("), "{err}");
+    let diff = String::from_utf8_lossy(&out.stdout);
+    assert!(diff.contains("+    if b == 0:") && !diff.contains("BROKEN"), "{diff}");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4, "two rounds of two turns");
+    let findings = last_user_text(&requests[2]);
+    assert!(
+        findings.contains("agentfix checked your proposal") && findings.contains("The command `test` failed"),
+        "{findings}"
+    );
+    assert!(findings.contains("[exit code 1]"), "the end of its output: {findings}");
+    // The user's file is untouched.
+    assert_eq!(std::fs::read_to_string(ws.root.join("calc.py")).unwrap(), CALC);
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+}
+
+#[test]
+fn a_model_that_never_gets_it_right_is_offered_not_verified_with_exit_4_or_dropped() {
+    let ws = workspace();
+    let mock = MockModel::start();
+    wrong_first_attempt(&mock);
+    mock.push(text_reply("It looks right to me."));
+    let out = fix(&ws, &mock, json!({"commands": ["test"], "rounds": 2}));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("agentfix: not verified: test failed"), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("BROKEN"), "the unverified proposal is still offered");
+    assert_eq!(mock.requests().len(), 3, "the rounds stop at verify.rounds");
+
+    // With offerUnverified false it is dropped, with what failed.
+    let mock = MockModel::start();
+    wrong_first_attempt(&mock);
+    let out = fix(&ws, &mock, json!({"commands": ["test"], "rounds": 1, "offerUnverified": false}));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no edit offered (verify.offerUnverified = false): not verified: test failed"), "{err}");
+    assert!(out.stdout.is_empty(), "no diff");
+    assert_eq!(mock.requests().len(), 2, "one round");
+}
+
+#[test]
+fn without_anything_to_check_the_proposal_is_offered_as_before() {
+    let ws = workspace();
+    let mock = MockModel::start();
+    wrong_first_attempt(&mock);
+    // The command exists but is not a verify command; no language server.
+    let out = fix(&ws, &mock, json!({}));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("verified"), "no line when nothing was set up to check: {err}");
+    assert!(!err.contains("round 1"), "nor a progress line: {err}");
+    assert_eq!(mock.requests().len(), 2);
+}
