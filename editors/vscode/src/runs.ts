@@ -38,6 +38,24 @@ export interface FixResult {
   outputTokens?: number;
   message?: string;
   transcript?: string | null;
+  /** How the proposal fared in agentfix's own check (docs/protocol.md). */
+  verification?: Verification | null;
+}
+
+/** The `verification` record of the command's result. */
+export interface Verification {
+  verified: boolean;
+  rounds: number;
+  diagnostics: { fixed: number; introduced: number; remaining: number } | null;
+  commands: { name: string; passed: boolean; exitCode: number | null; secs: number }[];
+}
+
+/** `verified`, `not verified`, or undefined when nothing checked the proposal. */
+export function verificationWord(v: Verification | null | undefined): string | undefined {
+  if (!v || (v.diagnostics === null && v.commands.length === 0)) {
+    return undefined;
+  }
+  return v.verified ? 'verified' : 'not verified';
 }
 
 /** A code action or command as `textDocument/codeAction` answers it. */
@@ -201,7 +219,9 @@ export function runningStatus(runs: number, turn: number | undefined, tokens: nu
 export function resultStatus(result: FixResult): StatusView {
   const reason = result.stopReason ?? 'unknown';
   const tokens = (result.inputTokens ?? 0) + (result.outputTokens ?? 0);
-  const icon = reason === 'cancelled' ? '$(circle-slash)' : result.applied && NATURAL.has(reason) ? '$(check)' : '$(warning)';
+  const checked = verificationWord(result.verification);
+  const good = result.applied && NATURAL.has(reason) && checked !== 'not verified';
+  const icon = reason === 'cancelled' ? '$(circle-slash)' : good ? '$(check)' : '$(warning)';
   const lines = [
     result.message ?? '',
     `stop reason: ${reason}; turns: ${result.turns ?? 0}; tokens: ${result.inputTokens ?? 0} in, ${result.outputTokens ?? 0} out`,
@@ -210,5 +230,6 @@ export function resultStatus(result: FixResult): StatusView {
     lines.push(`transcript: ${result.transcript}`);
   }
   lines.push('Click to show the output.');
-  return { text: `${icon} Agent fix: ${reason} · ${formatTokens(tokens)} tokens`, tooltip: lines.filter(Boolean).join('\n') };
+  const lead = checked ? `${checked} · ` : '';
+  return { text: `${icon} Agent fix: ${lead}${reason} · ${formatTokens(tokens)} tokens`, tooltip: lines.filter(Boolean).join('\n') };
 }

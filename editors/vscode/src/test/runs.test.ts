@@ -130,3 +130,20 @@ test('the status bar: running, then the stop reason and tokens', () => {
   assert.equal(resultStatus({ stopReason: 'max_turns', applied: true }).text, '$(warning) Agent fix: max_turns · 0 tokens');
   assert.equal(resultStatus({ stopReason: 'cancelled' }).text, '$(circle-slash) Agent fix: cancelled · 0 tokens');
 });
+
+test('the status bar leads with the check of the proposal when one ran', () => {
+  const ran = (verified: boolean) => ({
+    verified,
+    rounds: 2,
+    diagnostics: null,
+    commands: [{ name: 'test', passed: verified, exitCode: verified ? 0 : 1, secs: 4.1 }],
+  });
+  const verified = resultStatus({ applied: true, stopReason: 'end_turn', verification: ran(true) });
+  assert.equal(verified.text, '$(check) Agent fix: verified · end_turn · 0 tokens');
+  const not = resultStatus({ applied: true, stopReason: 'end_turn', verification: ran(false), message: 'Agent fix: not verified: test failed; …' });
+  assert.equal(not.text, '$(warning) Agent fix: not verified · end_turn · 0 tokens');
+  assert.match(not.tooltip, /not verified: test failed/);
+  // Nothing was set up to check it: no word.
+  const nothing = { verified: false, rounds: 1, diagnostics: null, commands: [] };
+  assert.equal(resultStatus({ applied: true, stopReason: 'end_turn', verification: nothing }).text, '$(check) Agent fix: end_turn · 0 tokens');
+});

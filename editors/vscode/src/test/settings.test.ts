@@ -34,7 +34,11 @@ test('types, enums and minimums match the schema', () => {
     if (!theirs) {
       continue; // reported by the test above
     }
-    const types: string[] = [theirs.type ?? 'string'].flat();
+    // A setting of a type of its own (`verify`) is `anyOf: [{$ref}, null]`;
+    // an enum's definition has no `type` (its values are strings).
+    const refType = (s: { $ref?: string; type?: string }) =>
+      s.$ref ? (schema.$defs[s.$ref.replace('#/$defs/', '')].type ?? 'string') : s.type;
+    const types: string[] = [theirs.type ?? theirs.anyOf?.map(refType) ?? 'string'].flat();
     // Ours may be a union too (`["number", "null"]` for maxCostUsd): every member must be theirs.
     for (const type of [ours.type].flat()) {
       assert.ok(types.includes(type), `agentfix.${name}: type ${type} is not one of ${types}`);
