@@ -118,6 +118,47 @@ fn pyright_answers_symbols_across_files_and_confirms_a_fix() {
     assert!(diff.contains("-age: int = user.name\n+age: str = user.name\n"), "{diff}");
 }
 
+/// The check of a proposal against real pyright: a first attempt that
+/// fixes the error but brings a new one is caught and fed back; the second
+/// is offered verified.
+#[test]
+fn pyright_catches_a_proposal_that_brings_a_new_error_and_the_second_is_verified() {
+    if !require(
+        "pyright_catches_a_proposal_that_brings_a_new_error_and_the_second_is_verified",
+        "pyright-langserver on PATH; install: npm install -g pyright@1.1.414",
+        on_path("pyright-langserver"),
+        true,
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::write(root.join("models.py"), MODELS).unwrap();
+    std::fs::write(root.join("app.py"), APP).unwrap();
+    std::fs::write(root.join("pyrightconfig.json"), "{}\n").unwrap();
+    let mock = MockModel::start();
+    let edit = |id: &str, old: &str, new: &str| {
+        tool_reply(&[(id, "edit_file", json!({"path": "app.py", "old_text": old, "new_text": new}))])
+    };
+    mock.push(edit("t_1", "age: int = user.name", "age: int = len(user.nam)"));
+    mock.push(text_reply("Took the length of the name."));
+    mock.push(edit("t_2", "user.nam)", "user.name)"));
+    mock.push(text_reply("Fixed the attribute's name."));
+    let out = run(&root, &mock, "app.py", "4");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("round 1: not verified: 1 new error (checked in "), "{stderr}");
+    assert!(stderr.contains("agentfix: verified: 1 fixed, 0 new"), "{stderr}");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4, "two rounds: {stderr}");
+    let findings = requests[2].body["messages"].as_array().unwrap().last().unwrap()["content"].to_string();
+    assert!(findings.contains("New diagnostics since your edits") && findings.contains("app.py line 4"), "{findings}");
+    assert!(findings.contains("nam"), "pyright's message names the attribute: {findings}");
+    let diff = String::from_utf8_lossy(&out.stdout);
+    assert!(diff.contains("+age: int = len(user.name)\n"), "{diff}");
+    assert_eq!(std::fs::read_to_string(root.join("app.py")).unwrap(), APP, "the file is untouched");
+}
+
 const DOUBLE: &str = "def double(x: int) -> int:\n    return x * 2\n\n\nprint(double(\"4\"))\n";
 
 /// `pyright --outputjson app.py | agentfix fix app.py --diagnostics - --apply`,
