@@ -15,7 +15,7 @@ pub mod documents;
 pub(crate) mod instructions;
 pub mod model;
 
-pub(crate) mod downstream;
+pub mod downstream;
 pub mod follow_up;
 pub mod providers;
 

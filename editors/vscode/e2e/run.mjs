@@ -551,7 +551,11 @@ step('the proposal opens in the Refactor Preview with its hunk ticked, its summa
   await waitFor('the hunk to be ticked', async () => hunks.first().locator('.monaco-checkbox.checked').isVisible());
   assert.ok(await fileRow.locator('.monaco-checkbox.checked').first().isVisible(), 'the file is ticked');
   // The run's summary and what it took (the applyEdit label), for as long as the review lasts.
-  const summary = () => page.locator('.notification-toast', { hasText: /Agent fix: Guarded the division\. \(1 file, 1 hunk; 2 turns, [\d.,k]+ tokens(, \$[\d.]+)?\)/ });
+  // It leads with agentfix's own check of the proposal when one ran: under
+  // CI pyright is on PATH (.ci/run installs it) and sees no new error.
+  const verified = process.env.CI === 'true' ? 'verified: 0 fixed, 0 new; ' : '(?:verified: \\d+ fixed, \\d+ new; )?';
+  const label = new RegExp(`Agent fix: ${verified}Guarded the division\\. \\(1 file, 1 hunk; 2 turns, [\\d.,k]+ tokens(, \\$[\\d.]+)?\\)`);
+  const summary = () => page.locator('.notification-toast', { hasText: label });
   await summary().first().waitFor({ state: 'visible', timeout: WAIT });
   // The run's progress closed when the proposal came.
   await waitFor('the progress notification to close', async () => (await progressToasts().filter({ hasText: /turn \d+:/ }).count()) === 0);
