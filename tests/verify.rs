@@ -131,3 +131,43 @@ fn without_anything_to_check_the_proposal_is_offered_as_before() {
     assert!(!err.contains("round 1"), "nor a progress line: {err}");
     assert_eq!(mock.requests().len(), 2);
 }
+
+#[test]
+fn a_cancel_during_the_check_ends_the_run_at_once_and_kills_the_command() {
+    let ws = workspace();
+    let mock = MockModel::start();
+    wrong_first_attempt(&mock);
+    let pid_file = ws.root.parent().unwrap().join("command-pid");
+    // A verify command that would run for a minute, its pid written first.
+    let slow = format!("echo $$ > {}; exec sleep 60", pid_file.display());
+    let settings = json!({"commands": {"test": ["sh", "-c", slow], "sandbox": "off"}, "verify": {"commands": ["test"]}, "transcripts": false});
+    let mut cmd = Command::new(agentfix_bin());
+    cmd.current_dir(&ws.root).args(["fix", "calc.py", "--line", "2", "--allow-command", "test", "--settings"]);
+    cmd.arg(settings.to_string()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    common::without_provider_env(&mut cmd);
+    cmd.env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0")
+        .env("ANTHROPIC_API_KEY", API_KEY)
+        .env("ANTHROPIC_BASE_URL", mock.base_url());
+    let child = cmd.spawn().unwrap();
+    // The loop has ended (two requests) and the check has started.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while mock.requests().len() < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let cancelled = std::time::Instant::now();
+    // SAFETY: signalling our own child process by its pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let took = cancelled.elapsed();
+    let err = stderr(&out);
+    assert!(took < std::time::Duration::from_secs(10), "the cancel ended the check at once: {took:?}; {err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cancelled; nothing written"), "{err}");
+    assert!(out.stdout.is_empty(), "nothing offered");
+    // The command ran, and was killed with the run (its process group).
+    let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // SAFETY: signal 0 only asks whether the process exists.
+    assert_ne!(unsafe { libc::kill(pid, 0) }, 0, "the command {pid} outlived the run");
+}

@@ -63,7 +63,15 @@ impl Rounds<'_> {
                 return Ended { outcome, verification: None, checked: None };
             }
             let checking = Instant::now();
-            let checked = self.checker.check(self.ctx, &changes, self.problems).await;
+            // A cancel ends the check too (a test suite may run for minutes):
+            // the run is cancelled, nothing is offered.
+            let checked = tokio::select! {
+                checked = self.checker.check(self.ctx, &changes, self.problems) => checked,
+                _ = self.cancel.cancelled() => {
+                    (outcome.turns, outcome.usage, outcome.stop) = (turns, usage, Stop::Cancelled);
+                    return Ended { outcome, verification: None, checked: None };
+                }
+            };
             let record = checked.record(round);
             (self.observe)(RunEvent::Checked {
                 round,
