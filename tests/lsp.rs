@@ -247,7 +247,7 @@ fn a_fix_reads_the_unsaved_buffer_and_ends_in_a_versioned_edit() {
                "inputTokens": result["result"]["inputTokens"], "outputTokens": 50,
                "cacheReadTokens": 0, "cacheWriteTokens": 0, "costUsd": result["result"]["costUsd"],
                "message": message,
-               "transcript": result["result"]["transcript"], "conflicts": [],
+               "transcript": result["result"]["transcript"], "conflicts": [], "candidates": [],
                // Nothing was set up to check it: no check ran, no line leads the label.
                "verification": {"verified": false, "rounds": 1, "diagnostics": null, "commands": []}})
     );
@@ -1131,5 +1131,43 @@ fn fix_all_is_offered_only_when_asked_and_annotates_hunks_per_problem() {
         .collect();
     assert!(labels.contains(&"calc.py:2: Possible division by zero".to_string()), "{labels:?}");
     assert!(labels.contains(&"calc.py:6: Possible division by zero in inv".to_string()), "{labels:?}");
+    f.assert_no_violations();
+}
+
+#[test]
+fn best_of_2_through_the_editor_lists_both_candidates_and_sums_what_they_took() {
+    let mut f = fixture(&[("calc.py", "def div(a, b):\n    return a / b\n")]);
+    let edit = |id: &str, new: &str| {
+        tool_reply(&[(id, "edit_file", json!({"path": "calc.py", "old_text": "    return a / b\n", "new_text": new}))])
+    };
+    // Nothing checks them (no language server, no verify command): the
+    // smaller diff wins.
+    f.mock.push_for(
+        "candidate 1 of 2",
+        edit("toolu_1", "    # guard\n    if b == 0:\n        return 0\n    return a / b\n"),
+    );
+    f.mock.push_for("candidate 1 of 2", text_reply("Guarded it."));
+    f.mock.push_for("candidate 2 of 2", edit("toolu_2", "    return a / b if b else 0\n"));
+    f.mock.push_for("candidate 2 of 2", text_reply("Guarded it in one line."));
+    let mut arg = f.fix_argument("calc.py", diag(1, 11, 16, "Possible division by zero"));
+    arg["candidates"] = json!(2);
+    let r = f.execute(arg);
+    let result = &r["result"];
+    assert_eq!(result["applied"], true, "{r}");
+    let candidates = result["candidates"].as_array().expect("the candidates listed");
+    assert_eq!(candidates.len(), 2, "{result}");
+    let chosen: Vec<u64> =
+        candidates.iter().filter(|c| c["chosen"] == true).map(|c| c["index"].as_u64().unwrap()).collect();
+    assert_eq!(chosen, [2], "the smaller diff: {result}");
+    assert_eq!(candidates[0]["linesChanged"], 3);
+    assert_eq!(candidates[1]["linesChanged"], 2, "one removed, one added");
+    assert_eq!(result["turns"], 4, "the turns of both: {result}");
+    assert!(result["message"].as_str().unwrap().contains("Guarded it in one line."), "{result}");
+    // More than eight is refused before anything reaches the model.
+    let mut arg = f.fix_argument("calc.py", diag(1, 11, 16, "Possible division by zero"));
+    arg["candidates"] = json!(50);
+    let r = f.execute(arg);
+    assert!(r["error"]["message"].as_str().unwrap_or_default().contains("candidates must be 1 to 8, not 50"), "{r}");
+    assert_eq!(f.mock.requests().len(), 4);
     f.assert_no_violations();
 }

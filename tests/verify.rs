@@ -167,7 +167,93 @@ fn a_cancel_during_the_check_ends_the_run_at_once_and_kills_the_command() {
     assert!(out.stdout.is_empty(), "nothing offered");
     // The command ran, and was killed with the run (its process group).
     let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    // SAFETY: signal 0 only asks whether the process exists.
-    assert_ne!(unsafe { libc::kill(pid, 0) }, 0, "the command {pid} outlived the run");
+    // Gone, or a zombie waiting for whoever inherited it to reap it.
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while alive() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!alive(), "the command {pid} outlived the run");
+}
+
+/// `agentfix fix` with `--candidates N` and extra settings over the test command.
+fn fix_candidates(ws: &Ws, mock: &MockModel, n: u32, extra: Value) -> (Output, std::time::Duration) {
+    let mut settings =
+        json!({"commands": {"test": ["sh", "-c", TEST]}, "verify": {"commands": ["test"]}, "transcripts": false});
+    for (k, v) in extra.as_object().unwrap() {
+        settings[k] = v.clone();
+    }
+    let mut cmd = Command::new(agentfix_bin());
+    cmd.current_dir(&ws.root).args(["fix", "calc.py", "--line", "2", "--allow-command", "test", "--candidates"]);
+    cmd.arg(n.to_string()).arg("--settings").arg(settings.to_string());
+    common::without_provider_env(&mut cmd);
+    cmd.env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0")
+        .env("ANTHROPIC_API_KEY", API_KEY)
+        .env("ANTHROPIC_BASE_URL", mock.base_url());
+    let started = std::time::Instant::now();
+    let out = cmd.output().unwrap();
+    (out, started.elapsed())
+}
+
+const GUARD: &str = "    if b == 0:\n        return 0\n    return a / b\n";
+
+#[test]
+fn best_of_3_proposes_the_one_candidate_that_verifies() {
+    let ws = workspace();
+    let mock = MockModel::start();
+    // Candidates 1 and 2 break the file and insist; candidate 3 fixes it.
+    for k in [1, 2] {
+        let me = format!("candidate {k} of 3");
+        mock.push_for(&me, edit(&format!("toolu_{k}"), "    return a / b\n", BROKEN));
+        mock.push_for(&me, text_reply("Guarded the division."));
+        mock.push_for(&me, text_reply("It looks right to me."));
+    }
+    mock.push_for("candidate 3 of 3", edit("toolu_3", "    return a / b\n", GUARD));
+    mock.push_for("candidate 3 of 3", text_reply("Guarded the division by zero."));
+    let (out, _) = fix_candidates(&ws, &mock, 3, json!({}));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let diff = String::from_utf8_lossy(&out.stdout);
+    assert!(diff.contains("+    if b == 0:") && !diff.contains("BROKEN"), "{diff}");
+    assert!(err.contains("agentfix: candidate 3 of 3: verified, 2 lines changed"), "{err}");
+    assert!(err.contains("(chosen)") && err.matches("(chosen)").count() == 1, "{err}");
+    assert!(err.contains("agentfix: candidate 1 of 3: not verified, 2 lines changed"), "{err}");
+    // Every candidate ran its rounds: 3 + 3 + 2 requests, each with its own note.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 8, "{err}");
+    for k in 1..=3 {
+        let mine = requests.iter().filter(|r| r.body.to_string().contains(&format!("candidate {k} of 3"))).count();
+        assert_eq!(mine, if k == 3 { 2 } else { 3 }, "candidate {k}'s requests");
+    }
+    // The others started once the first had its first answer.
+    assert!(requests[0].body.to_string().contains("candidate 1 of 3"), "the first candidate starts alone");
+    assert_eq!(mock.remaining(), 0);
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+}
+
+#[test]
+fn first_verified_cancels_the_other_candidates() {
+    let ws = workspace();
+    let mock = MockModel::start();
+    mock.push_for("candidate 1 of 3", edit("toolu_1", "    return a / b\n", GUARD));
+    mock.push_for("candidate 1 of 3", text_reply("Guarded the division by zero."));
+    // The others hang on a stream of pings for half a minute.
+    for k in [2, 3] {
+        mock.push_for(
+            &format!("candidate {k} of 3"),
+            Reply::Sse(vec![repeat(&b": ping\n\n"[..], 300, std::time::Duration::from_millis(100))]),
+        );
+    }
+    let (out, took) = fix_candidates(&ws, &mock, 3, json!({"candidatesStop": "first-verified"}));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(took < std::time::Duration::from_secs(15), "the others were cancelled, not waited for: {took:?}");
+    assert!(err.contains("agentfix: candidate 1 of 3: verified") && err.contains("(chosen)"), "{err}");
+    for k in [2, 3] {
+        let line = err.lines().find(|l| l.starts_with(&format!("agentfix: candidate {k} of 3: "))).unwrap_or_default();
+        assert!(line.contains("not verified, 0 lines changed") && line.ends_with("cancelled"), "{err}");
+    }
 }

@@ -108,6 +108,10 @@ pub struct FixArgs {
     /// setting.
     #[arg(long, value_name = "EFFORT", value_parser = parse_effort)]
     pub effort: Option<Effort>,
+    /// Run N candidates of the fix (1 to 8) and propose the best, over the
+    /// `candidates` setting.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub candidates: Option<u32>,
     /// Continue the last run on this file (read from its transcript): its
     /// conversation, what became of its proposal, then --instruction.
     #[arg(long = "continue", id = "continue_run")]
@@ -622,7 +626,8 @@ fn prepare(args: &FixArgs) -> Result<(Prepared, Arc<dyn ModelClient>, Request), 
     // is read relative to it).
     let target =
         Target { path, lines: LineRange::line(0), problems: Vec::new(), instruction: args.instruction.clone() };
-    let mut request = Request { target, follow_up: None, model: args.model.clone(), effort: args.effort };
+    let mut request =
+        Request { model: args.model.clone(), effort: args.effort, candidates: args.candidates, ..Request::new(target) };
     let setup = Setup::load(Some(&root), &editor, &request).map_err(|e| e.to_string())?;
     let prepared =
         setup.prepare(Roots::Containing(vec![root]), &request, Arc::new(NoBuffers)).map_err(|e| e.to_string())?;
@@ -798,6 +803,19 @@ fn deliver(result: &fix::FixResult, apply: Option<&Path>) -> ExitCode {
         Verdict::NoEdit(_) => return fail(exit::NO_EDIT, "no edit proposed"),
         Verdict::Proposal(p) => &p.changes,
     };
+    // Best of N: each candidate, the chosen one marked.
+    for c in &result.candidates {
+        let checked = if c.verified { "verified" } else { "not verified" };
+        let cost = c.cost_usd.map(|usd| format!(", {}", crate::pricing::format_usd(usd))).unwrap_or_default();
+        let chosen = if c.chosen { " (chosen)" } else { "" };
+        eprintln!(
+            "agentfix: candidate {} of {}: {checked}, {} lines changed{cost}, {}{chosen}",
+            c.index,
+            result.candidates.len(),
+            c.lines_changed,
+            c.stop_reason
+        );
+    }
     // The check's line, as the editor's label leads with it.
     let line = result.verification.as_ref().and_then(|v| v.line());
     if let Some(line) = &line {

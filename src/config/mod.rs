@@ -18,11 +18,12 @@
 //! section's types, its defaults (each a named constant) and its resolution:
 //! [`provider`] (→ `providers::from_config`), [`limits`] (→ the agent loop),
 //! [`downstream`] (→ `Downstream::from_config`), [`commands`] (→
-//! `run_command`), [`verify`] (→ `fix::verify`), [`mcp`], [`prices`], [`tools`], [`transcripts`]. Users
+//! `run_command`), [`verify`] (→ `fix::verify`), [`candidates`] (→ `fix::candidates`), [`mcp`], [`prices`], [`tools`], [`transcripts`]. Users
 //! name a section by its module (`config::limits::Limits`); nothing is
 //! re-exported. Here: `Config`, the sections together with where each
 //! setting came from (`Source`), and `ConfigError`.
 
+pub mod candidates;
 pub mod commands;
 #[cfg(test)]
 mod docs;
@@ -39,6 +40,7 @@ pub mod verify;
 
 use std::path::Path;
 
+use candidates::CandidatesConfig;
 use commands::CommandsConfig;
 use downstream::DownstreamConfig;
 use layers::{Layers, pick};
@@ -134,6 +136,8 @@ pub struct Config {
     pub commands: CommandsConfig,
     /// How a proposal is checked before it is offered.
     pub verify: VerifyConfig,
+    /// How many runs of the task a fix makes (the best is proposed).
+    pub candidates: CandidatesConfig,
     pub transcripts: TranscriptsConfig,
     pub pricing: PricingConfig,
     pub tools: ToolsConfig,
@@ -174,6 +178,7 @@ impl Config {
         let downstream = l.downstream()?;
         let mut commands = l.commands()?;
         let verify = l.verify(&commands)?;
+        let candidates = l.candidates()?;
         let exclude = l.exclude();
         let project_instructions = l.project_instructions();
         let env_allow = l.env_allow();
@@ -187,6 +192,7 @@ impl Config {
             downstream,
             commands,
             verify,
+            candidates,
             transcripts,
             pricing,
             tools,

@@ -155,6 +155,14 @@ pub struct Settings {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = serde_json::json!({})))]
     pub verify: Option<super::verify::VerifySettings>,
+    /// Runs of the same task a fix makes, each in its own overlay and checked as `verify` says; the best is proposed (verified first, then fewer new errors, more problems fixed, the smaller diff, the cheaper run). The first starts alone and the others when its first answer has come, so they read the prompt cache it wrote; `maxTokens` and `maxCostUsd` bound their sum.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 8), extend("default" = 1))]
+    pub candidates: Option<u32>,
+    /// When the other candidates stop: `all` (every candidate finishes) or `first-verified` (the others are cancelled when one verifies).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = super::candidates::CandidatesStop::All))]
+    pub candidates_stop: Option<super::candidates::CandidatesStop>,
     /// Start the default language servers found on `PATH` for languages not in `languageServers`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = true, "x-env" = "AGENTFIX_DEFAULT_LANGUAGE_SERVERS"))]

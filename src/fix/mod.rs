@@ -18,10 +18,13 @@
 //! - `rounds`: the loop, the check of its proposal, and the loop again with
 //!   the findings while `verify.rounds` remain;
 //! - `verdict`: how a run ended ([`Verdict`]) and what it spent ([`Spend`]);
+//! - `candidates`: several runs of the task in their own overlays, ranked,
+//!   the best proposed (`candidates`);
 //! - `progress`: run events as one-line progress messages;
 //! - `verify`: the check of a proposal (diagnostics, verify commands) and its
 //!   record ([`verify::Verification`]).
 
+mod candidates;
 mod progress;
 mod prompt;
 mod rounds;
@@ -37,6 +40,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::RunEvent;
+use crate::config::candidates::CandidatesStop;
 use crate::config::provider::Effort;
 use crate::config::settings::Settings;
 use crate::diagnostic::Diagnostic;
@@ -47,6 +51,7 @@ use crate::position::LineRange;
 use crate::providers::ModelClient;
 use crate::tools::Approver;
 
+pub use candidates::CandidateSummary;
 pub use progress::{ProgressLine, ProgressLines};
 pub use prompt::{SYSTEM_PROMPT, enclosing_outline, system_prompt, task_prompt};
 pub use run::{FixResult, run};
@@ -77,12 +82,16 @@ pub struct Request {
     pub model: Option<String>,
     /// This run's reasoning effort, over every layer of the configuration.
     pub effort: Option<Effort>,
+    /// How many candidates this run makes, over the `candidates` setting.
+    pub candidates: Option<u32>,
+    /// When the other candidates stop, over the `candidatesStop` setting.
+    pub candidates_stop: Option<CandidatesStop>,
 }
 
 impl Request {
     /// A fresh run on `target` with the configured model and effort.
     pub fn new(target: Target) -> Self {
-        Self { target, follow_up: None, model: None, effort: None }
+        Self { target, follow_up: None, model: None, effort: None, candidates: None, candidates_stop: None }
     }
 
     /// `editor` with this run's model and effort over it.
@@ -99,6 +108,7 @@ impl Request {
 }
 
 /// What a run uses from its front end.
+#[derive(Clone)]
 pub struct Services<'a> {
     pub model: Arc<dyn ModelClient>,
     /// Symbols and diagnostics from language servers (none: no symbol tools).

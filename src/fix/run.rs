@@ -30,6 +30,9 @@ pub struct FixResult {
     pub transcript: Option<PathBuf>,
     /// How the proposal fared in its check; `None` without a proposal.
     pub verification: Option<Verification>,
+    /// With several candidates, each of them (the chosen one marked); empty
+    /// for a single run.
+    pub candidates: Vec<super::CandidateSummary>,
 }
 
 impl FixResult {
@@ -52,6 +55,20 @@ impl FixResult {
 /// continuing that run's conversation. Nothing is written anywhere but the
 /// transcript.
 pub async fn run(prepared: &Prepared, services: Services<'_>, request: Request) -> FixResult {
+    let count = request.candidates.unwrap_or(prepared.config.candidates.count);
+    if count > 1 {
+        return super::candidates::run(prepared, services, request, count).await;
+    }
+    run_one(prepared, services, &request, None).await
+}
+
+/// One run; `note` (a candidate's variation note) ends its first message.
+pub(super) async fn run_one(
+    prepared: &Prepared,
+    services: Services<'_>,
+    request: &Request,
+    note: Option<&str>,
+) -> FixResult {
     let started = std::time::Instant::now();
     let (config, overlay, target) = (&prepared.config, prepared.overlay.clone(), &request.target);
     let system = match &prepared.system {
@@ -64,7 +81,10 @@ pub async fn run(prepared: &Prepared, services: Services<'_>, request: Request) 
     // Symbol tools only when a language server exists for the target.
     let symbols = symbols.filter(|s| s.available(&target.path));
     let outline = outline(symbols.as_deref(), &overlay, target, cancel).await;
-    let messages = first_messages(config, &overlay, &request, outline.as_deref());
+    let mut messages = first_messages(config, &overlay, request, outline.as_deref());
+    if let Some(note) = note {
+        messages = follow_up::continued(&messages, note.to_string());
+    }
     let ctx = ToolContext {
         overlay: overlay.clone(),
         symbols: symbols.clone(),
@@ -124,7 +144,7 @@ pub async fn run(prepared: &Prepared, services: Services<'_>, request: Request) 
     let verdict = verdict.checked(verification.as_ref(), checked.as_ref(), config.verify.offer_unverified);
     let spend = Spend::of(&outcome.usage, config.price());
     let transcript = transcript.map(|t| t.path().to_path_buf());
-    FixResult { outcome, verdict, spend, limits, transcript, verification }
+    FixResult { outcome, verdict, spend, limits, transcript, verification, candidates: Vec::new() }
 }
 
 /// The system prompt for `target`, built off the runtime: it reads the disk

@@ -47,6 +47,9 @@ pub enum Refusal {
 pub struct Prepared {
     pub config: Config,
     pub overlay: Arc<Overlay>,
+    /// What a candidate's fresh overlay is made of.
+    workspace: Arc<Workspace>,
+    buffers: Arc<dyn BufferSource>,
     /// The system prompt to send instead of building it (replay sends the
     /// recorded one).
     pub(super) system: Option<String>,
@@ -75,6 +78,9 @@ impl Setup {
     /// request's target is in it, not protected, and in sync with the
     /// editor's buffer.
     pub fn prepare(self, roots: Roots, request: &Request, buffers: Arc<dyn BufferSource>) -> Result<Prepared, Refusal> {
+        if let Some(count) = request.candidates {
+            crate::config::candidates::checked_count(count)?;
+        }
         let path = &request.target.path;
         let workspace = match roots {
             Roots::Folders(roots) => Workspace::new(roots).with_protected(&self.config.exclude).with_file(path.clone()),
@@ -93,12 +99,26 @@ impl Setup {
         if buffers.out_of_sync(path) {
             return Err(Refusal::OutOfSync(workspace.display(path)));
         }
-        let overlay = Arc::new(Overlay::new(Arc::new(workspace), buffers));
-        Ok(Prepared { config: self.config, overlay, system: None })
+        let workspace = Arc::new(workspace);
+        let overlay = Arc::new(Overlay::new(workspace.clone(), buffers.clone()));
+        Ok(Prepared { config: self.config, overlay, workspace, buffers, system: None })
     }
 }
 
 impl Prepared {
+    /// The same run over a fresh overlay with `config` (a candidate's share
+    /// of the limits).
+    pub(super) fn fresh(&self, config: Config) -> Prepared {
+        let overlay = Arc::new(Overlay::new(self.workspace.clone(), self.buffers.clone()));
+        Prepared {
+            config,
+            overlay,
+            workspace: self.workspace.clone(),
+            buffers: self.buffers.clone(),
+            system: self.system.clone(),
+        }
+    }
+
     /// This run sends `system` as its system prompt, as it is.
     pub(crate) fn with_system(mut self, system: String) -> Self {
         self.system = Some(system);
@@ -171,6 +191,9 @@ mod tests {
         let err = refused(Roots::Folders(vec![root.clone()]), &root.join("a.py"), &stale).unwrap();
         assert!(err.starts_with("a.py is out of sync"), "{err}");
         assert_eq!(refused(Roots::Containing(vec![root.clone()]), &root.join("a.py"), &no), None);
+        let many = Request { candidates: Some(50), ..request(root.join("a.py")) };
+        let err = setup().prepare(Roots::Folders(vec![root.clone()]), &many, no.clone()).err().unwrap().to_string();
+        assert_eq!(err, "candidates must be 1 to 8, not 50");
     }
 
     #[test]

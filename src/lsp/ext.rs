@@ -45,6 +45,13 @@ pub struct FixArguments {
     /// what became of its proposal, then `instruction`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follow_up: Option<String>,
+    /// How many candidates this run makes (1 to 8), over the settings'
+    /// `candidates`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<u32>,
+    /// When the other candidates stop, over the settings' `candidatesStop`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidates_stop: Option<crate::config::candidates::CandidatesStop>,
 }
 
 impl FixArguments {
@@ -102,6 +109,9 @@ pub struct FixResponse {
     /// How the proposal fared in agentfix's own check (`null` without a
     /// proposal).
     pub verification: Option<crate::fix::verify::Verification>,
+    /// With several candidates, each of them, the chosen one marked (empty
+    /// for a single run).
+    pub candidates: Vec<crate::fix::CandidateSummary>,
 }
 
 /// The request that returns the server's copy of an open document.
@@ -170,6 +180,8 @@ mod tests {
             model: Some("claude-haiku-4-5".into()),
             effort: Some(crate::config::provider::Effort::High),
             follow_up: Some("run-3".into()),
+            candidates: Some(3),
+            candidates_stop: Some(crate::config::candidates::CandidatesStop::FirstVerified),
         };
         let mut documented = protocol_fields(SECTION, "Argument");
         let mut fields = keys(&argument.to_value());
@@ -211,8 +223,20 @@ mod tests {
                     secs: 4.1,
                 }],
             }),
+            candidates: vec![crate::fix::CandidateSummary {
+                index: 2,
+                verified: true,
+                chosen: true,
+                cost_usd: Some(0.02),
+                lines_changed: 3,
+                stop_reason: "end_turn".into(),
+            }],
         };
         let value = serde_json::to_value(&result).unwrap();
+        assert_eq!(
+            value["candidates"],
+            json!([{"index": 2, "verified": true, "chosen": true, "costUsd": 0.02, "linesChanged": 3, "stopReason": "end_turn"}])
+        );
         assert_eq!(
             value["verification"],
             json!({"verified": false, "rounds": 2, "diagnostics": {"fixed": 1, "introduced": 1, "remaining": 0},

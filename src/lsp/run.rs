@@ -214,7 +214,14 @@ async fn start(
         problems: args.diagnostics.iter().map(convert::diagnostic_from_proto).collect(),
         instruction: args.instruction.clone(),
     };
-    let request = Request { target, follow_up: past, model: args.model.clone(), effort: args.effort };
+    let request = Request {
+        follow_up: past,
+        model: args.model.clone(),
+        effort: args.effort,
+        candidates: args.candidates,
+        candidates_stop: args.candidates_stop,
+        ..Request::new(target)
+    };
     if let Some(root) = roots.first() {
         for w in crate::config::settings::Settings::file_warnings(root) {
             tracing::warn!("{w}");
@@ -549,6 +556,7 @@ async fn conclude(
         transcript: result.transcript.clone(),
         conflicts: delivered.conflicts,
         verification: result.verification.clone(),
+        candidates: result.candidates.clone(),
     };
     (answer, delivered.edit)
 }

@@ -259,6 +259,8 @@ pub fn code_actions(
             model: None,
             effort: None,
             follow_up: offer.follow_up,
+            candidates: None,
+            candidates_stop: None,
         }
         .to_value();
         let (command, data) = if resolve_edit {

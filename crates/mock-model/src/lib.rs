@@ -250,6 +250,9 @@ pub fn server_error_no_retry() -> Reply {
 #[derive(Default)]
 struct State {
     replies: VecDeque<Reply>,
+    /// Replies for the requests whose body contains a marker
+    /// ([`MockModel::push_for`]), tried before `replies`.
+    routed: Vec<(String, VecDeque<Reply>)>,
     requests: Vec<Recorded>,
     count_requests: Vec<Recorded>,
     times: Vec<Instant>,
@@ -324,9 +327,21 @@ impl MockModel {
         self.shared.lock().replies.push_back(reply);
     }
 
-    /// How many scripted replies have not been consumed yet.
+    /// Appends a scripted reply for the requests whose JSON body contains
+    /// `marker` (concurrent runs told apart by what they send, such as a
+    /// candidate's note); they consume these in order before the plain queue.
+    pub fn push_for(&self, marker: &str, reply: Reply) {
+        let mut state = self.shared.lock();
+        match state.routed.iter_mut().find(|(m, _)| m == marker) {
+            Some((_, queue)) => queue.push_back(reply),
+            None => state.routed.push((marker.to_string(), VecDeque::from([reply]))),
+        }
+    }
+
+    /// How many scripted replies have not been consumed yet (routed ones included).
     pub fn remaining(&self) -> usize {
-        self.shared.lock().replies.len()
+        let state = self.shared.lock();
+        state.replies.len() + state.routed.iter().map(|(_, q)| q.len()).sum::<usize>()
     }
 
     /// Every request received so far (valid or not), in arrival order. A request is recorded
@@ -702,6 +717,11 @@ fn next_reply(
         .map(|text| match api {
             Api::Anthropic => text_reply(&text),
             Api::OpenAi => openai::openai_text(&text),
+        })
+        .or_else(|| {
+            let text = body.to_string();
+            let routed = state.routed.iter_mut().find(|(m, q)| !q.is_empty() && text.contains(m.as_str()));
+            routed.and_then(|(_, q)| q.pop_front())
         })
         .or_else(|| state.replies.pop_front())
     else {

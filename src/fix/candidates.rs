@@ -1,0 +1,206 @@
+//! Best of N: several runs of the same task, each in its own overlay with a
+//! short variation note and its share of the token and cost budgets, each
+//! checked as `verify` says. The first starts alone and the others once its
+//! first answer has come (they then read the prompt cache it wrote). They
+//! are ranked (verified first, then fewer new errors, more problems fixed,
+//! the smaller diff, the cheaper run) and the best is the run's result, its
+//! turns, tokens and cost the sums over all of them.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use super::run::{FixResult, run_one};
+use super::verdict::{Spend, Verdict};
+use super::{Prepared, Request, Services};
+use crate::agent::{RunEvent, Stop};
+use crate::config::candidates::CandidatesStop;
+use crate::config::limits::CostLimit;
+use crate::workspace::{FileChange, unified_diff};
+
+/// One candidate as the result lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CandidateSummary {
+    /// From 1, as its variation note numbers it.
+    pub index: u32,
+    pub verified: bool,
+    /// The one proposed.
+    pub chosen: bool,
+    /// Its cost at the model's list price (`None`: no price known).
+    pub cost_usd: Option<f64>,
+    /// Lines added and removed by its proposal (0: no proposal).
+    pub lines_changed: u32,
+    pub stop_reason: String,
+}
+
+/// What makes each candidate differ from the others.
+const NOTES: &[&str] = &[
+    "take the most direct fix of the problem as reported",
+    "look for the cause first: it may lie elsewhere than the line shown",
+    "prefer the smallest change a careful reviewer would accept",
+    "try another approach than the obvious one",
+];
+
+/// The variation note of candidate `index` (from 1) of `count`.
+pub fn note(index: u32, count: u32) -> String {
+    let hint = NOTES[(index as usize - 1) % NOTES.len()];
+    format!("(This is candidate {index} of {count} independent attempts at this task: {hint}.)")
+}
+
+/// Lines added and removed by `changes`.
+pub fn lines_changed(changes: &[FileChange]) -> u32 {
+    let lines = |c: &FileChange| {
+        unified_diff(&c.display, c.original.as_deref(), &c.new_text)
+            .lines()
+            .filter(|l| (l.starts_with('+') && !l.starts_with("+++")) || (l.starts_with('-') && !l.starts_with("---")))
+            .count() as u32
+    };
+    changes.iter().map(lines).sum()
+}
+
+/// How a candidate ranks, smallest best: a proposal first, verified first,
+/// then fewer new errors, more problems fixed, the smaller diff, the
+/// cheaper run.
+fn rank_key(r: &FixResult) -> (bool, bool, u32, i64, u32, u64) {
+    let proposal = matches!(r.verdict, Verdict::Proposal(_));
+    let verified = r.verification.as_ref().is_some_and(|v| v.verified);
+    let diagnostics = r.verification.as_ref().and_then(|v| v.diagnostics);
+    let introduced = diagnostics.map_or(0, |d| d.introduced);
+    let fixed = diagnostics.map_or(0, |d| i64::from(d.fixed));
+    let cost = (r.spend.cost_usd.unwrap_or(0.0) * 1e6) as u64 + r.outcome.usage.billed();
+    (!proposal, !verified, introduced, -fixed, lines_changed(r.changes()), cost)
+}
+
+/// The index of the best of `results`.
+pub(super) fn best(results: &[FixResult]) -> usize {
+    (0..results.len()).min_by_key(|&i| (rank_key(&results[i]), i)).unwrap_or(0)
+}
+
+/// Runs `count` candidates of `request` and returns the best, with every
+/// candidate's turns, tokens and cost summed and each listed.
+pub(super) async fn run(prepared: &Prepared, services: Services<'_>, request: Request, count: u32) -> FixResult {
+    let stop = request.candidates_stop.unwrap_or(prepared.config.candidates.stop);
+    let first_answer = tokio::sync::Notify::new();
+    let answered = AtomicBool::new(false);
+    let tokens: Vec<CancellationToken> = (0..count).map(|_| services.cancel.child_token()).collect();
+    let mut running: FuturesUnordered<_> = (1..=count)
+        .map(|index| {
+            let (services, tokens, request) = (&services, &tokens, &request);
+            let (first_answer, answered) = (&first_answer, &answered);
+            async move {
+                // Woken by the first candidate's first answer (or its end);
+                // the wait is registered before the flag is read, so a
+                // wake-up between the two is not lost.
+                let woken = first_answer.notified();
+                if index > 1 && !answered.load(Ordering::SeqCst) {
+                    tokio::select! {
+                        _ = woken => {}
+                        _ = tokens[index as usize - 1].cancelled() => {}
+                    }
+                }
+                let progress = |e: RunEvent| {
+                    if index == 1 && matches!(e, RunEvent::Response { .. }) && !answered.swap(true, Ordering::SeqCst) {
+                        first_answer.notify_waiters();
+                    }
+                    (services.progress)(e);
+                };
+                let mine =
+                    Services { cancel: tokens[index as usize - 1].clone(), progress: &progress, ..services.clone() };
+                let candidate = prepared.fresh(share(prepared, count));
+                let result = run_one(&candidate, mine, request, Some(&note(index, count))).await;
+                if index == 1 && !answered.swap(true, Ordering::SeqCst) {
+                    first_answer.notify_waiters();
+                }
+                (index, result)
+            }
+        })
+        .collect();
+    let mut results: Vec<(u32, FixResult)> = Vec::new();
+    while let Some((index, result)) = running.next().await {
+        let verified = result.verification.as_ref().is_some_and(|v| v.verified);
+        if verified && stop == CandidatesStop::FirstVerified {
+            for (i, t) in tokens.iter().enumerate() {
+                if i as u32 + 1 != index {
+                    t.cancel();
+                }
+            }
+        }
+        results.push((index, result));
+    }
+    drop(running);
+    results.sort_by_key(|(i, _)| *i);
+    combine(results, services.cancel.is_cancelled(), prepared)
+}
+
+/// A candidate's configuration: its share of `maxTokens` and `maxCostUsd`,
+/// so that their sum bounds the run.
+fn share(prepared: &Prepared, count: u32) -> crate::config::Config {
+    let mut config = prepared.config.clone();
+    let l = &mut config.limits;
+    l.max_tokens /= u64::from(count);
+    l.max_cost = l.max_cost.map(|c| CostLimit { usd: c.usd / f64::from(count), ..c });
+    config
+}
+
+/// The best of `results` (by index) with the sums and the list; a cancel by
+/// the user cancels the whole.
+fn combine(results: Vec<(u32, FixResult)>, cancelled: bool, prepared: &Prepared) -> FixResult {
+    let (indexes, mut results): (Vec<u32>, Vec<FixResult>) = results.into_iter().unzip();
+    let chosen = best(&results);
+    let summaries = indexes
+        .iter()
+        .zip(&results)
+        .enumerate()
+        .map(|(i, (&index, r))| CandidateSummary {
+            index,
+            verified: r.verification.as_ref().is_some_and(|v| v.verified),
+            chosen: i == chosen,
+            cost_usd: r.spend.cost_usd,
+            lines_changed: lines_changed(r.changes()),
+            stop_reason: r.outcome.stop.as_str().to_string(),
+        })
+        .collect();
+    let (mut turns, mut usage) = (0, crate::model::Usage::default());
+    for r in &results {
+        turns += r.outcome.turns;
+        usage.add(r.outcome.usage);
+    }
+    let mut best = results.swap_remove(chosen);
+    (best.outcome.turns, best.outcome.usage) = (turns, usage);
+    best.spend = Spend::of(&usage, prepared.config.price());
+    best.candidates = summaries;
+    if cancelled {
+        best.outcome.stop = Stop::Cancelled;
+        best.verdict = Verdict::Cancelled;
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_number_the_candidates_and_differ() {
+        assert!(note(2, 3).starts_with("(This is candidate 2 of 3 independent attempts"));
+        assert_ne!(note(1, 3), note(2, 3));
+    }
+
+    #[test]
+    fn lines_changed_counts_added_and_removed_lines() {
+        let change = FileChange {
+            path: "/w/a.py".into(),
+            display: "a.py".into(),
+            version: None,
+            pin: None,
+            original: Some("a\nb\nc\n".into()),
+            new_text: "a\nB\nc\nd\n".into(),
+            reasons: Vec::new(),
+        };
+        assert_eq!(lines_changed(&[change]), 3, "b removed, B and d added");
+    }
+}
