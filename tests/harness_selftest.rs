@@ -1345,15 +1345,27 @@ fn openai_quirk_streams_and_mid_stream_error() {
     assert!(mock.violations().is_empty());
 }
 
+/// An OpenAI assistant message calling `read_file` once per id.
+fn assistant(ids: &[&str]) -> Value {
+    let call = |id: &str| json!({"id": id, "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}});
+    json!({"role": "assistant", "content": null, "tool_calls": ids.iter().map(|id| call(id)).collect::<Vec<_>>()})
+}
+
+/// The OpenAI tool message answering call `id`.
+fn tool(id: &str) -> Value {
+    json!({"role": "tool", "tool_call_id": id, "content": "aaa"})
+}
+
+/// An OpenAI user message.
+fn user(text: &str) -> Value {
+    json!({"role": "user", "content": text})
+}
+
 #[test]
 fn openai_validation_rejects_like_the_api() {
     let mock = MockModel::start();
     // This test sends invalid requests on purpose to check the mock's validation.
     mock.expect_violations();
-    let call = |id: &str| json!({"id": id, "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}});
-    let assistant = |ids: &[&str]| json!({"role": "assistant", "content": null, "tool_calls": ids.iter().map(|id| call(id)).collect::<Vec<_>>()});
-    let tool = |id: &str| json!({"role": "tool", "tool_call_id": id, "content": "aaa"});
-    let user = |text: &str| json!({"role": "user", "content": text});
     const B2: &str = "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: ";
     const ORPHAN: &str =
         "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.";
@@ -1437,10 +1449,6 @@ fn openai_valid_conversations_pass_and_sse_needs_a_streaming_request() {
     let mock = MockModel::start();
     // The last request is refused on purpose (SSE scripted for a plain request).
     mock.expect_violations();
-    let call = |id: &str| json!({"id": id, "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}});
-    let assistant = |ids: &[&str]| json!({"role": "assistant", "content": null, "tool_calls": ids.iter().map(|id| call(id)).collect::<Vec<_>>()});
-    let tool = |id: &str| json!({"role": "tool", "tool_call_id": id, "content": "aaa"});
-    let user = |text: &str| json!({"role": "user", "content": text});
     // Valid conversations pass: answered calls (in any order), both token caps, streams.
     mock.push(openai_text("ok"));
     mock.push(openai_text("streamed"));

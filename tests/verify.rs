@@ -35,14 +35,20 @@ fn workspace() -> Ws {
 /// command, and `verify` over it.
 fn fix(ws: &Ws, mock: &MockModel, verify: Value) -> Output {
     let settings = json!({"commands": {"test": ["sh", "-c", TEST]}, "verify": verify, "transcripts": false});
+    fix_command(ws, mock, &settings, &[]).output().unwrap()
+}
+
+/// `agentfix fix calc.py --line 2 --allow-command test` with `settings` and
+/// `more` arguments, against the mock, without language servers.
+fn fix_command(ws: &Ws, mock: &MockModel, settings: &Value, more: &[&str]) -> Command {
     let mut cmd = Command::new(agentfix_bin());
-    cmd.current_dir(&ws.root).args(["fix", "calc.py", "--line", "2", "--allow-command", "test", "--settings"]);
-    cmd.arg(settings.to_string());
+    cmd.current_dir(&ws.root).args(["fix", "calc.py", "--line", "2", "--allow-command", "test"]).args(more);
+    cmd.arg("--settings").arg(settings.to_string());
     common::without_provider_env(&mut cmd);
     cmd.env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0")
         .env("ANTHROPIC_API_KEY", API_KEY)
         .env("ANTHROPIC_BASE_URL", mock.base_url());
-    cmd.output().unwrap()
+    cmd
 }
 
 fn edit(id: &str, old: &str, new: &str) -> Reply {
@@ -141,14 +147,8 @@ fn a_cancel_during_the_check_ends_the_run_at_once_and_kills_the_command() {
     // A verify command that would run for a minute, its pid written first.
     let slow = format!("echo $$ > {}; exec sleep 60", pid_file.display());
     let settings = json!({"commands": {"test": ["sh", "-c", slow], "sandbox": "off"}, "verify": {"commands": ["test"]}, "transcripts": false});
-    let mut cmd = Command::new(agentfix_bin());
-    cmd.current_dir(&ws.root).args(["fix", "calc.py", "--line", "2", "--allow-command", "test", "--settings"]);
-    cmd.arg(settings.to_string()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
-    common::without_provider_env(&mut cmd);
-    cmd.env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0")
-        .env("ANTHROPIC_API_KEY", API_KEY)
-        .env("ANTHROPIC_BASE_URL", mock.base_url());
-    let child = cmd.spawn().unwrap();
+    let mut cmd = fix_command(&ws, &mock, &settings, &[]);
+    let child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
     // The loop has ended (two requests) and the check has started.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while mock.requests().len() < 2 && std::time::Instant::now() < deadline {
@@ -186,13 +186,7 @@ fn fix_candidates(ws: &Ws, mock: &MockModel, n: u32, extra: Value) -> (Output, s
     for (k, v) in extra.as_object().unwrap() {
         settings[k] = v.clone();
     }
-    let mut cmd = Command::new(agentfix_bin());
-    cmd.current_dir(&ws.root).args(["fix", "calc.py", "--line", "2", "--allow-command", "test", "--candidates"]);
-    cmd.arg(n.to_string()).arg("--settings").arg(settings.to_string());
-    common::without_provider_env(&mut cmd);
-    cmd.env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0")
-        .env("ANTHROPIC_API_KEY", API_KEY)
-        .env("ANTHROPIC_BASE_URL", mock.base_url());
+    let mut cmd = fix_command(ws, mock, &settings, &["--candidates", &n.to_string()]);
     let started = std::time::Instant::now();
     let out = cmd.output().unwrap();
     (out, started.elapsed())

@@ -47,9 +47,6 @@ pub enum Refusal {
 pub struct Prepared {
     pub config: Config,
     pub overlay: Arc<Overlay>,
-    /// What a candidate's fresh overlay is made of.
-    workspace: Arc<Workspace>,
-    buffers: Arc<dyn BufferSource>,
     /// The system prompt to send instead of building it (replay sends the
     /// recorded one).
     pub(super) system: Option<String>,
@@ -99,9 +96,8 @@ impl Setup {
         if buffers.out_of_sync(path) {
             return Err(Refusal::OutOfSync(workspace.display(path)));
         }
-        let workspace = Arc::new(workspace);
-        let overlay = Arc::new(Overlay::new(workspace.clone(), buffers.clone()));
-        Ok(Prepared { config: self.config, overlay, workspace, buffers, system: None })
+        let overlay = Arc::new(Overlay::new(Arc::new(workspace), buffers));
+        Ok(Prepared { config: self.config, overlay, system: None })
     }
 }
 
@@ -109,14 +105,7 @@ impl Prepared {
     /// The same run over a fresh overlay with `config` (a candidate's share
     /// of the limits).
     pub(super) fn fresh(&self, config: Config) -> Prepared {
-        let overlay = Arc::new(Overlay::new(self.workspace.clone(), self.buffers.clone()));
-        Prepared {
-            config,
-            overlay,
-            workspace: self.workspace.clone(),
-            buffers: self.buffers.clone(),
-            system: self.system.clone(),
-        }
+        Prepared { config, overlay: Arc::new(self.overlay.fresh()), system: self.system.clone() }
     }
 
     /// This run sends `system` as its system prompt, as it is.

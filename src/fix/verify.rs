@@ -72,7 +72,7 @@ pub struct DiagnosticDiff {
 /// Whether a diagnostic counts: errors (a missing severity reads as an
 /// error, as editors show it); warnings and hints neither fail nor pass a
 /// proposal.
-fn counts(d: &Diagnostic) -> bool {
+fn is_error(d: &Diagnostic) -> bool {
     matches!(d.severity, None | Some(Severity::Error))
 }
 
@@ -92,8 +92,8 @@ pub fn compare(
 ) -> DiagnosticDiff {
     let mut diff = DiagnosticDiff::default();
     for (file, before, after) in files {
-        let mut left: Vec<&Diagnostic> = before.iter().filter(|d| counts(d)).collect();
-        for d in after.iter().filter(|d| counts(d)) {
+        let mut left: Vec<&Diagnostic> = before.iter().filter(|d| is_error(d)).collect();
+        for d in after.iter().filter(|d| is_error(d)) {
             match left.iter().position(|b| key(b) == key(d)) {
                 Some(i) => {
                     left.swap_remove(i);

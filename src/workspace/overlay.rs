@@ -152,6 +152,12 @@ impl Overlay {
         Self { workspace, buffers, files: Mutex::new(BTreeMap::new()) }
     }
 
+    /// A new overlay over the same workspace and buffers, with no edits
+    /// (a candidate's own).
+    pub fn fresh(&self) -> Self {
+        Self::new(self.workspace.clone(), self.buffers.clone())
+    }
+
     pub fn workspace(&self) -> &Workspace {
         &self.workspace
     }
