@@ -114,6 +114,7 @@ impl CodeActions {
                         proposed,
                     }],
                 }),
+                alternatives: Arc::new([]),
             };
             kept_runs.keep(run.clone());
             runs.push(run);

@@ -137,7 +137,7 @@ fn initialize_advertises_actions_commands_and_negotiated_encoding() {
     assert_eq!(caps["textDocumentSync"]["change"], 2);
     // The saved text is how a document that fell out of sync comes back.
     assert_eq!(caps["textDocumentSync"]["save"], json!({"includeText": true}));
-    assert_eq!(caps["executeCommandProvider"]["commands"], json!(["agentfix.fix"]));
+    assert_eq!(caps["executeCommandProvider"]["commands"], json!(["agentfix.fix", "agentfix.applyAlternative"]));
     assert_eq!(
         caps["codeActionProvider"]["codeActionKinds"],
         json!(["quickfix", "refactor.rewrite", "source.fixAll.agentfix"])
@@ -1169,5 +1169,84 @@ fn best_of_2_through_the_editor_lists_both_candidates_and_sums_what_they_took() 
     let r = f.execute(arg);
     assert!(r["error"]["message"].as_str().unwrap_or_default().contains("candidates must be 1 to 8, not 50"), "{r}");
     assert_eq!(f.mock.requests().len(), 4);
+    f.assert_no_violations();
+}
+
+#[test]
+fn best_of_3_through_the_editor_offers_the_two_that_failed_as_alternatives() {
+    const CALC: &str = "def div(a, b):\n    return a / b\n";
+    let test = "python3 -c 'import calc; assert calc.div(1, 0) == 0'";
+    let init = json!({
+        "commands": {"test": ["sh", "-c", test], "autoApprove": true},
+        "verify": {"commands": ["test"], "rounds": 1},
+    });
+    let mut f = start(Setup { files: &[("calc.py", CALC)], init, ..Default::default() });
+    let calc = f.path("calc.py");
+    f.editor.open(&calc, "python", 1, CALC);
+    let edit = |id: &str, new: &str| {
+        tool_reply(&[(id, "edit_file", json!({"path": "calc.py", "old_text": "    return a / b\n", "new_text": new}))])
+    };
+    // Candidates 1 and 2 return None for b == 0: the test fails; 3 passes.
+    f.mock.push_for("candidate 1 of 3", edit("toolu_1", "    return a / b if b else None\n"));
+    f.mock.push_for("candidate 1 of 3", text_reply("Returned None for zero."));
+    f.mock.push_for("candidate 2 of 3", edit("toolu_2", "    return None if b == 0 else a / b\n"));
+    f.mock.push_for("candidate 2 of 3", text_reply("Guarded with None."));
+    f.mock.push_for("candidate 3 of 3", edit("toolu_3", "    return a / b if b else 0\n"));
+    f.mock.push_for("candidate 3 of 3", text_reply("Returned 0 for zero."));
+    let mut arg = f.fix_argument("calc.py", diag(1, 11, 16, "Possible division by zero"));
+    arg["candidates"] = json!(3);
+    let r = f.execute(arg);
+    let result = &r["result"];
+    assert_eq!(result["applied"], true, "{r}");
+    let chosen: Vec<&Value> = result["candidates"].as_array().unwrap().iter().filter(|c| c["chosen"] == true).collect();
+    assert_eq!(chosen.len(), 1);
+    assert_eq!((chosen[0]["index"].as_u64(), chosen[0]["verified"].as_bool()), (Some(3), Some(true)), "{result}");
+    assert_eq!(result["verification"]["verified"], true);
+    let label = f.editor.applied_edits()[0]["label"].as_str().unwrap().to_string();
+    assert!(label.starts_with("Agent fix: verified: test passed ("), "{label}");
+    assert_eq!(f.editor.buffer_text(&calc).unwrap(), "def div(a, b):\n    return a / b if b else 0\n");
+
+    // On the same lines, the two others are offered, each with its check.
+    let uri = file_uri(&calc);
+    let at_line = json!({"start": {"line": 1, "character": 4}, "end": {"line": 1, "character": 4}});
+    let actions = f.editor.request(
+        "textDocument/codeAction",
+        json!({"textDocument": {"uri": uri}, "range": at_line, "context": {"diagnostics": []}}),
+    );
+    let actions = actions["result"].as_array().unwrap().clone();
+    let titles: Vec<&str> = actions.iter().map(|a| a["title"].as_str().unwrap()).collect();
+    assert!(titles.contains(&"Agent fix: alternative 1 (not verified: test failed)"), "{titles:?}");
+    assert!(titles.contains(&"Agent fix: alternative 2 (not verified: test failed)"), "{titles:?}");
+    assert!(titles.contains(&"Agent fix: follow up…"), "{titles:?}");
+    let second = actions.iter().find(|a| a["title"].as_str().unwrap().contains("alternative 2")).unwrap();
+    assert_eq!(second["command"]["command"], "agentfix.applyAlternative");
+    let requests = f.mock.requests().len();
+    // Chosen one applied: alternative 2 replaces it (no mix of the two).
+    let argument = second["command"]["arguments"][0].clone();
+    let applied = f.editor.request(
+        "workspace/executeCommand",
+        json!({"command": "agentfix.applyAlternative", "arguments": [argument.clone()]}),
+    );
+    assert_eq!(applied["result"]["applied"], true, "{applied}");
+    assert_eq!(f.editor.buffer_text(&calc).unwrap(), "def div(a, b):\n    return None if b == 0 else a / b\n");
+    let label = f.editor.applied_edits()[1]["label"].as_str().unwrap().to_string();
+    assert_eq!(label, "Agent fix: alternative 2 (not verified: test failed): Guarded with None. (1 file, 1 hunk)");
+    assert_eq!(f.mock.requests().len(), requests, "no model is asked");
+    // A run no longer kept, or an index it does not have, is said so.
+    let mut unknown = argument.clone();
+    unknown["index"] = json!(7);
+    let r = f
+        .editor
+        .request("workspace/executeCommand", json!({"command": "agentfix.applyAlternative", "arguments": [unknown]}));
+    assert_eq!(r["result"]["applied"], false, "{r}");
+    assert!(
+        r["result"]["message"].as_str().unwrap().contains("has no alternative 7 (it proposed 2 other candidate(s))"),
+        "{r}"
+    );
+    let r = f.editor.request(
+        "workspace/executeCommand",
+        json!({"command": "agentfix.applyAlternative", "arguments": [{"runId": 5}]}),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
     f.assert_no_violations();
 }

@@ -37,6 +37,29 @@ pub struct CandidateSummary {
     pub stop_reason: String,
 }
 
+/// A candidate that was not chosen but proposes something: offered as an
+/// alternative to the chosen proposal (its edit made against the text the
+/// run started from, like any proposal).
+#[derive(Debug, Clone)]
+pub struct Alternative {
+    /// From 1, as in the result's `candidates`.
+    pub index: u32,
+    /// Its check's line (`not verified: test failed`), `None` when nothing
+    /// was set up to check it.
+    pub check: Option<String>,
+    /// The model's closing text.
+    pub summary: String,
+    pub changes: Vec<FileChange>,
+}
+
+impl Alternative {
+    /// `Agent fix: alternative 2 (not verified: test failed)`.
+    pub fn title(&self) -> String {
+        let check = self.check.as_deref().unwrap_or("not checked");
+        format!("Agent fix: alternative {} ({check})", self.index)
+    }
+}
+
 /// What makes each candidate differ from the others.
 const NOTES: &[&str] = &[
     "take the most direct fix of the problem as reported",
@@ -169,10 +192,26 @@ fn combine(results: Vec<(u32, FixResult)>, cancelled: bool, prepared: &Prepared)
         turns += r.outcome.turns;
         usage.add(r.outcome.usage);
     }
+    let alternatives = indexes
+        .iter()
+        .zip(&results)
+        .enumerate()
+        .filter(|(i, _)| *i != chosen)
+        .filter_map(|(_, (&index, r))| match &r.verdict {
+            Verdict::Proposal(p) => Some(Alternative {
+                index,
+                check: r.verification.as_ref().and_then(|v| v.line()),
+                summary: p.summary.clone(),
+                changes: p.changes.clone(),
+            }),
+            _ => None,
+        })
+        .collect();
     let mut best = results.swap_remove(chosen);
     (best.outcome.turns, best.outcome.usage) = (turns, usage);
     best.spend = Spend::of(&usage, prepared.config.price());
     best.candidates = summaries;
+    best.alternatives = alternatives;
     if cancelled {
         best.outcome.stop = Stop::Cancelled;
         best.verdict = Verdict::Cancelled;

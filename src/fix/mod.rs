@@ -51,7 +51,7 @@ use crate::position::LineRange;
 use crate::providers::ModelClient;
 use crate::tools::Approver;
 
-pub use candidates::CandidateSummary;
+pub use candidates::{Alternative, CandidateSummary};
 pub use progress::{ProgressLine, ProgressLines};
 pub use prompt::{SYSTEM_PROMPT, enclosing_outline, system_prompt, task_prompt};
 pub use run::{FixResult, run};

@@ -33,6 +33,9 @@ pub struct FixResult {
     /// With several candidates, each of them (the chosen one marked); empty
     /// for a single run.
     pub candidates: Vec<super::CandidateSummary>,
+    /// With several candidates, the others that propose something, to
+    /// offer as alternatives; empty for a single run.
+    pub alternatives: Vec<super::Alternative>,
 }
 
 impl FixResult {
@@ -144,7 +147,16 @@ pub(super) async fn run_one(
     let verdict = verdict.checked(verification.as_ref(), checked.as_ref(), config.verify.offer_unverified);
     let spend = Spend::of(&outcome.usage, config.price());
     let transcript = transcript.map(|t| t.path().to_path_buf());
-    FixResult { outcome, verdict, spend, limits, transcript, verification, candidates: Vec::new() }
+    FixResult {
+        outcome,
+        verdict,
+        spend,
+        limits,
+        transcript,
+        verification,
+        candidates: Vec::new(),
+        alternatives: Vec::new(),
+    }
 }
 
 /// The system prompt for `target`, built off the runtime: it reads the disk

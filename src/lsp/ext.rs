@@ -114,6 +114,55 @@ pub struct FixResponse {
     pub candidates: Vec<crate::fix::CandidateSummary>,
 }
 
+/// The command of an alternative's code action: applies a candidate that
+/// was not chosen (no model is asked).
+pub const ALTERNATIVE_COMMAND: &str = "agentfix.applyAlternative";
+
+/// The one argument of `agentfix.applyAlternative` (and the `data` of an
+/// alternative's code action resolved in `codeAction/resolve`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AlternativeArguments {
+    /// The run whose candidate it is (kept as long as for follow-ups).
+    pub run_id: String,
+    /// The candidate's `index` in the run's `candidates`.
+    pub index: u32,
+}
+
+impl AlternativeArguments {
+    /// The argument of an `executeCommand` request, which must carry exactly one.
+    pub fn from_command(arguments: &[Value]) -> Result<Self, String> {
+        match arguments {
+            [one] => Self::from_value(one),
+            _ => Err(format!(
+                "{ALTERNATIVE_COMMAND} expects exactly one argument {{runId, index}}, got {}",
+                arguments.len()
+            )),
+        }
+    }
+
+    pub fn from_value(value: &Value) -> Result<Self, String> {
+        Self::deserialize(value)
+            .map_err(|e| format!("{ALTERNATIVE_COMMAND} expects one argument {{runId, index}}: {e}"))
+    }
+
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+/// The answer to `agentfix.applyAlternative`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AlternativeResponse {
+    /// Whether the editor applied it.
+    pub applied: bool,
+    /// What the user was told.
+    pub message: String,
+    /// One sentence per hunk or file left out.
+    pub conflicts: Vec<String>,
+}
+
 /// The request that returns the server's copy of an open document.
 pub const DOCUMENT_TEXT_REQUEST: &str = "agentfix/documentText";
 
@@ -250,6 +299,30 @@ mod tests {
         assert_eq!(documented, fields);
         assert_eq!(value["transcript"], Value::Null, "an absent transcript is sent as null");
         assert_eq!(serde_json::from_value::<FixResponse>(value).unwrap(), result);
+    }
+
+    #[test]
+    fn the_protocol_doc_describes_the_alternative_command_as_it_is() {
+        const SECTION: &str = "## Alternatives";
+        let argument = AlternativeArguments { run_id: "run-2".into(), index: 3 };
+        let value = argument.to_value();
+        let mut documented = protocol_fields(SECTION, "Argument");
+        let mut fields = keys(&value);
+        documented.sort();
+        fields.sort();
+        assert_eq!(documented.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(), fields);
+        assert_eq!(AlternativeArguments::from_command(&[value]).unwrap(), argument);
+        assert!(AlternativeArguments::from_command(&[]).unwrap_err().contains("exactly one argument"));
+        // An `agentfix.fix` argument is not one (resolve tells them apart).
+        let fix = json!({"uri": "file:///w/a.py", "range": Range::default(), "runId": "run-1", "index": 1});
+        assert!(AlternativeArguments::from_value(&fix).is_err());
+        let result = AlternativeResponse { applied: true, message: "m".into(), conflicts: vec![] };
+        let value = serde_json::to_value(&result).unwrap();
+        let mut fields = keys(&value);
+        let mut documented: Vec<String> = protocol_fields(SECTION, "Result").into_iter().map(|(n, _)| n).collect();
+        fields.sort();
+        documented.sort();
+        assert_eq!(documented, fields);
     }
 
     #[test]

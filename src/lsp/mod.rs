@@ -9,6 +9,8 @@
 //!   the registry of runs, downstream servers);
 //! - `ext`: agentfix's own protocol (the command's argument and result);
 //! - `run`: the `agentfix.fix` command, from arguments to `workspace/applyEdit`;
+//! - `alternative`: the `agentfix.applyAlternative` command (a candidate a
+//!   run did not choose, applied without asking the model);
 //! - `progress`: `$/progress` reporting; `convert`: type conversions;
 //! - `transport`: the reader thread (framing, each message decoded once,
 //!   malformed ones answered, the service called in wire order) and the
@@ -18,6 +20,7 @@
 //! the only module that knows tower-lsp-server and the server side of LSP
 //! (`downstream` speaks LSP types inside, as a client, and hands out its own)
 
+mod alternative;
 mod approval;
 mod convert;
 mod ext;

@@ -98,13 +98,13 @@ struct Started {
 
 /// How the proposal was delivered, for the message and the result.
 #[derive(Default)]
-struct Delivered {
-    message: String,
-    applied: bool,
-    cancelled: bool,
-    conflicts: Vec<String>,
+pub(super) struct Delivered {
+    pub message: String,
+    pub applied: bool,
+    pub cancelled: bool,
+    pub conflicts: Vec<String>,
     /// The edit, for [`Delivery::Return`].
-    edit: Option<WorkspaceEdit>,
+    pub edit: Option<WorkspaceEdit>,
 }
 
 impl Delivered {
@@ -469,7 +469,7 @@ async fn deliver(
 /// Sends `workspace/applyEdit` and waits for the answer, for the user's
 /// review time at most; a cancel ends the wait (the editor may never
 /// answer). The message is set when the answer replaces the proposal's label.
-async fn apply_edit(
+pub(super) async fn apply_edit(
     client: &Client,
     session: &Arc<Session>,
     cancel: &CancellationToken,
@@ -576,6 +576,7 @@ fn keep(session: &Session, started: &Started, result: &fix::FixResult) {
     session.kept.keep(KeptRun {
         id: run_id(&started.registration),
         past: Arc::new(PastRun { messages: result.outcome.messages.clone(), proposed }),
+        alternatives: result.alternatives.clone().into(),
     });
 }
 

@@ -15,9 +15,11 @@ use tower_lsp_server::ls_types::{
 };
 use tower_lsp_server::{Client, LanguageServer};
 
-use super::ext::{DocumentText, DocumentTextParams, FIX_COMMAND, FixArguments};
+use super::ext::{
+    ALTERNATIVE_COMMAND, AlternativeArguments, DocumentText, DocumentTextParams, FIX_COMMAND, FixArguments,
+};
 use super::session::{ClientSupport, Session};
-use super::{convert, run};
+use super::{alternative, convert, run};
 use crate::config::settings::Settings;
 use crate::documents::Documents;
 
@@ -145,11 +147,13 @@ struct Offer {
     attach: bool,
     range: Range,
     follow_up: Option<String>,
+    /// An alternative of a kept run: applied, no model asked.
+    alternative: Option<AlternativeArguments>,
 }
 
 impl Offer {
     fn new(title: String, kind: CodeActionKind, diagnostics: Vec<Diagnostic>, attach: bool, range: Range) -> Self {
-        Self { title, kind, diagnostics, attach, range, follow_up: None }
+        Self { title, kind, diagnostics, attach, range, follow_up: None, alternative: None }
     }
 }
 
@@ -170,8 +174,9 @@ fn explicitly_requested(context: &CodeActionContext) -> bool {
 
 /// The actions for a request: a quick fix per diagnostic under the cursor,
 /// "line N" or "selection", a fix-all when the context carries several
-/// diagnostics and the user asked, and a follow-up on lines a recent run
-/// changed (`kept` finds it).
+/// diagnostics and the user asked, and a follow-up and the alternatives
+/// (the candidates not chosen) on lines a recent run changed or would have
+/// (`kept` finds it).
 fn offers(
     params: &CodeActionParams,
     only: Option<&Vec<CodeActionKind>>,
@@ -206,6 +211,12 @@ fn offers(
         }
         let path = convert::uri_to_path(&params.text_document.uri);
         if let Some(run) = path.and_then(|p| kept(&p, convert::range_lines(&range))) {
+            for a in run.alternatives.iter() {
+                offers.push(Offer {
+                    alternative: Some(AlternativeArguments { run_id: run.id.clone(), index: a.index }),
+                    ..Offer::new(a.title(), CodeActionKind::REFACTOR_REWRITE, Vec::new(), false, range)
+                });
+            }
             offers.push(Offer {
                 follow_up: Some(run.id),
                 ..Offer::new(
@@ -248,6 +259,23 @@ pub fn code_actions(
     let version = docs.version(uri.as_str());
     let action = |offer: Offer| {
         let title = offer.title;
+        if let Some(alternative) = offer.alternative {
+            let arg = alternative.to_value();
+            let (command, data) = if resolve_edit {
+                (None, Some(arg))
+            } else {
+                let command =
+                    Command { title: title.clone(), command: ALTERNATIVE_COMMAND.into(), arguments: Some(vec![arg]) };
+                (Some(command), None)
+            };
+            return CodeActionOrCommand::CodeAction(CodeAction {
+                title,
+                kind: Some(offer.kind),
+                command,
+                data,
+                ..Default::default()
+            });
+        }
         let (diagnostics, attached) =
             if offer.attach { (offer.diagnostics.clone(), Some(offer.diagnostics)) } else { (offer.diagnostics, None) };
         let arg = FixArguments {
@@ -323,7 +351,7 @@ impl LanguageServer for Backend {
                     ..Default::default()
                 })),
                 execute_command_provider: Some(ExecuteCommandOptions {
-                    commands: vec![FIX_COMMAND.to_string()],
+                    commands: vec![FIX_COMMAND.to_string(), ALTERNATIVE_COMMAND.to_string()],
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -373,7 +401,10 @@ impl LanguageServer for Backend {
         let Some(argument) = action.data.take().filter(|_| action.command.is_none()) else {
             return Ok(action);
         };
-        let edit = run::resolve_fix(self.client.clone(), self.session.clone(), argument).await?;
+        let edit = match AlternativeArguments::from_value(&argument) {
+            Ok(alternative) => alternative::resolve(&self.session, &alternative)?,
+            Err(_) => run::resolve_fix(self.client.clone(), self.session.clone(), argument).await?,
+        };
         action.edit = edit;
         Ok(action)
     }
@@ -384,10 +415,13 @@ impl LanguageServer for Backend {
                 let token = params.work_done_progress_params.work_done_token;
                 run::execute_fix(self.client.clone(), self.session.clone(), params.arguments, token).await.map(Some)
             }
+            ALTERNATIVE_COMMAND => alternative::execute(&self.client, &self.session, &params.arguments).await.map(Some),
             "agentfix.debug.panic" if std::env::var_os("AGENTFIX_DEBUG_COMMANDS").is_some() => {
                 panic!("debug panic requested")
             }
-            other => Err(Error::invalid_params(format!("unknown command `{other}`; agentfix offers `{FIX_COMMAND}`"))),
+            other => Err(Error::invalid_params(format!(
+                "unknown command `{other}`; agentfix offers `{FIX_COMMAND}` and `{ALTERNATIVE_COMMAND}`"
+            ))),
         }
     }
 }

@@ -20,7 +20,8 @@ use crate::config::downstream::DownstreamConfig;
 use crate::config::settings::Settings;
 use crate::documents::{Documents, PositionEncoding};
 use crate::downstream::Downstream;
-use crate::follow_up::PastRun;
+use crate::fix::Alternative;
+use crate::follow_up::{PastRun, ProposedFile};
 use crate::mcp::McpServers;
 use crate::position::LineRange;
 use crate::workspace::Overlay;
@@ -224,6 +225,9 @@ pub struct KeptRun {
     /// Its `runId`.
     pub id: String,
     pub past: Arc<PastRun>,
+    /// With several candidates, the ones not chosen that propose something
+    /// (offered as alternatives while the run is kept).
+    pub alternatives: Arc<[Alternative]>,
 }
 
 impl KeptRun {
@@ -256,7 +260,17 @@ impl KeptRuns {
     /// Keeps `run` (a follow-up's run replaces none: each has its own id),
     /// dropping the oldest past [`KEPT_RUNS`].
     pub fn keep(&self, run: KeptRun) {
-        let touched = run.past.proposed.iter().map(|f| (f.path.clone(), f.touched_lines())).collect();
+        // The lines of the alternatives count too: an alternative is offered
+        // on the lines it would change.
+        let alternatives = run.alternatives.iter().flat_map(|a| a.changes.iter().map(ProposedFile::from));
+        let touched = run
+            .past
+            .proposed
+            .iter()
+            .cloned()
+            .chain(alternatives)
+            .map(|f| (f.path.clone(), f.touched_lines()))
+            .collect();
         let mut runs = self.lock();
         runs.push_back((run, touched));
         while runs.len() > KEPT_RUNS {
@@ -391,6 +405,7 @@ mod tests {
                     proposed: (0..3).map(|i| if i == n % 3 { "X\n".to_string() } else { format!("{i}\n") }).collect(),
                 }],
             }),
+            alternatives: Arc::new([]),
         };
         for n in 0..KEPT_RUNS + 2 {
             kept.keep(run(n));
