@@ -574,7 +574,7 @@ impl Transcript {
                     tokens_after: *tokens_after,
                 })
             }
-            RunEvent::ToolCalls { .. } | RunEvent::Stream(_) => return,
+            RunEvent::ToolCalls { .. } | RunEvent::Stream(_) | RunEvent::Candidates { .. } => return,
         };
         self.record(&record);
     }

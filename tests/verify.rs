@@ -215,6 +215,12 @@ fn best_of_3_proposes_the_one_candidate_that_verifies() {
     assert!(err.contains("agentfix: candidate 3 of 3: verified, 2 lines changed"), "{err}");
     assert!(err.contains("(chosen)") && err.matches("(chosen)").count() == 1, "{err}");
     assert!(err.contains("agentfix: candidate 1 of 3: not verified, 2 lines changed"), "{err}");
+    // Progress is one line for all the candidates, never theirs interleaved.
+    let board: Vec<&str> = err.lines().filter(|l| l.starts_with("best of 3: #1 ")).collect();
+    assert!(board.first() == Some(&"best of 3: #1 turn 1 · #2 waiting · #3 waiting"), "{err}");
+    assert!(board.iter().any(|l| l.contains("#1 not verified · ")), "{err}");
+    assert!(board.iter().any(|l| l.ends_with("#3 verified (done)")), "{err}");
+    assert!(!err.lines().any(|l| l.starts_with("turn ")), "no candidate's own progress: {err}");
     // Every candidate ran its rounds: 3 + 3 + 2 requests, each with its own note.
     let requests = mock.requests();
     assert_eq!(requests.len(), 8, "{err}");

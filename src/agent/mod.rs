@@ -105,6 +105,10 @@ pub enum RunEvent {
     /// `None` when nothing was set up to check it), in `elapsed_ms`. Sent by
     /// the rounds around the loop, never by the loop itself.
     Checked { round: u32, line: Option<String>, elapsed_ms: u64 },
+    /// With several candidates, where each one is, on one line (`best of
+    /// 3: #1 turn 2 · #2 not verified · #3 waiting`): sent by best of N in
+    /// place of the candidates' own progress, never by the loop itself.
+    Candidates { line: String },
 }
 
 /// How the context was edited.

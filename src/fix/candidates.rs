@@ -98,6 +98,83 @@ fn rank_key(r: &FixResult) -> (bool, bool, u32, i64, u32, u64) {
     (!proposal, !verified, introduced, -fixed, lines_changed(r.changes()), cost)
 }
 
+/// Where a candidate is, for the progress line.
+#[derive(Debug, Clone, PartialEq)]
+enum State {
+    /// Not started: it waits for the first candidate's first answer.
+    Waiting,
+    Turn(u32),
+    Retrying(u32),
+    /// Its last check said so (it may go on with another round).
+    Checked {
+        verified: bool,
+    },
+    /// Ended: `verified`, `not verified`, `no edit`, `cancelled`, …
+    Ended(&'static str),
+}
+
+impl State {
+    /// The state after `event`, when it changes it.
+    fn after(&self, event: &RunEvent) -> Option<State> {
+        use crate::model::StreamUpdate::Retrying;
+        Some(match event {
+            RunEvent::Request { turn, .. } => State::Turn(*turn),
+            RunEvent::Stream(Retrying { attempt, .. }) => State::Retrying(*attempt),
+            RunEvent::Checked { line: Some(line), .. } => State::Checked { verified: line.starts_with("verified") },
+            _ => return None,
+        })
+        .filter(|s| s != self)
+    }
+
+    /// How a finished candidate ended.
+    fn ended(result: &FixResult) -> State {
+        State::Ended(match &result.verdict {
+            Verdict::Proposal(_) => match &result.verification {
+                Some(v) if v.verified => "verified",
+                Some(v) if v.line().is_some() => "not verified",
+                _ => "proposed",
+            },
+            Verdict::Cancelled => "cancelled",
+            _ => "no edit",
+        })
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            State::Waiting => "waiting".into(),
+            State::Turn(turn) => format!("turn {turn}"),
+            State::Retrying(attempt) => format!("retry {attempt}"),
+            State::Checked { verified: true } => "verified".into(),
+            State::Checked { verified: false } => "not verified".into(),
+            State::Ended(how) => format!("{how} (done)"),
+        }
+    }
+}
+
+/// Every candidate's state, said on one line whenever one changes.
+struct Board(std::sync::Mutex<Vec<State>>);
+
+impl Board {
+    fn new(count: u32) -> Self {
+        Self(std::sync::Mutex::new(vec![State::Waiting; count as usize]))
+    }
+
+    /// Sets candidate `index`'s state (from 1) and returns the new line.
+    fn set(&self, index: u32, state: State) -> String {
+        let mut states = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        states[index as usize - 1] = state;
+        let each: Vec<String> =
+            states.iter().enumerate().map(|(i, s)| format!("#{} {}", i + 1, s.describe())).collect();
+        format!("best of {}: {}", states.len(), each.join(" · "))
+    }
+
+    /// The line after `event` of candidate `index`, when it changes a state.
+    fn after(&self, index: u32, event: &RunEvent) -> Option<String> {
+        let now = self.0.lock().unwrap_or_else(|e| e.into_inner())[index as usize - 1].clone();
+        now.after(event).map(|state| self.set(index, state))
+    }
+}
+
 /// The index of the best of `results`.
 pub(super) fn best(results: &[FixResult]) -> usize {
     (0..results.len()).min_by_key(|&i| (rank_key(&results[i]), i)).unwrap_or(0)
@@ -110,9 +187,10 @@ pub(super) async fn run(prepared: &Prepared, services: Services<'_>, request: Re
     let first_answer = tokio::sync::Notify::new();
     let answered = AtomicBool::new(false);
     let tokens: Vec<CancellationToken> = (0..count).map(|_| services.cancel.child_token()).collect();
+    let board = Board::new(count);
     let mut running: FuturesUnordered<_> = (1..=count)
         .map(|index| {
-            let (services, tokens, request) = (&services, &tokens, &request);
+            let (services, tokens, request, board) = (&services, &tokens, &request, &board);
             let (first_answer, answered) = (&first_answer, &answered);
             async move {
                 // Woken by the first candidate's first answer (or its end);
@@ -129,7 +207,11 @@ pub(super) async fn run(prepared: &Prepared, services: Services<'_>, request: Re
                     if index == 1 && matches!(e, RunEvent::Response { .. }) && !answered.swap(true, Ordering::SeqCst) {
                         first_answer.notify_waiters();
                     }
-                    (services.progress)(e);
+                    // One line for all, in place of each candidate's own
+                    // (its transcript has them all).
+                    if let Some(line) = board.after(index, &e) {
+                        (services.progress)(RunEvent::Candidates { line });
+                    }
                 };
                 let mine =
                     Services { cancel: tokens[index as usize - 1].clone(), progress: &progress, ..services.clone() };
@@ -138,6 +220,8 @@ pub(super) async fn run(prepared: &Prepared, services: Services<'_>, request: Re
                 if index == 1 && !answered.swap(true, Ordering::SeqCst) {
                     first_answer.notify_waiters();
                 }
+                let line = board.set(index, State::ended(&result));
+                (services.progress)(RunEvent::Candidates { line });
                 (index, result)
             }
         })
@@ -227,6 +311,25 @@ mod tests {
     fn notes_number_the_candidates_and_differ() {
         assert!(note(2, 3).starts_with("(This is candidate 2 of 3 independent attempts"));
         assert_ne!(note(1, 3), note(2, 3));
+    }
+
+    #[test]
+    fn the_progress_line_says_where_each_candidate_is() {
+        use crate::model::StreamUpdate;
+        let board = Board::new(3);
+        let request = |turn| RunEvent::Request { turn, new_messages: vec![], max_output_tokens: 1, allow_tools: true };
+        assert_eq!(board.after(1, &request(1)).unwrap(), "best of 3: #1 turn 1 · #2 waiting · #3 waiting");
+        assert_eq!(board.after(1, &request(1)), None, "no new line without a change");
+        assert_eq!(board.after(1, &RunEvent::ToolCalls { turn: 1, calls: vec!["read_file a.py".into()] }), None);
+        let retry = RunEvent::Stream(StreamUpdate::Retrying { attempt: 1, delay_ms: 400, reason: "429".into() });
+        assert_eq!(board.after(2, &retry).unwrap(), "best of 3: #1 turn 1 · #2 retry 1 · #3 waiting");
+        let checked = |line: &str| RunEvent::Checked { round: 1, line: Some(line.into()), elapsed_ms: 5 };
+        assert_eq!(
+            board.after(1, &checked("not verified: test failed")).unwrap(),
+            "best of 3: #1 not verified · #2 retry 1 · #3 waiting"
+        );
+        assert_eq!(board.after(1, &request(3)).unwrap(), "best of 3: #1 turn 3 · #2 retry 1 · #3 waiting");
+        assert_eq!(board.set(3, State::Ended("verified")), "best of 3: #1 turn 3 · #2 retry 1 · #3 verified (done)");
     }
 
     #[test]

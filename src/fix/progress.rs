@@ -126,6 +126,7 @@ impl ProgressLines {
             RunEvent::Checked { round, line, elapsed_ms } => line.as_ref().and_then(|line| {
                 plain(format!("round {round}: {line} (checked in {:.1} s)", *elapsed_ms as f64 / 1000.0))
             }),
+            RunEvent::Candidates { line } => plain(line.clone()),
             RunEvent::ToolResult { .. } => None,
         }
     }
