@@ -257,3 +257,55 @@ fn first_verified_cancels_the_other_candidates() {
         assert!(line.contains("not verified, 0 lines changed") && line.ends_with("cancelled"), "{err}");
     }
 }
+
+#[test]
+fn from_the_first_edit_the_reading_is_paid_once_and_the_candidates_fork_there() {
+    let ws = workspace();
+    let mock = MockModel::start();
+    // The exploration: one read, then the first edit, where it forks.
+    mock.push(tool_reply(&[("toolu_read", "read_file", json!({"path": "calc.py"}))]));
+    mock.push(edit("toolu_first", "    return a / b\n", BROKEN));
+    // Candidate 1 goes on with that edit (its requests carry its result),
+    // and insists after the failing check.
+    mock.push_for("toolu_first", text_reply("Guarded the division."));
+    mock.push_for("toolu_first", text_reply("It looks right to me."));
+    // Candidates 2 and 3 are asked again, with their notes.
+    mock.push_for("candidate 2 of 3", edit("toolu_2", "    return a / b\n", GUARD));
+    mock.push_for("candidate 2 of 3", text_reply("Guarded the division by zero."));
+    let none = "    # None, not an error\n    if b == 0:\n        return None\n    return a / b\n";
+    mock.push_for("candidate 3 of 3", edit("toolu_3", "    return a / b\n", none));
+    mock.push_for("candidate 3 of 3", text_reply("Returned None for zero."));
+    let (out, _) = fix_candidates(&ws, &mock, 3, json!({"candidatesFrom": "first-edit"}));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("agentfix: candidate 1 of 3: not verified"), "{err}");
+    assert!(err.contains("agentfix: candidate 2 of 3: verified") && err.contains("(chosen)"), "{err}");
+    let diff = String::from_utf8_lossy(&out.stdout);
+    assert!(diff.contains("+        return 0") && !diff.contains("BROKEN"), "{diff}");
+    let requests = mock.requests();
+    // 2 to explore, then 2 each (candidate 1's edit was the exploration's).
+    assert_eq!(requests.len(), 8, "{err}");
+    let explored = requests[1].body["messages"].as_array().unwrap().clone();
+    for k in [2, 3] {
+        let mine: Vec<&Recorded> =
+            requests.iter().filter(|r| r.body.to_string().contains(&format!("candidate {k} of 3"))).collect();
+        let messages = mine[0].body["messages"].as_array().unwrap();
+        // The exploration's conversation, with the note after its read's result.
+        assert_eq!(messages.len(), explored.len(), "candidate {k}");
+        assert_eq!(messages[..explored.len() - 1], explored[..explored.len() - 1], "candidate {k}");
+        let last = messages.last().unwrap()["content"].as_array().unwrap();
+        assert_eq!(last[0]["type"], "tool_result");
+        assert!(last.last().unwrap()["text"].as_str().unwrap().contains(&format!("candidate {k} of 3")));
+        assert!(!mine[0].body.to_string().contains("toolu_first"), "the first edit is not theirs");
+    }
+    assert_eq!(mock.remaining(), 0);
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+
+    // A model that finishes without an edit: nothing to fork, one run.
+    let mock = MockModel::start();
+    mock.push(text_reply("The division is fine as it is."));
+    let (out, _) = fix_candidates(&ws, &mock, 3, json!({"candidatesFrom": "first-edit"}));
+    let err = stderr(&out);
+    assert_eq!(mock.requests().len(), 1, "{err}");
+    assert!(!err.contains("candidate 1 of 3"), "{err}");
+}

@@ -183,6 +183,10 @@ pub enum Stop {
     ModelError(ModelError),
     /// A stop reason this version does not know.
     Unknown(String),
+    /// The tools asked to stop before running the model's calls (best of N
+    /// forks the run there, `candidatesFrom: first-edit`); the conversation
+    /// ends with those calls, not run.
+    Forked,
 }
 
 impl Stop {
@@ -205,6 +209,7 @@ impl Stop {
             Stop::ToolFatal(_) => "tool_error",
             Stop::ModelError(_) => "model_error",
             Stop::Unknown(_) => "unknown",
+            Stop::Forked => "forked",
         }
     }
 
@@ -249,6 +254,7 @@ impl Stop {
             Stop::ToolFatal(e) => format!("a tool failed: {e}"),
             Stop::ModelError(e) => e.message.clone(),
             Stop::Unknown(s) => format!("the model stopped for an unknown reason `{s}`"),
+            Stop::Forked => "the run was forked into candidates at the model's first edit".into(),
         }
     }
 }
@@ -447,12 +453,29 @@ pub async fn run(
         window_retried: false,
     };
     run.fixed_bytes = context::fixed_bytes(run.system, &run.specs);
+    // A conversation that ends with the model's calls (a forked run) runs
+    // them first.
+    if let Some(calls) = pending_calls(&run.messages)
+        && let ControlFlow::Break(stop) = run.tool_turn(calls).await
+    {
+        return run.end(stop).await;
+    }
     let stop = loop {
         if let ControlFlow::Break(stop) = run.turn().await {
             break stop;
         }
     };
     run.end(stop).await
+}
+
+/// The model's calls that end `messages`, not run yet.
+fn pending_calls(messages: &[Message]) -> Option<Vec<ToolCall>> {
+    let last = messages.last().filter(|m| m.role == Role::Assistant)?;
+    let calls: Vec<ToolCall> = last
+        .tool_calls()
+        .map(|(id, name, input)| ToolCall { id: id.to_string(), name: name.to_string(), input: input.clone() })
+        .collect();
+    (!calls.is_empty()).then_some(calls)
 }
 
 impl Run<'_> {
@@ -868,6 +891,10 @@ impl Run<'_> {
     /// limits, and adds their results in one user message; a fatal result
     /// or the convergence guard ends the run.
     async fn tool_turn(&mut self, calls: Vec<ToolCall>) -> ControlFlow<Stop> {
+        let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+        if self.tools.stops_before(&names) {
+            return ControlFlow::Break(Stop::Forked);
+        }
         (self.events)(RunEvent::ToolCalls {
             turn: self.turns,
             calls: calls.iter().map(|c| describe_call(&c.name, &c.input)).collect(),

@@ -163,6 +163,10 @@ pub struct Settings {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = super::candidates::CandidatesStop::All))]
     pub candidates_stop: Option<super::candidates::CandidatesStop>,
+    /// Where the candidates begin: `start` (each explores the task on its own) or `first-edit` (one exploration, forked into the candidates at the model's first edit, so the reading is paid once).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = super::candidates::CandidatesFrom::Start))]
+    pub candidates_from: Option<super::candidates::CandidatesFrom>,
     /// Start the default language servers found on `PATH` for languages not in `languageServers`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = true, "x-env" = "AGENTFIX_DEFAULT_LANGUAGE_SERVERS"))]

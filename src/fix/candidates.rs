@@ -13,12 +13,13 @@ use futures::stream::FuturesUnordered;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::run::{FixResult, run_one};
+use super::run::{Begin, FixResult, run_one};
 use super::verdict::{Spend, Verdict};
 use super::{Prepared, Request, Services};
 use crate::agent::{RunEvent, Stop};
-use crate::config::candidates::CandidatesStop;
+use crate::config::candidates::{CandidatesFrom, CandidatesStop};
 use crate::config::limits::CostLimit;
+use crate::follow_up;
 use crate::workspace::{FileChange, unified_diff};
 
 /// One candidate as the result lists it.
@@ -181,18 +182,75 @@ pub(super) fn best(results: &[FixResult]) -> usize {
 }
 
 /// Runs `count` candidates of `request` and returns the best, with every
-/// candidate's turns, tokens and cost summed and each listed.
+/// candidate's turns, tokens and cost summed and each listed. From the
+/// first edit (`candidatesFrom`), one exploration runs to the model's first
+/// edit and the candidates go on from there: the first with that edit, the
+/// others asked again with their notes.
 pub(super) async fn run(prepared: &Prepared, services: Services<'_>, request: Request, count: u32) -> FixResult {
+    if prepared.config.candidates.from == CandidatesFrom::Start {
+        let begins = (1..=count).map(|i| Begin::Task { note: Some(note(i, count)) }).collect();
+        let results = race(prepared, &services, &request, begins, Stagger::AfterFirstAnswer, None).await;
+        return combine(results, services.cancel.is_cancelled(), prepared, None);
+    }
+    let started = std::time::Instant::now();
+    let explored = run_one(prepared, services.clone(), &request, Begin::Explore).await;
+    // No edit to fork at (the model finished, a limit, a cancel): that is
+    // the run.
+    if explored.outcome.stop != Stop::Forked {
+        return explored;
+    }
+    let shared = &explored.outcome.messages;
+    let begins = (1..=count)
+        .map(|i| Begin::Forked(if i == 1 { shared.clone() } else { follow_up::continued(shared, note(i, count)) }))
+        .collect();
+    let spent = Spent { turns: explored.outcome.turns, usage: explored.outcome.usage, elapsed: started.elapsed() };
+    let results = race(prepared, &services, &request, begins, Stagger::None, Some(spent)).await;
+    combine(results, services.cancel.is_cancelled(), prepared, Some(&explored))
+}
+
+/// When the candidates after the first start.
+#[derive(Clone, Copy, PartialEq)]
+enum Stagger {
+    /// Once the first has its first answer (the prompt cache is written).
+    AfterFirstAnswer,
+    /// All at once.
+    None,
+}
+
+/// What an exploration took before the candidates forked.
+#[derive(Clone, Copy)]
+struct Spent {
+    turns: u32,
+    usage: crate::model::Usage,
+    elapsed: std::time::Duration,
+}
+
+/// Runs one candidate per `begins` entry (indexes from 1) concurrently, each
+/// in a fresh overlay with its share of what `spent` left, and returns
+/// their results by index.
+async fn race(
+    prepared: &Prepared,
+    services: &Services<'_>,
+    request: &Request,
+    begins: Vec<Begin>,
+    stagger: Stagger,
+    spent: Option<Spent>,
+) -> Vec<(u32, FixResult)> {
+    let count = begins.len() as u32;
     let stop = request.candidates_stop.unwrap_or(prepared.config.candidates.stop);
     let first_answer = tokio::sync::Notify::new();
-    let answered = AtomicBool::new(false);
+    let answered = AtomicBool::new(stagger == Stagger::None);
     let tokens: Vec<CancellationToken> = (0..count).map(|_| services.cancel.child_token()).collect();
     let board = Board::new(count);
-    let mut running: FuturesUnordered<_> = (1..=count)
-        .map(|index| {
-            let (services, tokens, request, board) = (&services, &tokens, &request, &board);
+    let config = share(&prepared.config, count, spent);
+    let mut running: FuturesUnordered<_> = begins
+        .into_iter()
+        .zip(1..)
+        .map(|(begin, index)| {
+            let (tokens, board, config) = (&tokens, &board, &config);
             let (first_answer, answered) = (&first_answer, &answered);
             async move {
+                let token = &tokens[index as usize - 1];
                 // Woken by the first candidate's first answer (or its end);
                 // the wait is registered before the flag is read, so a
                 // wake-up between the two is not lost.
@@ -200,7 +258,7 @@ pub(super) async fn run(prepared: &Prepared, services: Services<'_>, request: Re
                 if index > 1 && !answered.load(Ordering::SeqCst) {
                     tokio::select! {
                         _ = woken => {}
-                        _ = tokens[index as usize - 1].cancelled() => {}
+                        _ = token.cancelled() => {}
                     }
                 }
                 let progress = |e: RunEvent| {
@@ -213,10 +271,8 @@ pub(super) async fn run(prepared: &Prepared, services: Services<'_>, request: Re
                         (services.progress)(RunEvent::Candidates { line });
                     }
                 };
-                let mine =
-                    Services { cancel: tokens[index as usize - 1].clone(), progress: &progress, ..services.clone() };
-                let candidate = prepared.fresh(share(prepared, count));
-                let result = run_one(&candidate, mine, request, Some(&note(index, count))).await;
+                let mine = Services { cancel: token.clone(), progress: &progress, ..services.clone() };
+                let result = run_one(&prepared.fresh(config.clone()), mine, request, begin).await;
                 if index == 1 && !answered.swap(true, Ordering::SeqCst) {
                     first_answer.notify_waiters();
                 }
@@ -240,22 +296,37 @@ pub(super) async fn run(prepared: &Prepared, services: Services<'_>, request: Re
     }
     drop(running);
     results.sort_by_key(|(i, _)| *i);
-    combine(results, services.cancel.is_cancelled(), prepared)
+    results
 }
 
-/// A candidate's configuration: its share of `maxTokens` and `maxCostUsd`,
-/// so that their sum bounds the run.
-fn share(prepared: &Prepared, count: u32) -> crate::config::Config {
-    let mut config = prepared.config.clone();
+/// A candidate's configuration: its share of what `spent` left of
+/// `maxTokens` and `maxCostUsd` (so that their sum bounds the run), and of
+/// `maxTurns` and the wall clock after it.
+fn share(config: &crate::config::Config, count: u32, spent: Option<Spent>) -> crate::config::Config {
+    let mut config = config.clone();
+    let price = config.price();
     let l = &mut config.limits;
+    if let Some(spent) = spent {
+        l.max_tokens = l.max_tokens.saturating_sub(spent.usage.billed());
+        let cost = Spend::of(&spent.usage, price).cost_usd.unwrap_or(0.0);
+        l.max_cost = l.max_cost.map(|c| CostLimit { usd: (c.usd - cost).max(0.0), ..c });
+        l.max_turns = l.max_turns.saturating_sub(spent.turns);
+        l.timeout = l.timeout.saturating_sub(spent.elapsed);
+    }
     l.max_tokens /= u64::from(count);
     l.max_cost = l.max_cost.map(|c| CostLimit { usd: c.usd / f64::from(count), ..c });
     config
 }
 
-/// The best of `results` (by index) with the sums and the list; a cancel by
-/// the user cancels the whole.
-fn combine(results: Vec<(u32, FixResult)>, cancelled: bool, prepared: &Prepared) -> FixResult {
+/// The best of `results` (by index) with the sums (the exploration's too,
+/// when they forked from one) and the list; a cancel by the user cancels the
+/// whole.
+fn combine(
+    results: Vec<(u32, FixResult)>,
+    cancelled: bool,
+    prepared: &Prepared,
+    explored: Option<&FixResult>,
+) -> FixResult {
     let (indexes, mut results): (Vec<u32>, Vec<FixResult>) = results.into_iter().unzip();
     let chosen = best(&results);
     let summaries = indexes
@@ -272,7 +343,7 @@ fn combine(results: Vec<(u32, FixResult)>, cancelled: bool, prepared: &Prepared)
         })
         .collect();
     let (mut turns, mut usage) = (0, crate::model::Usage::default());
-    for r in &results {
+    for r in explored.into_iter().chain(&results) {
         turns += r.outcome.turns;
         usage.add(r.outcome.usage);
     }

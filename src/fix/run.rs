@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::prompt::{SYSTEM_PROMPT, outline, system_prompt, task_prompt};
 use super::rounds::{Ended, Rounds};
-use super::toolbox::{KeyScrubbed, toolbox};
+use super::toolbox::{KeyScrubbed, UntilEdit, toolbox};
 use super::verdict::{Spend, Verdict};
 use super::verify::{Checker, Verification};
 use super::{Prepared, Request, Services};
@@ -62,16 +62,23 @@ pub async fn run(prepared: &Prepared, services: Services<'_>, request: Request) 
     if count > 1 {
         return super::candidates::run(prepared, services, request, count).await;
     }
-    run_one(prepared, services, &request, None).await
+    run_one(prepared, services, &request, Begin::Task { note: None }).await
 }
 
-/// One run; `note` (a candidate's variation note) ends its first message.
-pub(super) async fn run_one(
-    prepared: &Prepared,
-    services: Services<'_>,
-    request: &Request,
-    note: Option<&str>,
-) -> FixResult {
+/// Where a run begins.
+pub(super) enum Begin {
+    /// The task (or the follow-up's conversation), a candidate's variation
+    /// note at the end of its first message.
+    Task { note: Option<String> },
+    /// The task, to the model's first edit: the run ends `Forked` there,
+    /// before running it (best of N from the first edit).
+    Explore,
+    /// A conversation forked from an exploration.
+    Forked(Vec<Message>),
+}
+
+/// One run from `begin`.
+pub(super) async fn run_one(prepared: &Prepared, services: Services<'_>, request: &Request, begin: Begin) -> FixResult {
     let started = std::time::Instant::now();
     let (config, overlay, target) = (&prepared.config, prepared.overlay.clone(), &request.target);
     let system = match &prepared.system {
@@ -83,11 +90,19 @@ pub(super) async fn run_one(
     let root = overlay.workspace().primary_root().to_path_buf();
     // Symbol tools only when a language server exists for the target.
     let symbols = symbols.filter(|s| s.available(&target.path));
-    let outline = outline(symbols.as_deref(), &overlay, target, cancel).await;
-    let mut messages = first_messages(config, &overlay, request, outline.as_deref());
-    if let Some(note) = note {
-        messages = follow_up::continued(&messages, note.to_string());
-    }
+    let explores = matches!(begin, Begin::Explore);
+    let messages = match begin {
+        // A fork goes on from its conversation: nothing to read again.
+        Begin::Forked(messages) => messages,
+        begin => {
+            let outline = outline(symbols.as_deref(), &overlay, target, cancel).await;
+            let first = first_messages(config, &overlay, request, outline.as_deref());
+            match begin {
+                Begin::Task { note: Some(note) } => follow_up::continued(&first, note),
+                _ => first,
+            }
+        }
+    };
     let ctx = ToolContext {
         overlay: overlay.clone(),
         symbols: symbols.clone(),
@@ -115,7 +130,9 @@ pub(super) async fn run_one(
         }
         progress(e);
     };
-    let tools = KeyScrubbed::new(&toolbox, config.key_redactor());
+    let scrubbed = KeyScrubbed::new(&toolbox, config.key_redactor());
+    let until_edit = UntilEdit(&scrubbed);
+    let tools: &dyn ToolSet = if explores { &until_edit } else { &scrubbed };
     let checker = Checker {
         symbols: symbols.as_deref().filter(|_| config.verify.diagnostics),
         commands: commands.as_ref(),
@@ -124,7 +141,7 @@ pub(super) async fn run_one(
     let rounds = Rounds {
         system: &system,
         model: &*model,
-        tools: &tools,
+        tools,
         limits,
         cancel,
         observe: &observe,

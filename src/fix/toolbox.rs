@@ -69,6 +69,36 @@ impl ToolSet for KeyScrubbed<'_> {
     fn state(&self) -> Option<String> {
         self.inner.state().map(|s| self.redactor.redact_file_text(&s).into_owned())
     }
+
+    fn stops_before(&self, names: &[&str]) -> bool {
+        self.inner.stops_before(names)
+    }
+}
+
+/// The tools that change files.
+const EDIT_TOOLS: &[&str] = &[crate::tools::EditFile::NAME, crate::tools::WriteFile::NAME];
+
+/// The run's tools, with the loop stopped before the model's first edit:
+/// best of N from the first edit shares what came before it.
+pub(super) struct UntilEdit<'a>(pub &'a dyn ToolSet);
+
+#[async_trait::async_trait]
+impl ToolSet for UntilEdit<'_> {
+    fn specs(&self) -> Vec<crate::model::ToolSpec> {
+        self.0.specs()
+    }
+
+    async fn call(&self, name: &str, input: &serde_json::Value) -> crate::tools::ToolOutput {
+        self.0.call(name, input).await
+    }
+
+    fn state(&self) -> Option<String> {
+        self.0.state()
+    }
+
+    fn stops_before(&self, names: &[&str]) -> bool {
+        names.iter().any(|n| EDIT_TOOLS.contains(n))
+    }
 }
 
 /// `commands.autoApprove`: every configured command may run.

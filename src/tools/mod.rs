@@ -128,6 +128,13 @@ pub trait ToolSet: Send + Sync {
     fn state(&self) -> Option<String> {
         None
     }
+
+    /// Whether the loop stops before running calls of these tools (the run
+    /// then ends `Forked`, the calls not run): best of N forks a run at its
+    /// first edit. Never, by default.
+    fn stops_before(&self, _names: &[&str]) -> bool {
+        false
+    }
 }
 
 /// Numbers lines for the model: `   12\ttext`.
