@@ -5,7 +5,11 @@
 //! no context editing (the naive append every other row is measured against), editing only
 //! near the budget (`contextEditing: budget`), the shipped defaults, and the defaults against a
 //! model that refuses prompts over 60K tokens (with the defaults, and editing only near the budget,
-//! where the refusal comes and is recovered from). It measures tokens, not time, so it is a plain
+//! where the refusal comes and is recovered from), and best of 3 with the defaults, its
+//! candidates each exploring from the start (`candidatesFrom: start`, the others started once
+//! the first has its first answer) or forked from one exploration at the first edit
+//! (`candidatesFrom: first-edit`), against three separate runs (three times the defaults
+//! row: each its own session, its own cache). It measures tokens, not time, so it is a plain
 //! `main`: it prints a table, then checks the issue's targets and exits non-zero when one is
 //! missed. `cargo bench --bench economy`.
 
@@ -14,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agentfix::config::Config;
+use agentfix::config::candidates::CandidatesFrom;
 use agentfix::config::limits::{ContextEditing, DEFAULT_CONTEXT_BUDGET};
 use agentfix::config::provider::ProviderKind;
 use agentfix::config::settings::Settings;
@@ -43,6 +48,8 @@ struct Row {
     output: u64,
     stop: String,
     right_edit: bool,
+    /// Best of N: how many different proposals the candidates made.
+    distinct: Option<usize>,
 }
 
 /// The budget of the naive-append row: no context editing at all.
@@ -55,6 +62,14 @@ struct Session {
     /// `None`: the shipped default.
     context_editing: Option<ContextEditing>,
     context_limit: Option<u64>,
+    /// Best of this many, beginning there.
+    candidates: Option<(u32, CandidatesFrom)>,
+}
+
+impl Session {
+    const fn plain(name: &'static str, editing: Option<ContextEditing>, budget: u64, limit: Option<u64>) -> Self {
+        Self { name, context_budget: budget, context_editing: editing, context_limit: limit, candidates: None }
+    }
 }
 
 fn settings(base_url: String, session: &Session) -> Settings {
@@ -71,7 +86,11 @@ fn settings(base_url: String, session: &Session) -> Settings {
         base_url: Some(base_url),
         // The shipped defaults, but for the naive-append row.
         max_turns: naive.then_some(MAX_TURNS),
-        max_tokens: naive.then_some(MAX_TOKENS),
+        // Best of N shares maxTokens among the candidates: high enough that
+        // none is cut short.
+        max_tokens: (naive || session.candidates.is_some()).then_some(MAX_TOKENS),
+        candidates: session.candidates.map(|(n, _)| n),
+        candidates_from: session.candidates.map(|(_, from)| from),
         context_budget: Some(session.context_budget),
         context_editing: session.context_editing,
         transcripts: Some(false),
@@ -100,7 +119,7 @@ fn run_session(runtime: &tokio::runtime::Runtime, session: &Session) -> Row {
     if let Some(limit) = session.context_limit {
         mock.set_context_limit(limit);
     }
-    mock.push_all(mock_model::economy_replies());
+    script(&mock, session.candidates);
 
     // Only the key comes from the "environment": nothing of the host's leaks in.
     let env = |var: &str| (var == "ANTHROPIC_API_KEY").then(|| mock_model::API_KEY.to_string());
@@ -118,8 +137,17 @@ fn run_session(runtime: &tokio::runtime::Runtime, session: &Session) -> Row {
         .expect("a target");
     let model = prepared.model().expect("provider");
     let result = runtime.block_on(fix::run(&prepared, Services::model_only(model, &|_| {}), request));
+    // Either guard is right (best of N: the last candidate writes the other).
+    let right = |text: &str| mock_model::economy_fixed(&text.replace(OTHER_GUARD, mock_model::ECONOMY_NEW_TEXT));
     let right_edit = matches!(&result.verdict, Verdict::Proposal(p)
-        if p.changes.len() == 1 && p.changes[0].path == target_path && mock_model::economy_fixed(&p.changes[0].new_text));
+        if p.changes.len() == 1 && p.changes[0].path == target_path && right(&p.changes[0].new_text));
+    let distinct = session.candidates.map(|_| {
+        let mut proposals: Vec<String> = result.alternatives.iter().map(|a| a.changes[0].new_text.clone()).collect();
+        proposals.extend(result.changes().first().map(|c| c.new_text.clone()));
+        proposals.sort();
+        proposals.dedup();
+        proposals.len()
+    });
     let violations = mock.violations();
     if !violations.is_empty() {
         println!("{name}: the mock refused requests as the real API would: {violations:#?}");
@@ -132,6 +160,53 @@ fn run_session(runtime: &tokio::runtime::Runtime, session: &Session) -> Row {
         output: result.outcome.usage.output_tokens,
         stop: result.outcome.stop.as_str().to_string(),
         right_edit,
+        distinct,
+    }
+}
+
+/// The guard as the last candidate of a best of N writes it.
+const OTHER_GUARD: &str = "    if not count:\n        return 0.0\n    return total / count\n";
+
+/// The session's replies: once, or per candidate (routed by each one's
+/// note; from the first edit, the exploration's reads and edit once, then
+/// the first candidate's summary, routed by that edit's id, and the others'
+/// edits and summaries). The last candidate writes the guard another way,
+/// so that the candidates do not all agree.
+fn script(mock: &MockModel, candidates: Option<(u32, CandidatesFrom)>) {
+    let Some((n, from)) = candidates else {
+        mock.push_all(mock_model::economy_replies());
+        return;
+    };
+    // Each candidate's edit has an id of its own; the last writes the guard another way.
+    let edit = |k: u32| {
+        let new_text = if k == n { OTHER_GUARD } else { mock_model::ECONOMY_NEW_TEXT };
+        let input = serde_json::json!({"path": mock_model::ECONOMY_TARGET, "old_text": mock_model::ECONOMY_OLD_TEXT,
+            "new_text": new_text, "reason": "mean() of an empty list divided by zero."});
+        mock_model::tool_reply(&[(&format!("toolu_econ_edit_{k}"), "edit_file", input)])
+    };
+    let mut replies: Vec<Vec<mock_model::Reply>> = (1..=n)
+        .map(|k| {
+            let mut replies = mock_model::economy_replies();
+            replies[mock_model::ECONOMY_READS] = edit(k);
+            replies
+        })
+        .collect();
+    let marker = |k: u32| format!("candidate {k} of {n}");
+    match from {
+        CandidatesFrom::Start => {
+            for (k, replies) in (1..).zip(replies) {
+                replies.into_iter().for_each(|r| mock.push_for(&marker(k), r));
+            }
+        }
+        CandidatesFrom::FirstEdit => {
+            let mut first = replies.remove(0);
+            let summary = first.pop().unwrap();
+            mock.push_all(first);
+            mock.push_for("toolu_econ_edit_1", summary);
+            for (k, replies) in (2..).zip(replies) {
+                replies.into_iter().skip(mock_model::ECONOMY_READS).for_each(|r| mock.push_for(&marker(k), r));
+            }
+        }
     }
 }
 
@@ -139,43 +214,40 @@ fn main() {
     // `cargo bench` passes `--bench`; there is nothing to filter.
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     // The default budget is set explicitly so the table says what it measured.
+    let budget = DEFAULT_CONTEXT_BUDGET;
     let sessions = [
-        Session {
-            name: "caching, no editing",
-            context_budget: NO_BUDGET,
-            context_editing: Some(ContextEditing::Budget),
-            context_limit: None,
-        },
-        Session {
-            name: "editing near budget",
-            context_budget: DEFAULT_CONTEXT_BUDGET,
-            context_editing: Some(ContextEditing::Budget),
-            context_limit: None,
-        },
-        Session {
-            name: "defaults",
-            context_budget: DEFAULT_CONTEXT_BUDGET,
-            context_editing: None,
-            context_limit: None,
-        },
-        Session {
-            name: "defaults, 60K window",
-            context_budget: DEFAULT_CONTEXT_BUDGET,
-            context_editing: None,
-            context_limit: Some(CONTEXT_LIMIT),
-        },
+        Session::plain("caching, no editing", Some(ContextEditing::Budget), NO_BUDGET, None),
+        Session::plain("editing near budget", Some(ContextEditing::Budget), budget, None),
+        Session::plain("defaults", None, budget, None),
+        Session::plain("defaults, 60K window", None, budget, Some(CONTEXT_LIMIT)),
         // The window bites only when the context grows past it: editing near the budget.
+        Session::plain("near budget, 60K", Some(ContextEditing::Budget), budget, Some(CONTEXT_LIMIT)),
         Session {
-            name: "near budget, 60K",
-            context_budget: DEFAULT_CONTEXT_BUDGET,
-            context_editing: Some(ContextEditing::Budget),
-            context_limit: Some(CONTEXT_LIMIT),
+            candidates: Some((3, CandidatesFrom::Start)),
+            ..Session::plain("best of 3, start", None, budget, None)
+        },
+        Session {
+            candidates: Some((3, CandidatesFrom::FirstEdit)),
+            ..Session::plain("best of 3, 1st edit", None, budget, None)
         },
     ];
     let rows: Vec<Row> = sessions.iter().map(|s| run_session(&runtime, s)).collect();
     print_table(&rows);
     let naive_append = rows[0].stats.naive_input as f64;
     let (defaults, window) = (&rows[2], &rows[3]);
+    let cost = |r: &Row| row_cost(r).unwrap_or(f64::NAN);
+    let three = 3.0 * cost(defaults);
+    println!("best of 3 against three separate runs (3 x the defaults row, {}):", format_usd(three));
+    for r in &rows[5..] {
+        println!(
+            "  {:<20} {} = {:.2} x three runs; {} different proposals of 3; the right edit: {}",
+            r.name,
+            format_usd(cost(r)),
+            cost(r) / three,
+            r.distinct.unwrap_or(0),
+            if r.right_edit { "yes" } else { "no" }
+        );
+    }
     let checks = [
         (
             format!("billed input <= {:.0} % of the naive append (defaults)", TARGET_SHARE * 100.0),
@@ -187,6 +259,11 @@ fn main() {
         ),
         ("the right edit with the shipped defaults".to_string(), defaults.right_edit),
         ("the right edit against the 60K window".to_string(), window.right_edit && rows[4].right_edit),
+        (
+            "best of 3 (either start) costs less than three separate runs".to_string(),
+            rows[5..].iter().all(|r| cost(r) < three),
+        ),
+        ("best of 3 proposes the right edit".to_string(), rows[5..].iter().all(|r| r.right_edit)),
     ];
     println!("targets (issue \"fix economy\"):");
     for (what, met) in &checks {
@@ -197,10 +274,17 @@ fn main() {
     }
 }
 
+/// What a row cost at the session's model's list price.
+fn row_cost(row: &Row) -> Option<f64> {
+    let s = &row.stats;
+    let tokens =
+        TokenCounts { input: s.input, output: row.output, cache_read: s.cache_read, cache_write: s.cache_write };
+    price_of(MODEL, &BTreeMap::new()).map(|p| p.cost(&tokens))
+}
+
 /// The table of the rows, billed input as a share of the first row's naive input.
 fn print_table(rows: &[Row]) {
     let naive_append = rows[0].stats.naive_input as f64;
-    let price = price_of(MODEL, &BTreeMap::new());
     println!();
     println!(
         "economy: {} reads of ~20 KB, 1 edit, 1 summary; {MODEL}, mock with prompt caching (min 1024 tokens); the shipped maxTurns, maxTokens and contextBudget {DEFAULT_CONTEXT_BUDGET} (first row: maxTurns {MAX_TURNS}, maxTokens {MAX_TOKENS}, no budget); billed% is of the first row's naive input (the naive append)",
@@ -221,9 +305,7 @@ fn print_table(rows: &[Row]) {
     );
     for row in rows {
         let s = &row.stats;
-        let tokens =
-            TokenCounts { input: s.input, output: row.output, cache_read: s.cache_read, cache_write: s.cache_write };
-        let cost = price.map_or_else(|| "n/a".to_string(), |p| format_usd(p.cost(&tokens)));
+        let cost = row_cost(row).map_or_else(|| "n/a".to_string(), format_usd);
         println!(
             "{:<20} {:>8} {:>12} {:>12.0} {:>6.1}% {:>9} {:>8} {:>8} {:>10} {:>10}",
             row.name,
