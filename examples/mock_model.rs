@@ -12,8 +12,12 @@
 //! one of `{"text": "…"}`, `{"tools": [["id", "name", {input}], …]}`,
 //! `{"message": {assistant message object}}`, `{"status": 429, "body": {…},
 //! "headers": [["retry-after", "1"]]}`, `{"hang": true}`, or
-//! `{"delay_ms": 500, "reply": {…}}`. With `--log`, every request received
-//! is appended to the file as one JSON line `{method, path, body}`.
+//! `{"delay_ms": 500, "reply": {…}}`. An item with `"for": "<marker>"` as
+//! well (`{"for": "candidate 2 of 3", "text": "…"}`) answers only requests
+//! whose body contains the marker, such as a best-of-N candidate's note;
+//! those consume their own items in order, before the plain ones
+//! (`MockModel::push_for`). With `--log`, every request received is appended
+//! to the file as one JSON line `{method, path, body}`.
 
 use std::io::{BufRead, Write};
 use std::time::Duration;
@@ -72,7 +76,11 @@ fn main() {
     let items: Vec<Value> = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
     let mock = MockModel::start();
     for item in &items {
-        mock.push(reply(item).unwrap_or_else(|e| panic!("{path}: {e}")));
+        let r = reply(item).unwrap_or_else(|e| panic!("{path}: {e}"));
+        match item.get("for").and_then(Value::as_str) {
+            Some(marker) => mock.push_for(marker, r),
+            None => mock.push(r),
+        }
     }
     println!("{}", mock.base_url());
     let _ = std::io::stdout().flush();
