@@ -1204,6 +1204,7 @@ fn best_of_3_through_the_editor_offers_the_two_that_failed_as_alternatives() {
     assert_eq!(result["verification"]["verified"], true);
     let label = f.editor.applied_edits()[0]["label"].as_str().unwrap().to_string();
     assert!(label.starts_with("Agent fix: verified: test passed ("), "{label}");
+    assert!(label.ends_with("; candidate 3 of 3)"), "the review says which candidate: {label}");
     assert_eq!(f.editor.buffer_text(&calc).unwrap(), "def div(a, b):\n    return a / b if b else 0\n");
 
     // On the same lines, the two others are offered, each with its check.

@@ -139,7 +139,11 @@ async fn run_fix(
             let result = run_with_progress(&client, &session, &started, &progress).await;
             let delivered = match &result.verdict {
                 Verdict::Proposal(proposal) => {
-                    let spent = spent(result.outcome.turns, &result.spend);
+                    let mut spent = spent(result.outcome.turns, &result.spend);
+                    // Best of N: which candidate this is, in the review too.
+                    if let Some(c) = result.candidates.iter().find(|c| c.chosen) {
+                        spent.push_str(&format!("; candidate {} of {}", c.index, result.candidates.len()));
+                    }
                     let check = result.verification.as_ref().and_then(|v| v.line());
                     deliver(&client, &session, &started, (proposal, check.as_deref()), &spent, delivery).await
                 }
