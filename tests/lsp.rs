@@ -27,6 +27,8 @@ struct Setup<'a> {
     key: bool,
     env: Vec<(&'static str, &'static str)>,
     answer_progress_create: bool,
+    /// The `clientInfo.name` (default: the test editor's).
+    client: Option<&'static str>,
 }
 
 impl Default for Setup<'_> {
@@ -38,6 +40,7 @@ impl Default for Setup<'_> {
             key: true,
             env: Vec::new(),
             answer_progress_create: true,
+            client: None,
         }
     }
 }
@@ -66,6 +69,9 @@ fn start(setup: Setup<'_>) -> Fixture {
     env.extend(setup.env.iter().copied());
     let mut editor = Editor::spawn(agentfix_bin(), &["--stdio"], &root, &env);
     editor.answer_progress_create = setup.answer_progress_create;
+    if let Some(name) = setup.client {
+        editor.client_name = name.into();
+    }
     editor.initialize(&root, setup.caps, setup.init);
     Fixture { _dir: dir, root, mock, editor }
 }
@@ -137,7 +143,10 @@ fn initialize_advertises_actions_commands_and_negotiated_encoding() {
     assert_eq!(caps["textDocumentSync"]["change"], 2);
     // The saved text is how a document that fell out of sync comes back.
     assert_eq!(caps["textDocumentSync"]["save"], json!({"includeText": true}));
-    assert_eq!(caps["executeCommandProvider"]["commands"], json!(["agentfix.fix", "agentfix.applyAlternative"]));
+    assert_eq!(
+        caps["executeCommandProvider"]["commands"],
+        json!(["agentfix.fix", "agentfix.applyAlternative", "agentfix.cancel"])
+    );
     assert_eq!(
         caps["codeActionProvider"]["codeActionKinds"],
         json!(["quickfix", "refactor.rewrite", "source.fixAll.agentfix"])
@@ -1250,4 +1259,76 @@ fn best_of_3_through_the_editor_offers_the_two_that_failed_as_alternatives() {
     );
     assert_eq!(r["error"]["code"], -32602, "{r}");
     f.assert_no_violations();
+}
+
+#[test]
+fn a_client_that_times_out_requests_after_5_s_gets_a_20_s_fix_through_run_ended() {
+    const CALC: &str = "def div(a, b):\n    return a / b\n";
+    // Helix: `delivery: auto` answers at once.
+    let mut f = start(Setup { files: &[("calc.py", CALC)], client: Some("helix"), ..Default::default() });
+    let calc = f.path("calc.py");
+    f.editor.open(&calc, "python", 1, CALC);
+    let slow = |reply: Reply| Reply::Delay(Duration::from_secs(5), Box::new(reply));
+    f.mock.push(slow(tool_reply(&[("toolu_r1", "read_file", json!({"path": "calc.py"}))])));
+    f.mock.push(slow(tool_reply(&[("toolu_r2", "read_file", json!({"path": "calc.py", "offset": 1}))])));
+    let guard =
+        json!({"path": "calc.py", "old_text": "    return a / b\n", "new_text": "    return a / b if b else 0\n"});
+    f.mock.push(slow(tool_reply(&[("toolu_e", "edit_file", guard)])));
+    f.mock.push(slow(text_reply("Guarded the division.")));
+    let arg = f.fix_argument("calc.py", diag(1, 11, 16, "Possible division by zero"));
+    let started = Instant::now();
+    let id = f.editor.send_request("workspace/executeCommand", json!({"command": "agentfix.fix", "arguments": [arg]}));
+    // This client gives up on any request after 5 s.
+    let answer = f.editor.wait_response(id, Duration::from_secs(5));
+    let run_id = answer["result"]["runId"].as_str().expect("a run id at once").to_string();
+    assert_eq!(answer["result"]["status"], "started", "{answer}");
+    let ended = f.editor.wait_for_notification("agentfix/runEnded", |_| true, Duration::from_secs(60));
+    assert!(started.elapsed() >= Duration::from_secs(20), "a 20 s run: {:?}", started.elapsed());
+    let result = &ended;
+    assert_eq!((result["runId"].as_str(), result["applied"].as_bool()), (Some(run_id.as_str()), Some(true)), "{ended}");
+    assert_eq!(result["stopReason"], "end_turn");
+    assert_eq!(result["turns"], 4);
+    assert_eq!(f.editor.buffer_text(&calc).unwrap(), "def div(a, b):\n    return a / b if b else 0\n");
+    // Said to a client without a plugin too.
+    let said = f.editor.notifications("window/showMessage");
+    let told = |m: &Value| m["message"].as_str().unwrap_or_default().starts_with("Agent fix: Guarded the division.");
+    assert!(said.iter().any(told), "{said:?}");
+    f.assert_no_violations();
+}
+
+#[test]
+fn a_run_answered_at_once_is_cancelled_by_its_run_id() {
+    const CALC: &str = "def div(a, b):\n    return a / b\n";
+    let init = json!({"delivery": "async"});
+    let mut f = start(Setup { files: &[("calc.py", CALC)], init, ..Default::default() });
+    f.editor.open(&f.path("calc.py"), "python", 1, CALC);
+    f.mock.push(Reply::Hang);
+    let arg = f.fix_argument("calc.py", diag(1, 11, 16, "Possible division by zero"));
+    let answer = f.execute(arg.clone());
+    let run_id = answer["result"]["runId"].as_str().expect("answered at once").to_string();
+    // Wait until the model is asked, then cancel by the id.
+    let deadline = Instant::now() + LONG;
+    while f.mock.requests().is_empty() && Instant::now() < deadline {
+        f.editor.pump(Duration::from_millis(20));
+    }
+    let r = f
+        .editor
+        .request("workspace/executeCommand", json!({"command": "agentfix.cancel", "arguments": [{"runId": run_id}]}));
+    assert_eq!(r["result"], json!({"cancelled": true}), "{r}");
+    let ended = f.editor.wait_for_notification("agentfix/runEnded", |_| true, LONG);
+    assert_eq!(ended["stopReason"], "cancelled", "{ended}");
+    assert_eq!(ended["applied"], false);
+    // Once over, the id cancels nothing; a bad argument is refused.
+    let r = f
+        .editor
+        .request("workspace/executeCommand", json!({"command": "agentfix.cancel", "arguments": [{"runId": run_id}]}));
+    assert_eq!(r["result"], json!({"cancelled": false}), "{r}");
+    let r = f.editor.request("workspace/executeCommand", json!({"command": "agentfix.cancel", "arguments": []}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    // The argument wins over the setting: this one answers when it is over.
+    f.mock.push(text_reply("Nothing to change."));
+    let mut sync = arg;
+    sync["delivery"] = json!("sync");
+    let r = f.execute(sync);
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
 }

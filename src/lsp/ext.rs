@@ -52,6 +52,9 @@ pub struct FixArguments {
     /// When the other candidates stop, over the settings' `candidatesStop`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidates_stop: Option<crate::config::candidates::CandidatesStop>,
+    /// How this command answers, over the settings' `delivery`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<crate::config::delivery::Delivery>,
 }
 
 impl FixArguments {
@@ -112,6 +115,43 @@ pub struct FixResponse {
     /// With several candidates, each of them, the chosen one marked (empty
     /// for a single run).
     pub candidates: Vec<crate::fix::CandidateSummary>,
+}
+
+/// The answer to `agentfix.fix` when it answers at once (`delivery`): the
+/// outcome follows as [`RunEnded`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunStarted {
+    pub run_id: String,
+    /// Always `started`.
+    pub status: String,
+}
+
+/// The notification that ends a run started with an answer at once: its
+/// params are what `agentfix.fix` would have answered.
+pub enum RunEnded {}
+
+impl tower_lsp_server::ls_types::notification::Notification for RunEnded {
+    type Params = FixResponse;
+    const METHOD: &'static str = "agentfix/runEnded";
+}
+
+/// The command that cancels a run by its `runId`.
+pub const CANCEL_COMMAND: &str = "agentfix.cancel";
+
+/// The one argument of `agentfix.cancel`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CancelArguments {
+    pub run_id: String,
+}
+
+/// The answer to `agentfix.cancel`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelResponse {
+    /// Whether a run was running under that id (it ends `cancelled`).
+    pub cancelled: bool,
 }
 
 /// The command of an alternative's code action: applies a candidate that
@@ -231,6 +271,7 @@ mod tests {
             follow_up: Some("run-3".into()),
             candidates: Some(3),
             candidates_stop: Some(crate::config::candidates::CandidatesStop::FirstVerified),
+            delivery: Some(crate::config::delivery::Delivery::Async),
         };
         let mut documented = protocol_fields(SECTION, "Argument");
         let mut fields = keys(&argument.to_value());

@@ -19,7 +19,9 @@ use tower_lsp_server::ls_types::request::ApplyWorkspaceEdit;
 use tower_lsp_server::ls_types::{ApplyWorkspaceEditParams, MessageType, NumberOrString, WorkspaceEdit};
 
 use super::approval::ClientApprover;
-use super::ext::{FixArguments, FixResponse};
+use serde::Deserialize;
+
+use super::ext::{CANCEL_COMMAND, CancelArguments, CancelResponse, FixArguments, FixResponse, RunEnded, RunStarted};
 use super::ordered::panic_message;
 use super::progress::RunProgress;
 use super::session::{ClientSupport, KEPT_RUNS, KeptRun, RunGuard, Session};
@@ -46,7 +48,9 @@ fn request_failed(message: String) -> Error {
     Error { code: ErrorCode::ServerError(-32803), message: message.into(), data: None }
 }
 
-/// Handles `workspace/executeCommand` for `agentfix.fix`.
+/// Handles `workspace/executeCommand` for `agentfix.fix`: answers when the
+/// run is over, or at once (`delivery`) with the run's id, the outcome then
+/// sent as `agentfix/runEnded`.
 pub async fn execute_fix(
     client: Client,
     session: Arc<Session>,
@@ -54,12 +58,66 @@ pub async fn execute_fix(
     work_done_token: Option<NumberOrString>,
 ) -> Result<Value> {
     let args = FixArguments::from_command(&arguments).map_err(Error::invalid_params)?;
-    let (result, _) = run_fix(client, session, args, work_done_token, Delivery::ApplyEdit).await?;
-    serde_json::to_value(result).map_err(|e| Error {
+    let asked = args.delivery;
+    let mut started = start(&client, &session, args, work_done_token).await?;
+    let delivery = asked.filter(|d| *d != crate::config::delivery::Delivery::Auto);
+    let client_name = session.read_state(|s| s.client_name.clone());
+    started.at_once = delivery.unwrap_or(started.prepared.config.delivery).at_once(client_name.as_deref());
+    if !started.at_once {
+        // Dropping this handler (e.g. on $/cancelRequest) cancels the run.
+        let _cancel_on_drop = started.cancel.clone().drop_guard();
+        let (result, _) = finish(client, session, started, Delivery::ApplyEdit).await?;
+        return to_value(&result);
+    }
+    let run_id = run_id(&started.registration);
+    let answer = RunStarted { run_id: run_id.clone(), status: "started".into() };
+    tokio::spawn(async move {
+        let result = match finish(client.clone(), session, started, Delivery::ApplyEdit).await {
+            Ok((result, _)) => result,
+            Err(e) => crashed(run_id, e.message.into_owned()),
+        };
+        client.send_notification::<RunEnded>(result).await;
+    });
+    to_value(&answer)
+}
+
+fn to_value(v: &impl serde::Serialize) -> Result<Value> {
+    serde_json::to_value(v).map_err(|e| Error {
         code: ErrorCode::InternalError,
         message: e.to_string().into(),
         data: None,
     })
+}
+
+/// The outcome of a run whose task failed (a panic: a bug).
+fn crashed(run_id: String, message: String) -> FixResponse {
+    FixResponse {
+        run_id,
+        applied: false,
+        stop_reason: "internal_error".into(),
+        turns: 0,
+        input_tokens: 0,
+        output_tokens: 0,
+        cache_read_tokens: 0,
+        cache_write_tokens: 0,
+        cost_usd: None,
+        message,
+        transcript: None,
+        conflicts: Vec::new(),
+        verification: None,
+        candidates: Vec::new(),
+    }
+}
+
+/// Handles `workspace/executeCommand` for `agentfix.cancel`.
+pub fn cancel(session: &Session, arguments: &[Value]) -> Result<Value> {
+    let [argument] = arguments else {
+        return Err(Error::invalid_params(format!("{CANCEL_COMMAND} expects exactly one argument {{runId}}")));
+    };
+    let args = CancelArguments::deserialize(argument)
+        .map_err(|e| Error::invalid_params(format!("{CANCEL_COMMAND} expects one argument {{runId}}: {e}")))?;
+    let id = args.run_id.strip_prefix("run-").and_then(|n| n.parse::<u64>().ok());
+    to_value(&CancelResponse { cancelled: id.is_some_and(|id| session.runs.cancel_by_id(id)) })
 }
 
 /// Handles `codeAction/resolve` for clients without `workspace/applyEdit`
@@ -94,6 +152,9 @@ struct Started {
     cancel: CancellationToken,
     /// Clears the run's registration when the run's task ends.
     registration: RunGuard,
+    /// `agentfix.fix` answered at once: the outcome is said whatever it is
+    /// (a client without a plugin has no other sign of it).
+    at_once: bool,
 }
 
 /// How the proposal was delivered, for the message and the result.
@@ -113,8 +174,8 @@ impl Delivered {
     }
 }
 
-/// One run of `agentfix.fix`: start (checks, setup, registration), the run
-/// with its progress in a task of its own, delivery, and the result.
+/// One run of `agentfix.fix` answered when it is over: start (checks,
+/// setup, registration), then [`finish`].
 async fn run_fix(
     client: Client,
     session: Arc<Session>,
@@ -125,6 +186,17 @@ async fn run_fix(
     let started = start(&client, &session, args, work_done_token).await?;
     // Dropping this handler (e.g. on $/cancelRequest) cancels the run.
     let _cancel_on_drop = started.cancel.clone().drop_guard();
+    finish(client, session, started, delivery).await
+}
+
+/// A started run, in a task of its own, with its progress, to its delivery
+/// and result; a panic in it is an error said to the user.
+async fn finish(
+    client: Client,
+    session: Arc<Session>,
+    started: Started,
+    delivery: Delivery,
+) -> Result<(FixResponse, Option<WorkspaceEdit>)> {
     let task = {
         let (client, session) = (client.clone(), session.clone());
         async move {
@@ -273,6 +345,7 @@ async fn start(
         work_done_token,
         cancel,
         registration,
+        at_once: false,
     })
 }
 
@@ -536,7 +609,7 @@ async fn conclude(
     progress.end(message.clone()).await;
     let partial = matches!(&result.verdict, Verdict::Proposal(p) if p.stopped_early.is_some());
     let (applied, cancelled) = (delivered.applied, delivered.cancelled);
-    if !applied || !delivered.conflicts.is_empty() || partial {
+    if started.at_once || !applied || !delivered.conflicts.is_empty() || partial {
         let kind = match outcome.stop {
             _ if cancelled => MessageType::INFO,
             Stop::ModelError(_) | Stop::ToolFatal(_) => MessageType::ERROR,
