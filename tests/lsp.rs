@@ -707,12 +707,64 @@ fn cancel_aborts_a_streaming_request_quickly() {
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
 }
 
-#[test]
-fn clients_without_apply_edit_get_the_fix_through_code_action_resolve() {
+/// A client that resolves `edit` and has no `workspace/applyEdit` (Vim's
+/// ALE), with `init` as its initializationOptions.
+fn resolving_client(init: Value) -> Fixture {
     let mut caps = Editor::full_capabilities();
     caps["workspace"]["applyEdit"] = json!(false);
     caps["textDocument"]["codeAction"]["resolveSupport"] = json!({"properties": ["edit"]});
-    let mut f = start(Setup { files: &[("a.py", "x = 1\n")], caps, ..Default::default() });
+    start(Setup { files: &[("a.py", "x = 1\n")], caps, init, ..Default::default() })
+}
+
+#[test]
+fn clients_without_apply_edit_resolve_at_once_and_get_the_finished_proposal_on_the_next_resolve() {
+    let mut f = resolving_client(Value::Null);
+    f.editor.open(&f.path("a.py"), "python", 2, "x = 1\n");
+    let d = diag(0, 0, 1, "x is wrong");
+    let uri = file_uri(&f.path("a.py"));
+    let resp = f.editor.request(
+        "textDocument/codeAction",
+        json!({"textDocument": {"uri": uri}, "range": d["range"], "context": {"diagnostics": [d]}}),
+    );
+    let action = resp["result"][0].clone();
+    let edit = json!({"path": "a.py", "old_text": "x = 1", "new_text": "x = 2"});
+    f.mock.push(Reply::Delay(Duration::from_secs(2), Box::new(tool_reply(&[("t1", "edit_file", edit)]))));
+    f.mock.push(text_reply("Set x to 2."));
+    // The resolve answers at once, without an edit: the run goes on.
+    let t = Instant::now();
+    let resolved = f.editor.request("codeAction/resolve", action.clone());
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert!(resolved["result"].get("edit").is_none_or(Value::is_null), "{resolved}");
+    let ended = f.editor.wait_for_notification("agentfix/runEnded", |_| true, LONG);
+    assert_eq!((ended["applied"].as_bool(), ended["stopReason"].as_str()), (Some(false), Some("end_turn")), "{ended}");
+    assert!(
+        ended["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("pick the same Agent fix code action on those lines again to apply it"),
+        "{ended}"
+    );
+    // The same action again: the finished proposal, at once, no model asked.
+    let asked = f.mock.requests().len();
+    let resolved = f.editor.request("codeAction/resolve", action.clone());
+    let doc = &resolved["result"]["edit"]["documentChanges"][0];
+    assert_eq!(doc["textDocument"]["version"], 2, "{resolved}");
+    assert_eq!(apply_text_edits("x = 1\n", doc["edits"].as_array().unwrap()), "x = 2\n");
+    assert_eq!(f.mock.requests().len(), asked);
+    // Once the buffer holds it, the action runs afresh.
+    f.editor.change_full(&f.path("a.py"), 3, "x = 2\n");
+    f.mock.push(text_reply("Nothing left to do."));
+    let resolved = f.editor.request("codeAction/resolve", action);
+    assert!(resolved["result"].get("edit").is_none_or(Value::is_null), "{resolved}");
+    f.editor.wait_for_notification("agentfix/runEnded", |_| true, LONG);
+    assert_eq!(f.mock.requests().len(), asked + 1);
+    assert!(f.editor.applied_edits().is_empty(), "no workspace/applyEdit to a client that cannot take it");
+}
+
+#[test]
+fn clients_without_apply_edit_get_the_fix_through_code_action_resolve() {
+    // `delivery: sync`: the run happens inside the resolve.
+    let mut f = resolving_client(json!({"delivery": "sync"}));
     f.editor.open(&f.path("a.py"), "python", 2, "x = 1\n");
     let d = diag(0, 0, 1, "x is wrong");
     let uri = file_uri(&f.path("a.py"));

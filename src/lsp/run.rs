@@ -121,11 +121,78 @@ pub fn cancel(session: &Session, arguments: &[Value]) -> Result<Value> {
 }
 
 /// Handles `codeAction/resolve` for clients without `workspace/applyEdit`
-/// (they resolve `edit`): the same run, with the proposal returned as the
-/// action's edit instead of sent with `workspace/applyEdit`.
+/// (they resolve `edit`). Unless `delivery` is `sync`, it answers at once:
+/// with the last finished proposal for those lines when there is one the
+/// files do not hold yet, else with no edit, the run started in the
+/// background (said with `window/showMessage`; it ends in
+/// `agentfix/runEnded`, its proposal kept for the next resolve). With
+/// `sync`, the run happens inside the resolve and its proposal is the edit.
 pub async fn resolve_fix(client: Client, session: Arc<Session>, argument: Value) -> Result<Option<WorkspaceEdit>> {
     let args = FixArguments::from_value(&argument).map_err(Error::invalid_params)?;
-    run_fix(client, session, args, None, Delivery::Return).await.map(|(_, edit)| edit)
+    let asked = args.delivery.filter(|d| *d != crate::config::delivery::Delivery::Auto);
+    let setting = session.read_state(|s| s.editor_settings().delivery);
+    if asked.or(setting) == Some(crate::config::delivery::Delivery::Sync) {
+        return run_fix(client, session, args, None, Delivery::Return).await.map(|(_, edit)| edit);
+    }
+    if args.follow_up.is_none()
+        && let Some(edit) = finished_proposal(&session, &args)
+    {
+        return Ok(Some(edit));
+    }
+    let mut started = start(&client, &session, args, None).await?;
+    started.at_once = true;
+    let run_id = run_id(&started.registration);
+    let msg = format!(
+        "Agent fix is working on it ({run_id}); pick the same code action again when it says its proposal is ready."
+    );
+    client.show_message(MessageType::INFO, msg).await;
+    tokio::spawn(async move {
+        let result = match finish(client.clone(), session, started, Delivery::Return).await {
+            Ok((result, _)) => result,
+            Err(e) => crashed(run_id, e.message.into_owned()),
+        };
+        client.send_notification::<RunEnded>(result).await;
+    });
+    Ok(None)
+}
+
+/// The edit of the newest finished run whose proposal changed the lines of
+/// `args`, when every file it changed still holds the text the run started
+/// from (a proposal already taken, or overtaken by typing, is not offered
+/// again).
+fn finished_proposal(session: &Session, args: &FixArguments) -> Option<WorkspaceEdit> {
+    let path = convert::uri_to_path(&args.uri)?;
+    let run = session.kept.newest_touching(&path, convert::range_lines(&args.range))?;
+    let current = |p: &std::path::Path| match session.docs.get_by_path(p) {
+        Some(doc) => Some(doc.rope.to_string()),
+        None => std::fs::read_to_string(p).ok(),
+    };
+    let untaken = run
+        .past
+        .proposed
+        .iter()
+        .all(|f| crate::follow_up::Fate::of(f, current(&f.path).as_deref()) == crate::follow_up::Fate::Rejected);
+    if run.past.proposed.is_empty() || !untaken {
+        return None;
+    }
+    let changes: Vec<crate::workspace::FileChange> = run
+        .past
+        .proposed
+        .iter()
+        .map(|f| crate::workspace::FileChange {
+            path: f.path.clone(),
+            display: f.display.clone(),
+            version: None,
+            pin: None,
+            original: f.original.clone(),
+            new_text: f.proposed.clone(),
+            reasons: Vec::new(),
+        })
+        .collect();
+    let outgoing = proposal::prepare(&changes, &session.docs);
+    let state = session.state();
+    let (edit, hunks, _) = convert::workspace_edit(&outgoing.files, state.encoding, state.support.edit);
+    (hunks > 0).then_some(edit)
 }
 
 /// Where the proposal goes.
@@ -217,7 +284,16 @@ async fn finish(
                         spent.push_str(&format!("; candidate {} of {}", c.index, result.candidates.len()));
                     }
                     let check = result.verification.as_ref().and_then(|v| v.line());
-                    deliver(&client, &session, &started, (proposal, check.as_deref()), &spent, delivery).await
+                    let mut delivered =
+                        deliver(&client, &session, &started, (proposal, check.as_deref()), &spent, delivery).await;
+                    // Resolved at once: the edit waits for the next resolve.
+                    if delivery == Delivery::Return && started.at_once && delivered.edit.take().is_some() {
+                        delivered.applied = false;
+                        delivered
+                            .message
+                            .push_str("; ready: pick the same Agent fix code action on those lines again to apply it");
+                    }
+                    delivered
                 }
                 verdict => Delivered {
                     cancelled: *verdict == Verdict::Cancelled,
