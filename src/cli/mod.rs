@@ -18,13 +18,18 @@
 //! streamed text and tool starts are for editors' status lines) and `deliver`
 //! (diff, summary, the end line with `fix::Spend::with_turns`, a `note:` per
 //! changed file that runs code, the API's error last); `run_fix` (the
-//! language servers and MCP servers around one `fix::run`)
+//! language servers and MCP servers around one `fix::run`, for `fix` and
+//! each task of `eval`); `eval` (`agentfix eval DIR`: a task set run through
+//! the same `prepare` and `run_fix`, each proposal checked by the task's
+//! own check)
 
 mod demo;
+mod eval;
 mod failures;
 mod undo;
 
 pub use demo::demo;
+pub use eval::{EvalArgs, Report as EvalReport, eval};
 
 use std::collections::HashMap;
 use std::io::{Read, Write};

@@ -249,6 +249,17 @@ fn landing(root: &Path, changes: &[FileChange]) -> Result<Vec<FileChange>, Strin
     Ok(targets)
 }
 
+/// Writes `changes` into a throwaway copy of a workspace (`agentfix eval`'s):
+/// as [`apply`] writes them ([`replace`], confined to `root`), without the
+/// backup, which nobody would undo.
+pub fn write_without_backup(root: &Path, changes: &[FileChange]) -> Result<(), String> {
+    for change in landing(root, changes)? {
+        replace(&change.path, change.new_text.as_bytes())
+            .map_err(|e| format!("could not write {}: {e}", change.display))?;
+    }
+    Ok(())
+}
+
 /// Writes the backup folder: copies of the files as they are on disk now
 /// (whatever the run read), then the manifest.
 fn save(backups: &Path, root: &Path, changes: &[FileChange]) -> io::Result<(PathBuf, Manifest)> {
