@@ -29,6 +29,19 @@ pub fn without_provider_env(cmd: &mut std::process::Command) {
     }
 }
 
+/// Says that `test` did not run for want of `needs`, as one line
+/// `SKIPPED (needs …): <test> did not run`: on stdout, and straight to the
+/// process's stderr, past the test harness's capture (which only takes
+/// `print!`/`eprint!`), so it shows in the output of a plain `cargo test`,
+/// not only with `--nocapture`. A skipped test still passes (a test cannot
+/// report "skipped" to libtest); this line is how it is never silent.
+pub fn say_skipped(test: &str, needs: &str) {
+    use std::io::Write;
+    let line = format!("SKIPPED (needs {needs}): {test} did not run");
+    println!("{line}");
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
 /// A strict reader of what a server writes (`agentfix_lsp_framing`, the
 /// server's own framer): a stray blank line or a header line that is not
 /// `Name: value` is a fault, and bodies may be as large as 1 GB.
