@@ -136,6 +136,9 @@ impl Task {
 /// The tasks of `dir` (its subfolders, by name), each file read and
 /// checked; the first error, naming its task.
 fn load_tasks(dir: &Path) -> Result<Vec<Task>, String> {
+    if dir.join("task.toml").is_file() {
+        return Err(format!("{} is a task; pass the folder of tasks that holds it", dir.display()));
+    }
     let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read the task set {}: {e}", dir.display()))?;
     let mut folders: Vec<PathBuf> = entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
     folders.retain(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')));
@@ -789,5 +792,7 @@ mod tests {
         std::fs::write(task.join("task.toml"), "file = \"a.py\"\nline = 3\ncheck = [\"true\"]\n").unwrap();
         let tasks = load_tasks(dir.path()).unwrap();
         assert_eq!((tasks[0].name.as_str(), tasks[0].file.line), ("py-bad", Some(3)));
+        let err = load_tasks(&task).err().unwrap();
+        assert!(err.ends_with("py-bad is a task; pass the folder of tasks that holds it"), "{err}");
     }
 }
