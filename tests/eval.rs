@@ -317,15 +317,7 @@ fn the_check_gets_no_key_and_its_process_group_dies_at_its_timeout() {
     assert_eq!(note, format!("the check failed (exit 1): key=unset task={}", env_task.display()));
     assert_eq!(row(&report, "slowtask", None)["note"], "the check timed out after 1 s");
     let sleeper: i32 = std::fs::read_to_string(slow_task.join("sleeper")).unwrap().trim().parse().unwrap();
-    let alive = || {
-        std::fs::read_to_string(format!("/proc/{sleeper}/stat"))
-            .is_ok_and(|stat| stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
-    };
-    let deadline = Instant::now() + std::time::Duration::from_secs(3);
-    while alive() && Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(!alive(), "the check's child {sleeper} outlived its timeout");
+    assert!(common::gone_within(sleeper, 3), "the check's child {sleeper} outlived its timeout");
 }
 
 #[test]
