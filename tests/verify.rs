@@ -167,16 +167,7 @@ fn a_cancel_during_the_check_ends_the_run_at_once_and_kills_the_command() {
     assert!(out.stdout.is_empty(), "nothing offered");
     // The command ran, and was killed with the run (its process group).
     let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
-    // Gone, or a zombie waiting for whoever inherited it to reap it.
-    let alive = || {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|stat| stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
-    };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
-    while alive() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(!alive(), "the command {pid} outlived the run");
+    assert!(common::gone_within(pid, 3), "the command {pid} outlived the run");
 }
 
 /// `agentfix fix` with `--candidates N` and extra settings over the test command.
