@@ -1384,3 +1384,58 @@ fn a_run_answered_at_once_is_cancelled_by_its_run_id() {
     let r = f.execute(sync);
     assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
 }
+
+#[test]
+fn through_the_editor_a_failed_check_is_fed_back_and_the_second_proposal_is_offered_verified() {
+    const CALC: &str = "def div(a, b):\n    return a / b\n";
+    let test = "python3 -c 'import calc; assert calc.div(1, 0) == 0'";
+    let init = json!({"commands": {"test": ["sh", "-c", test], "autoApprove": true}, "verify": {"commands": ["test"]}});
+    let mut f = start(Setup { files: &[("calc.py", CALC)], init, ..Default::default() });
+    let calc = f.path("calc.py");
+    f.editor.open(&calc, "python", 1, CALC);
+    let edit = |id: &str, old: &str, new: &str| {
+        tool_reply(&[(id, "edit_file", json!({"path": "calc.py", "old_text": old, "new_text": new}))])
+    };
+    f.mock.push(edit("toolu_1", "    return a / b\n", "    return a / b if b else None\n"));
+    f.mock.push(text_reply("Returned None for zero."));
+    f.mock.push(edit("toolu_2", "    return a / b if b else None\n", "    return a / b if b else 0\n"));
+    f.mock.push(text_reply("Returned 0 for zero, as the test wants."));
+    let r = f.fix("calc.py", diag(1, 11, 16, "Possible division by zero"));
+    let result = &r["result"];
+    assert_eq!((result["applied"].as_bool(), result["turns"].as_u64()), (Some(true), Some(4)), "{r}");
+    assert_eq!(result["verification"]["verified"], true, "{result}");
+    assert_eq!(result["verification"]["rounds"], 2);
+    // The findings went back as the next user message: what failed, the output's tail.
+    let fed = f.mock.requests()[2].body["messages"].as_array().unwrap().last().unwrap().to_string();
+    assert!(fed.contains("test") && fed.contains("AssertionError"), "{fed}");
+    let label = f.editor.applied_edits()[0]["label"].as_str().unwrap().to_string();
+    assert!(label.starts_with("Agent fix: verified: test passed ("), "{label}");
+    assert_eq!(f.editor.buffer_text(&calc).unwrap(), "def div(a, b):\n    return a / b if b else 0\n");
+    f.assert_no_violations();
+}
+
+#[test]
+fn best_of_3_candidates_share_max_tokens_so_their_sum_stays_within_it() {
+    const CALC: &str = "def div(a, b):\n    return a / b\n";
+    let init = json!({"maxTokens": 12000});
+    let mut f = start(Setup { files: &[("calc.py", CALC)], init, ..Default::default() });
+    f.editor.open(&f.path("calc.py"), "python", 1, CALC);
+    // Every candidate would read the file for ever.
+    for k in 1..=3 {
+        for turn in 0..40 {
+            let id = format!("toolu_{k}_{turn}");
+            let read = tool_reply(&[(&id, "read_file", json!({"path": "calc.py", "offset": turn % 2 + 1}))]);
+            f.mock.push_for(&format!("candidate {k} of 3"), read);
+        }
+    }
+    let mut arg = f.fix_argument("calc.py", diag(1, 11, 16, "Possible division by zero"));
+    arg["candidates"] = json!(3);
+    let r = f.execute(arg);
+    let result = &r["result"];
+    let spent = result["inputTokens"].as_u64().unwrap() + result["outputTokens"].as_u64().unwrap();
+    assert!(spent <= 12000, "the sum of the candidates stays within maxTokens: {spent} {result}");
+    let stops: Vec<&str> =
+        result["candidates"].as_array().unwrap().iter().map(|c| c["stopReason"].as_str().unwrap()).collect();
+    assert!(stops.iter().all(|s| *s == "token_budget" || *s == "stalled"), "{stops:?} {result}");
+    assert!(stops.contains(&"token_budget"), "{stops:?}");
+}
