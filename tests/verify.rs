@@ -300,3 +300,25 @@ fn from_the_first_edit_the_reading_is_paid_once_and_the_candidates_fork_there() 
     assert_eq!(mock.requests().len(), 1, "{err}");
     assert!(!err.contains("candidate 1 of 3"), "{err}");
 }
+
+#[test]
+fn replay_says_plainly_that_it_cannot_replay_a_run_of_two_rounds() {
+    let ws = workspace();
+    let mock = MockModel::start();
+    wrong_first_attempt(&mock);
+    mock.push(edit("toolu_2", BROKEN, GUARD));
+    mock.push(text_reply("Guarded the division by zero."));
+    let transcripts = ws.root.parent().unwrap().join("transcripts");
+    let settings = json!({"commands": {"test": ["sh", "-c", TEST]}, "verify": {"commands": ["test"]},
+        "transcriptDir": transcripts.to_str().unwrap()});
+    let out = fix_command(&ws, &mock, &settings, &[]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let transcript = std::fs::read_dir(&transcripts).unwrap().next().unwrap().unwrap().path();
+    let out = Command::new(agentfix_bin()).args(["replay"]).arg(&transcript).output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the run took 2 rounds of verification") && err.contains("replay re-runs runs of one round only"),
+        "{err}"
+    );
+}
