@@ -90,14 +90,19 @@ impl Fixture {
         self.root.join(rel)
     }
 
-    /// Asks for code actions at `diag`'s range and returns the first one's command argument.
-    fn fix_argument(&mut self, rel: &str, diagnostic: Value) -> Value {
+    /// Asks for code actions at `diag`'s range and returns the first one.
+    fn first_action(&mut self, rel: &str, diagnostic: Value) -> Value {
         let uri = file_uri(&self.path(rel));
         let resp = self.editor.request(
             "textDocument/codeAction",
             json!({"textDocument": {"uri": uri}, "range": diagnostic["range"], "context": {"diagnostics": [diagnostic]}}),
         );
-        resp["result"][0]["command"]["arguments"][0].clone()
+        resp["result"][0].clone()
+    }
+
+    /// Asks for code actions at `diag`'s range and returns the first one's command argument.
+    fn fix_argument(&mut self, rel: &str, diagnostic: Value) -> Value {
+        self.first_action(rel, diagnostic)["command"]["arguments"][0].clone()
     }
 
     fn execute(&mut self, argument: Value) -> Value {
@@ -720,13 +725,7 @@ fn resolving_client(init: Value) -> Fixture {
 fn clients_without_apply_edit_resolve_at_once_and_get_the_finished_proposal_on_the_next_resolve() {
     let mut f = resolving_client(Value::Null);
     f.editor.open(&f.path("a.py"), "python", 2, "x = 1\n");
-    let d = diag(0, 0, 1, "x is wrong");
-    let uri = file_uri(&f.path("a.py"));
-    let resp = f.editor.request(
-        "textDocument/codeAction",
-        json!({"textDocument": {"uri": uri}, "range": d["range"], "context": {"diagnostics": [d]}}),
-    );
-    let action = resp["result"][0].clone();
+    let action = f.first_action("a.py", diag(0, 0, 1, "x is wrong"));
     let edit = json!({"path": "a.py", "old_text": "x = 1", "new_text": "x = 2"});
     f.mock.push(Reply::Delay(Duration::from_secs(2), Box::new(tool_reply(&[("t1", "edit_file", edit)]))));
     f.mock.push(text_reply("Set x to 2."));
@@ -766,13 +765,8 @@ fn clients_without_apply_edit_get_the_fix_through_code_action_resolve() {
     // `delivery: sync`: the run happens inside the resolve.
     let mut f = resolving_client(json!({"delivery": "sync"}));
     f.editor.open(&f.path("a.py"), "python", 2, "x = 1\n");
-    let d = diag(0, 0, 1, "x is wrong");
     let uri = file_uri(&f.path("a.py"));
-    let resp = f.editor.request(
-        "textDocument/codeAction",
-        json!({"textDocument": {"uri": uri}, "range": d["range"], "context": {"diagnostics": [d]}}),
-    );
-    let action = resp["result"][0].clone();
+    let action = f.first_action("a.py", diag(0, 0, 1, "x is wrong"));
     assert!(action.get("command").is_none(), "{action}");
     assert_eq!(action["data"]["uri"], uri);
     f.mock.push(tool_reply(&[("t1", "edit_file", json!({"path": "a.py", "old_text": "x = 1", "new_text": "x = 2"}))]));

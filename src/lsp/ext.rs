@@ -15,6 +15,23 @@ use tower_lsp_server::ls_types::{Diagnostic, Range, Uri};
 /// The command the code actions carry.
 pub const FIX_COMMAND: &str = "agentfix.fix";
 
+/// How `agentfix.fix`'s argument is named in its errors.
+const FIX_SHAPE: &str = "{uri, version, range, diagnostics, instruction?}";
+
+/// The one argument of `command`, shaped `shape`, of an `executeCommand`
+/// request, which must carry exactly one.
+fn only_argument<T: serde::de::DeserializeOwned>(command: &str, shape: &str, arguments: &[Value]) -> Result<T, String> {
+    match arguments {
+        [one] => argument(command, shape, one),
+        _ => Err(format!("{command} expects exactly one argument {shape}, got {}", arguments.len())),
+    }
+}
+
+/// `value` as `command`'s argument, shaped `shape`.
+fn argument<T: serde::de::DeserializeOwned>(command: &str, shape: &str, value: &Value) -> Result<T, String> {
+    T::deserialize(value).map_err(|e| format!("{command} expects one argument {shape}: {e}"))
+}
+
 /// The one argument of `agentfix.fix` (and the `data` of a code action run
 /// in `codeAction/resolve`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,19 +77,11 @@ pub struct FixArguments {
 impl FixArguments {
     /// The argument of an `executeCommand` request, which must carry exactly one.
     pub fn from_command(arguments: &[Value]) -> Result<Self, String> {
-        match arguments {
-            [one] => Self::from_value(one),
-            _ => Err(format!(
-                "agentfix.fix expects exactly one argument {{uri, version, range, diagnostics, instruction?}}, got {}",
-                arguments.len()
-            )),
-        }
+        only_argument(FIX_COMMAND, FIX_SHAPE, arguments)
     }
 
     pub fn from_value(value: &Value) -> Result<Self, String> {
-        Self::deserialize(value).map_err(|e| {
-            format!("agentfix.fix expects one argument {{uri, version, range, diagnostics, instruction?}}: {e}")
-        })
+        argument(FIX_COMMAND, FIX_SHAPE, value)
     }
 
     pub fn to_value(&self) -> Value {
@@ -146,6 +155,13 @@ pub struct CancelArguments {
     pub run_id: String,
 }
 
+impl CancelArguments {
+    /// The argument of an `executeCommand` request, which must carry exactly one.
+    pub fn from_command(arguments: &[Value]) -> Result<Self, String> {
+        only_argument(CANCEL_COMMAND, "{runId}", arguments)
+    }
+}
+
 /// The answer to `agentfix.cancel`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -172,18 +188,11 @@ pub struct AlternativeArguments {
 impl AlternativeArguments {
     /// The argument of an `executeCommand` request, which must carry exactly one.
     pub fn from_command(arguments: &[Value]) -> Result<Self, String> {
-        match arguments {
-            [one] => Self::from_value(one),
-            _ => Err(format!(
-                "{ALTERNATIVE_COMMAND} expects exactly one argument {{runId, index}}, got {}",
-                arguments.len()
-            )),
-        }
+        only_argument(ALTERNATIVE_COMMAND, "{runId, index}", arguments)
     }
 
     pub fn from_value(value: &Value) -> Result<Self, String> {
-        Self::deserialize(value)
-            .map_err(|e| format!("{ALTERNATIVE_COMMAND} expects one argument {{runId, index}}: {e}"))
+        argument(ALTERNATIVE_COMMAND, "{runId, index}", value)
     }
 
     pub fn to_value(&self) -> Value {
@@ -251,6 +260,15 @@ mod tests {
                 }
             })
             .collect()
+    }
+
+    /// That the table under `heading` of `section` names exactly `value`'s fields.
+    fn assert_documented(section: &str, heading: &str, value: &Value) {
+        let mut fields = keys(value);
+        let mut documented: Vec<String> = protocol_fields(section, heading).into_iter().map(|(n, _)| n).collect();
+        fields.sort();
+        documented.sort();
+        assert_eq!(documented, fields, "docs/protocol.md's `{section}`, `{heading}`");
     }
 
     fn keys(v: &Value) -> Vec<String> {
@@ -333,11 +351,7 @@ mod tests {
                    "commands": [{"name": "test", "passed": false, "exitCode": 1, "secs": 4.1}]}),
             "the record as docs/protocol.md spells it"
         );
-        let mut fields = keys(&value);
-        let mut documented: Vec<String> = protocol_fields(SECTION, "Result").into_iter().map(|(n, _)| n).collect();
-        fields.sort();
-        documented.sort();
-        assert_eq!(documented, fields);
+        assert_documented(SECTION, "Result", &value);
         assert_eq!(value["transcript"], Value::Null, "an absent transcript is sent as null");
         assert_eq!(serde_json::from_value::<FixResponse>(value).unwrap(), result);
     }
@@ -359,11 +373,7 @@ mod tests {
         assert!(AlternativeArguments::from_value(&fix).is_err());
         let result = AlternativeResponse { applied: true, message: "m".into(), conflicts: vec![] };
         let value = serde_json::to_value(&result).unwrap();
-        let mut fields = keys(&value);
-        let mut documented: Vec<String> = protocol_fields(SECTION, "Result").into_iter().map(|(n, _)| n).collect();
-        fields.sort();
-        documented.sort();
-        assert_eq!(documented, fields);
+        assert_documented(SECTION, "Result", &value);
     }
 
     #[test]
@@ -384,11 +394,7 @@ mod tests {
 
         let result = DocumentText { version: 7, text: "a\r\n変数 😀\n".into() };
         let value = serde_json::to_value(&result).unwrap();
-        let mut fields = keys(&value);
-        let mut documented: Vec<String> = protocol_fields(SECTION, "Result").into_iter().map(|(n, _)| n).collect();
-        fields.sort();
-        documented.sort();
-        assert_eq!(documented, fields);
+        assert_documented(SECTION, "Result", &value);
         assert_eq!(serde_json::from_value::<DocumentText>(value).unwrap(), result);
     }
 

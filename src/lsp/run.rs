@@ -19,9 +19,7 @@ use tower_lsp_server::ls_types::request::ApplyWorkspaceEdit;
 use tower_lsp_server::ls_types::{ApplyWorkspaceEditParams, MessageType, NumberOrString, WorkspaceEdit};
 
 use super::approval::ClientApprover;
-use serde::Deserialize;
-
-use super::ext::{CANCEL_COMMAND, CancelArguments, CancelResponse, FixArguments, FixResponse, RunEnded, RunStarted};
+use super::ext::{CancelArguments, CancelResponse, FixArguments, FixResponse, RunEnded, RunStarted};
 use super::ordered::panic_message;
 use super::progress::RunProgress;
 use super::session::{ClientSupport, KEPT_RUNS, KeptRun, RunGuard, Session};
@@ -111,11 +109,7 @@ fn crashed(run_id: String, message: String) -> FixResponse {
 
 /// Handles `workspace/executeCommand` for `agentfix.cancel`.
 pub fn cancel(session: &Session, arguments: &[Value]) -> Result<Value> {
-    let [argument] = arguments else {
-        return Err(Error::invalid_params(format!("{CANCEL_COMMAND} expects exactly one argument {{runId}}")));
-    };
-    let args = CancelArguments::deserialize(argument)
-        .map_err(|e| Error::invalid_params(format!("{CANCEL_COMMAND} expects one argument {{runId}}: {e}")))?;
+    let args = CancelArguments::from_command(arguments).map_err(Error::invalid_params)?;
     let id = args.run_id.strip_prefix("run-").and_then(|n| n.parse::<u64>().ok());
     to_value(&CancelResponse { cancelled: id.is_some_and(|id| session.runs.cancel_by_id(id)) })
 }
