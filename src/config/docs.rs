@@ -63,8 +63,11 @@ fn row(d: &Declaration) -> String {
         (None, None) => "unset".to_string(),
     };
     let refused: Vec<String> = d.not_in_file_keys().iter().map(|(k, _)| format!("`{}.{k}`", d.name)).collect();
+    let lowers = ["maxTokens", "maxTurns", "maxCostUsd"].contains(&d.name.as_str());
     let file = match (d.not_in_file(), refused.is_empty()) {
         (Some(_), _) => "no".to_string(),
+        _ if d.file_ignored().is_some() => "ignored, with a warning".to_string(),
+        _ if lowers => "only lower".to_string(),
         (None, false) => format!("yes, but not {}", refused.join(", ")),
         (None, true) => "yes".to_string(),
     };
@@ -125,7 +128,7 @@ fn a_row_says_what_the_declaration_says() {
     let find = |name: &str| Settings::declarations().into_iter().find(|d| d.name == name).unwrap();
     assert_eq!(
         row(&find("maxTurns")),
-        "| `maxTurns` | `AGENTFIX_MAX_TURNS` | `40` | yes | Model requests per run at most. |\n"
+        "| `maxTurns` | `AGENTFIX_MAX_TURNS` | `40` | only lower | Model requests per run at most. |\n"
     );
     let base_url = row(&find("baseUrl"));
     assert!(
@@ -189,7 +192,9 @@ fn vscode_mismatches(d: &Declaration, p: &Value) -> Vec<String> {
         out.push(format!("its description does not start with the declared sentence: {:?}", d.sentence()));
     }
     let user_only = ["machine", "application"].contains(&p["scope"].as_str().unwrap_or_default());
-    if (d.not_in_file().is_some() || !d.not_in_file_keys().is_empty()) && !user_only {
+    let repository_may_not =
+        d.not_in_file().is_some() || d.file_ignored().is_some() || !d.not_in_file_keys().is_empty();
+    if repository_may_not && !user_only {
         out.push("agentfix.toml may not set it, so a workspace may not either: give it \"scope\": \"machine\"".into());
     }
     out

@@ -39,6 +39,27 @@ macro_rules! pick {
     }};
 }
 
+/// A bound that agentfix.toml may only tighten: the value the editor, the
+/// environment or the default gives, or the file's when it is lower (a
+/// repository may lower a budget of its user's, never raise it).
+macro_rules! pick_lowest {
+    ($l:ident, $name:literal, $field:ident, $env:expr, $default:expr) => {{
+        let (v, src) = if let Some(v) = $l.editor.$field.clone() {
+            (v, Source::Editor)
+        } else if let Some(v) = $env {
+            (v, Source::Env)
+        } else {
+            ($default, Source::Default)
+        };
+        let (v, src) = match $l.file.$field.clone() {
+            Some(f) if f < v => (f, Source::File),
+            _ => (v, src),
+        };
+        $l.record($name, src, &v);
+        v
+    }};
+}
+
 impl Layers<'_> {
     /// Records `name`'s value in force and where it came from.
     pub(super) fn record(&mut self, name: &'static str, source: Source, value: &impl Serialize) {
@@ -71,7 +92,7 @@ impl Layers<'_> {
     }
 }
 
-pub(super) use pick;
+pub(super) use {pick, pick_lowest};
 
 /// The resolution against the declarations: every declared setting is
 /// resolved and recorded once, with its declared default, from the
@@ -148,6 +169,10 @@ mod tests {
             assert_eq!(resolve(&Settings::default(), &editor, &[]).source(&d.name), Source::Editor, "{}", d.name);
             let toml = toml::to_string(&one).unwrap();
             match (Settings::from_toml(&toml), d.not_in_file()) {
+                // Read, then left out: a repository may not set it against its user.
+                (Ok(file), None) if d.file_ignored().is_some() => {
+                    assert_eq!(resolve(&file, &Settings::default(), &[]).source(&d.name), Source::Default, "{}", d.name)
+                }
                 (Ok(file), None) => {
                     assert_eq!(resolve(&file, &Settings::default(), &[]).source(&d.name), Source::File, "{}", d.name)
                 }

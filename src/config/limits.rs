@@ -8,7 +8,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::layers::{Layers, pick};
+use super::layers::{Layers, pick, pick_lowest};
 use super::prices::PricingConfig;
 use super::{ConfigError, Source};
 
@@ -92,7 +92,7 @@ pub struct CostLimit {
 impl Layers<'_> {
     pub(super) fn limits(&mut self) -> Result<(Limits, PartialEdits), ConfigError> {
         let l = self;
-        let max_turns = pick!(
+        let max_turns = pick_lowest!(
             l,
             "maxTurns",
             max_turns,
@@ -102,7 +102,7 @@ impl Layers<'_> {
         if max_turns == 0 {
             return Err(ConfigError::Invalid("maxTurns must be at least 1".into()));
         }
-        let max_tokens = pick!(l, "maxTokens", max_tokens, l.num("AGENTFIX_MAX_TOKENS")?, DEFAULT_MAX_TOKENS);
+        let max_tokens = pick_lowest!(l, "maxTokens", max_tokens, l.num("AGENTFIX_MAX_TOKENS")?, DEFAULT_MAX_TOKENS);
         let max_output_tokens =
             pick!(l, "maxOutputTokens", max_output_tokens, None::<u32>, DEFAULT_MAX_OUTPUT_TOKENS).max(1);
         let context_budget =
@@ -134,11 +134,13 @@ impl Layers<'_> {
                 ConfigError::Invalid(format!("AGENTFIX_MAX_COST_USD=`{v}` is not a number of dollars"))
             })?),
         };
-        let (usd, source) = match (self.editor.max_cost_usd, env, self.file.max_cost_usd) {
-            (Some(v), _, _) => (v, Source::Editor),
-            (None, Some(v), _) => (v, Source::Env),
-            (None, None, Some(v)) => (v, Source::File),
-            (None, None, None) => {
+        // agentfix.toml may only lower it (no bound counts as the highest).
+        let given = self.editor.max_cost_usd.map(|v| (v, Source::Editor)).or(env.map(|v| (v, Source::Env)));
+        let (usd, source) = match (given, self.file.max_cost_usd) {
+            (Some((v, s)), Some(f)) if f >= v => (v, s),
+            (Some((v, s)), None) => (v, s),
+            (_, Some(f)) => (f, Source::File),
+            (None, None) => {
                 self.record("maxCostUsd", Source::Default, &None::<f64>);
                 return Ok(None);
             }
@@ -184,8 +186,11 @@ mod tests {
         let cap = c.limits.max_cost.unwrap();
         assert_eq!((cap.usd, Some(cap.price), c.source("maxCostUsd")), (0.5, c.price(), Source::File));
         assert_eq!(c.limits.context_editing, ContextEditing::Budget);
+        // The file may lower the environment's bound, never raise it.
         let c = resolve(&file, &Settings::default(), &[("AGENTFIX_MAX_COST_USD", "1.25")]).unwrap();
-        assert_eq!((c.limits.max_cost.unwrap().usd, c.source("maxCostUsd")), (1.25, Source::Env));
+        assert_eq!((c.limits.max_cost.unwrap().usd, c.source("maxCostUsd")), (0.5, Source::File));
+        let c = resolve(&file, &Settings::default(), &[("AGENTFIX_MAX_COST_USD", "0.25")]).unwrap();
+        assert_eq!((c.limits.max_cost.unwrap().usd, c.source("maxCostUsd")), (0.25, Source::Env));
         let e = resolve(&file, &Settings::default(), &[("AGENTFIX_MAX_COST_USD", "a lot")]).unwrap_err();
         assert_eq!(e.to_string(), "AGENTFIX_MAX_COST_USD=`a lot` is not a number of dollars");
         // A model without a price cannot keep a money budget: said, not ignored.

@@ -127,7 +127,8 @@ pub struct Settings {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend(
         "x-defaultText" = "the user cache directory, `agentfix/transcripts`",
-        "x-env" = "AGENTFIX_TRANSCRIPT_DIR"
+        "x-env" = "AGENTFIX_TRANSCRIPT_DIR",
+        "x-fileIgnored" = "a repository must not choose a folder of yours that agentfix writes in and restricts"
     ))]
     pub transcript_dir: Option<PathBuf>,
     /// Write a JSONL transcript of every run.
@@ -199,7 +200,10 @@ pub struct Settings {
     pub env_allow: Option<Vec<String>>,
     /// List prices in US dollars per million tokens, by model id prefix (the longest match wins). For example `{"my-model": {"input": 1.0, "output": 4.0, "cacheRead": 0.1, "cacheWrite": 1.25}}` (cache prices default to 0.1 and 1.25 × input). Adds to or overrides the built-in prices; a model with no price shows tokens only.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("x-defaultText" = "built-in list prices of current Anthropic and OpenAI models"))]
+    #[schemars(extend(
+        "x-defaultText" = "built-in list prices of current Anthropic and OpenAI models",
+        "x-fileIgnored" = "a repository must not set the prices your maxCostUsd is counted at"
+    ))]
     pub prices: Option<std::collections::BTreeMap<String, crate::pricing::Price>>,
     /// Put the repository's instructions for coding agents in the system prompt. They are `AGENTS.md` and `CLAUDE.md` at the workspace root and in every folder down to the file being fixed (nearest last), `.github/copilot-instructions.md`, and the `.cursor/rules` that apply to the file. At most 16 KB of each and 32 KB in all, read through the same confinement as the tools (protected files are never read). The model follows them unless they conflict with the user's request. agentfix.toml may set it too (the repository's own choice).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -239,7 +243,18 @@ impl Settings {
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
         let s: Settings =
             toml::from_str(text).map_err(|e| ConfigError::Invalid(format!("invalid {FILE_NAME}: {e}")))?;
-        let set = serde_json::to_value(&s).unwrap_or_default();
+        let mut set = serde_json::to_value(&s).unwrap_or_default();
+        // What a repository may not set against its user is left out (and
+        // said by `file_warnings`).
+        let ignored: Vec<String> =
+            Self::declarations().into_iter().filter(|d| d.file_ignored().is_some()).map(|d| d.name).collect();
+        let s = match set.as_object_mut() {
+            Some(o) if ignored.iter().any(|n| o.contains_key(n)) => {
+                ignored.iter().for_each(|n| _ = o.remove(n));
+                serde_json::from_value(set.clone()).unwrap_or(s)
+            }
+            _ => s,
+        };
         for d in Self::declarations() {
             let Some(value) = set.get(&d.name) else { continue };
             let elsewhere =
@@ -326,7 +341,19 @@ impl Settings {
         let Ok(text) = std::fs::read_to_string(root.join(FILE_NAME)) else { return Vec::new() };
         let Ok(table) = toml::from_str::<toml::Table>(&text) else { return Vec::new() };
         let value = serde_json::to_value(table).unwrap_or_default();
-        Self::unknown_keys(&value, false).into_iter().map(|w| format!("{FILE_NAME}: {w}")).collect()
+        let mut out: Vec<String> =
+            Self::unknown_keys(&value, false).into_iter().map(|w| format!("{FILE_NAME}: {w}")).collect();
+        for d in Self::declarations() {
+            if let Some(why) = d.file_ignored().filter(|_| value.get(&d.name).is_some()) {
+                out.push(format!("{FILE_NAME}: `{}` is ignored ({why}); set it in the editor settings", d.name));
+            }
+        }
+        for name in ["maxTokens", "maxTurns", "maxCostUsd"].iter().filter(|n| value.get(**n).is_some()) {
+            out.push(format!(
+                "{FILE_NAME}: `{name}` may only lower the value the other settings or the default give (a repository may tighten a budget, never raise it)"
+            ));
+        }
+        out
     }
 
     /// `agentfix.toml` in `root`, if present.
@@ -411,6 +438,11 @@ impl Declaration {
             Some(Value::Array(vars)) => vars.iter().filter_map(Value::as_str).collect(),
             _ => Vec::new(),
         }
+    }
+
+    /// Why agentfix.toml's value of it is ignored, if it is.
+    pub fn file_ignored(&self) -> Option<&str> {
+        self.schema.get("x-fileIgnored").and_then(Value::as_str)
     }
 
     /// Why agentfix.toml may not set it, if it may not.
@@ -512,6 +544,31 @@ mod tests {
             Settings::file_warnings(dir.path()),
             vec!["agentfix.toml: unknown key `maxTurn` (did you mean `maxTurns`?); it is ignored"]
         );
+    }
+
+    #[test]
+    fn the_project_file_may_not_set_prices_or_the_transcript_folder_nor_raise_a_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "model = \"claude-haiku-4-5\"\ntranscriptDir = \"/home/you/.ssh\"\nmaxTokens = 5000000\n\n[prices.claude]\ninput = 0.0\noutput = 0.0\n";
+        std::fs::write(dir.path().join(FILE_NAME), text).unwrap();
+        let file = Settings::load_file(dir.path()).unwrap().unwrap();
+        assert_eq!((file.prices.as_ref(), file.transcript_dir.as_ref()), (None, None), "left out");
+        assert_eq!(file.model.as_deref(), Some("claude-haiku-4-5"), "the rest is read");
+        let warnings = Settings::file_warnings(dir.path()).join("\n");
+        assert!(warnings.contains("agentfix.toml: `prices` is ignored (a repository must not set the prices your maxCostUsd is counted at)"), "{warnings}");
+        assert!(warnings.contains("agentfix.toml: `transcriptDir` is ignored"), "{warnings}");
+        assert!(warnings.contains("agentfix.toml: `maxTokens` may only lower the value"), "{warnings}");
+        // A budget it raises stays the default; one it lowers is taken.
+        let c = crate::config::Config::resolve(&file, &Settings::default(), &|_| None).unwrap();
+        assert_eq!(
+            (c.limits.max_tokens, c.source("maxTokens")),
+            (crate::config::limits::DEFAULT_MAX_TOKENS, super::super::Source::Default)
+        );
+        let lower = Settings::from_toml("maxTokens = 1000\nmaxTurns = 3\n").unwrap();
+        let editor = Settings { max_tokens: Some(50_000), max_turns: Some(10), ..Settings::default() };
+        let c = crate::config::Config::resolve(&lower, &editor, &|_| None).unwrap();
+        assert_eq!((c.limits.max_tokens, c.limits.max_turns), (1000, 3), "lower than the editor's: the file's");
+        assert_eq!(c.source("maxTurns"), super::super::Source::File);
     }
 
     #[test]

@@ -36,11 +36,12 @@ impl Approver for ClientApprover {
     async fn approve(&self, name: &str, argv: &[String]) -> Approval {
         // The exact argv, shell-quoted with control characters escaped: a
         // repository-defined command cannot hide its tail behind line breaks.
-        let question = format!(
-            "Allow agentfix to run `{}` (command `{name}`) in a scratch copy of the workspace?",
-            RunCommand::display_argv(argv)
-        );
-        self.ask(name, question).await
+        let shown = RunCommand::display_argv(argv);
+        let question =
+            format!("Allow agentfix to run `{shown}` (command `{name}`) in a scratch copy of the workspace?");
+        // "Always" covers this argv: a repository that changes what the
+        // name runs is asked about again.
+        self.ask(&format!("{name}\u{0}{shown}"), question).await
     }
 
     async fn approve_tool(&self, name: &str, input: &str) -> Approval {
@@ -51,9 +52,9 @@ impl Approver for ClientApprover {
 }
 
 impl ClientApprover {
-    /// Asks `question` (unless `name` was allowed always in this workspace).
-    async fn ask(&self, name: &str, question: String) -> Approval {
-        if self.session.always_allowed(&self.root, name) {
+    /// Asks `question` (unless `key` was allowed always in this workspace).
+    async fn ask(&self, key: &str, question: String) -> Approval {
+        if self.session.always_allowed(&self.root, key) {
             return Approval::Always;
         }
         let actions =
@@ -62,7 +63,7 @@ impl ClientApprover {
         match tokio::time::timeout(ASK_TIMEOUT, asked).await {
             Ok(Ok(Some(choice))) if choice.title == ONCE => Approval::Once,
             Ok(Ok(Some(choice))) if choice.title == ALWAYS => {
-                self.session.allow_always(&self.root, name);
+                self.session.allow_always(&self.root, key);
                 Approval::Always
             }
             Ok(Ok(_)) => Approval::Deny,

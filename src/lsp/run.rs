@@ -371,6 +371,11 @@ async fn start(
     if let Some(root) = roots.first() {
         for w in crate::config::settings::Settings::file_warnings(root) {
             tracing::warn!("{w}");
+            // In the editor too, once a session: what a repository sets
+            // against its user is left out, and the user should know.
+            if session.first_time(&w) {
+                client.show_message(MessageType::WARNING, format!("agentfix: {w}")).await;
+            }
         }
     }
     if let Some(v) = args.version

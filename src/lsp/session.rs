@@ -55,6 +55,8 @@ pub struct Session {
     pub stash: Arc<transport::Stash>,
     /// Whether `shutdown` was received (the exit code depends on it).
     pub shut_down: AtomicBool,
+    /// Warnings already shown to the user (each is shown once a session).
+    said: Mutex<HashSet<String>>,
 }
 
 /// What `initialize` and the editor's settings said.
@@ -135,6 +137,7 @@ impl Session {
             ending: CancellationToken::new(),
             stash: Arc::new(transport::Stash::default()),
             shut_down: AtomicBool::new(false),
+            said: Mutex::default(),
         }
     }
 
@@ -214,6 +217,11 @@ impl Session {
 
     pub fn always_allowed(&self, root: &Path, name: &str) -> bool {
         self.always.lock().unwrap_or_else(|e| e.into_inner()).contains(&(root.to_path_buf(), name.to_string()))
+    }
+
+    /// Whether `warning` is new to this session (then it is shown).
+    pub fn first_time(&self, warning: &str) -> bool {
+        self.said.lock().unwrap_or_else(|e| e.into_inner()).insert(warning.to_string())
     }
 
     pub fn allow_always(&self, root: &Path, name: &str) {

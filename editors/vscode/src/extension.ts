@@ -151,7 +151,7 @@ class AgentFix {
     command('agentfix.bestOf', () => this.guarded(() => this.fixHere({ askCandidates: true })));
     command('agentfix.followUp', () => this.guarded(() => this.followUpLast()));
     command('agentfix.fixAll', () => this.guarded(() => this.fixAll()));
-    command('agentfix.cancel', () => this.cancel());
+    command('agentfix.cancelRun', () => this.cancel());
     command('agentfix.setApiKey', () => this.setApiKey());
     command('agentfix.showOutput', () => this.output.show(true));
     command('agentfix.restart', () => this.restart());
@@ -939,7 +939,7 @@ class AgentFix {
       const view = runningStatus(runs, latest?.turn, latest?.tokens, latest?.message);
       this.status.text = view.text;
       this.status.tooltip = view.tooltip;
-      this.status.command = 'agentfix.cancel';
+      this.status.command = 'agentfix.cancelRun';
       return;
     }
     this.status.command = 'agentfix.showOutput';
