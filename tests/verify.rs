@@ -322,3 +322,35 @@ fn replay_says_plainly_that_it_cannot_replay_a_run_of_two_rounds() {
         "{err}"
     );
 }
+
+#[test]
+fn fix_json_prints_one_object_with_the_outcome_and_keeps_the_exit_codes() {
+    let ws = workspace();
+    let mock = MockModel::start();
+    wrong_first_attempt(&mock);
+    mock.push(edit("toolu_2", BROKEN, GUARD));
+    mock.push(text_reply("Guarded the division by zero."));
+    let settings =
+        json!({"commands": {"test": ["sh", "-c", TEST]}, "verify": {"commands": ["test"]}, "transcripts": false});
+    let out = fix_command(&ws, &mock, &settings, &["--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+    assert_eq!(stdout.lines().count(), 1, "one line: {stdout}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["stopReason"], "end_turn");
+    assert_eq!(report["files"], json!([{"path": "calc.py", "status": "modified"}]));
+    assert!(report["diff"].as_str().unwrap().contains("+    if b == 0:"), "{report}");
+    assert_eq!((report["turns"].as_u64(), report["runId"].is_null()), (Some(4), true), "{report}");
+    assert_eq!(report["verification"]["verified"], true);
+    assert_eq!(report["verification"]["rounds"], 2);
+    assert!(stderr(&out).contains("agentfix: verified: test passed"), "the progress stays on stderr");
+    // Not verified: exit 4, the report says why.
+    let mock = MockModel::start();
+    wrong_first_attempt(&mock);
+    mock.push(text_reply("It looks right to me."));
+    let out = fix_command(&ws, &mock, &settings, &["--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["verification"]["verified"], false);
+    assert_eq!(report["verification"]["commands"][0]["passed"], false);
+}

@@ -141,7 +141,7 @@ pub async fn demo() -> ExitCode {
     };
     let events = |e: RunEvent| print_progress(&lines, &e);
     let result = fix::run(&prepared, Services::model_only(Arc::new(Scripted), &events), request).await;
-    let code = deliver(&result, None);
+    let code = deliver(&result, None, true);
     eprintln!(
         "agentfix demo: the diff above went to stdout and the file is unchanged. With ANTHROPIC_API_KEY set, \
          `agentfix fix FILE --line N` does the same with a real model (add --apply to write the edit)."

@@ -128,6 +128,7 @@ impl Task {
             candidates: args.candidates,
             continue_run: false,
             settings: args.settings.clone(),
+            json: false,
             allow_command: Vec::new(),
         }
     }

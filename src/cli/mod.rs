@@ -26,6 +26,7 @@
 mod demo;
 mod eval;
 mod failures;
+mod report;
 mod undo;
 
 pub use demo::demo;
@@ -126,6 +127,11 @@ pub struct FixArgs {
     /// as `agentfix check --settings`).
     #[arg(long, value_name = "JSON")]
     pub settings: Option<String>,
+    /// Print the outcome as one JSON object on stdout instead of the diff
+    /// (run id, stop reason, files, diff, turns, tokens, cost, transcript,
+    /// verification); progress stays on stderr, exit codes are unchanged.
+    #[arg(long)]
+    pub json: bool,
     /// Let the model run this configured command (see the `commands`
     /// setting); repeatable. Others are denied.
     #[arg(long = "allow-command", value_name = "NAME")]
@@ -593,7 +599,18 @@ pub async fn fix(args: FixArgs) -> ExitCode {
         cancel: cancelled_by_ctrl_c(),
     };
     let result = run_fix(&prepared, run, request).await;
-    deliver(&result, args.apply.then_some(root.as_path()))
+    let apply = args.apply.then_some(root.as_path());
+    if !args.json {
+        return deliver(&result, apply, true);
+    }
+    let code = deliver(&result, apply, false);
+    // Written when every change is on disk as proposed.
+    let written = apply.is_some()
+        && !result.changes().is_empty()
+        && result.changes().iter().all(|c| std::fs::read_to_string(&c.path).is_ok_and(|t| t == c.new_text));
+    let report = report::FixReport::of(&result, written);
+    println!("{}", serde_json::to_string(&report).unwrap_or_default());
+    code
 }
 
 /// A token cancelled by Ctrl-C.
@@ -814,14 +831,15 @@ fn read_diagnostics(source: &Path) -> Result<String, String> {
 
 /// Prints the diff and the run's end, writes the edits with `--apply` (into
 /// this root, after a backup), and maps the verdict to the exit code.
-fn deliver(result: &fix::FixResult, apply: Option<&Path>) -> ExitCode {
+fn deliver(result: &fix::FixResult, apply: Option<&Path>, diff: bool) -> ExitCode {
     let outcome = &result.outcome;
     let mut stdout = std::io::stdout().lock();
-    for change in result.changes() {
+    for change in result.changes().iter().filter(|_| diff) {
         let _ =
             stdout.write_all(unified_diff(&change.display, change.original.as_deref(), &change.new_text).as_bytes());
     }
     let _ = stdout.flush();
+    drop(stdout);
     if !outcome.summary.trim().is_empty() {
         eprintln!("agentfix: {}", crate::fix::brief(outcome.summary.trim()));
     }
