@@ -9,8 +9,10 @@ set -euo pipefail
 ACP_PY=0.12.1
 JSONSCHEMA=4.26.0
 ACP_NPM=2.4.0
-if ! python3 -c 'import acp, jsonschema' >/dev/null 2>&1 ||
-  [ "$(python3 -c 'import importlib.metadata as m; print(m.version("agent-client-protocol"))')" != "$ACP_PY" ]; then
+installed() {
+  python3 -c 'import importlib.metadata as m, sys; print(m.version(sys.argv[1]))' "$1" 2>/dev/null || true
+}
+if [ "$(installed agent-client-protocol)" != "$ACP_PY" ] || [ "$(installed jsonschema)" != "$JSONSCHEMA" ]; then
   python3 -m pip install -q "agent-client-protocol==$ACP_PY" "jsonschema==$JSONSCHEMA" >&2
 fi
 dir="${XDG_CACHE_HOME:-$HOME/.cache}/agentfix/acp-sdk-$ACP_NPM"
