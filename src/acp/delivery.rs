@@ -74,7 +74,7 @@ async fn propose(
 ) -> Delivered {
     let changes = &proposal.changes;
     let names: Vec<&str> = changes.iter().map(|c| c.display.as_str()).collect();
-    let id = format!("proposal-{}", uuid_like());
+    let id = format!("proposal-{}", next_id());
     let diffs: Vec<ToolCallContent> = changes.iter().map(|c| ToolCallContent::Diff(diff(c))).collect();
     let locations = changes.iter().map(|c| ToolCallLocation::new(c.path.clone())).collect();
     let call = ToolCall::new(id.clone(), format!("Proposed changes: {}", names.join(", ")))
@@ -149,8 +149,8 @@ fn diff(change: &FileChange) -> Diff {
     Diff::new(change.path.clone(), change.new_text.clone()).old_text(change.original.clone())
 }
 
-/// A short id, unique in the process.
-fn uuid_like() -> u64 {
+/// A number unique in the process, for the proposal's tool call id.
+fn next_id() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }

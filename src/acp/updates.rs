@@ -233,8 +233,8 @@ impl Updates {
         id
     }
 
-    /// The texts last shown of the files the run changed (for the
-    /// proposal's diff, from the text the run read).
+    /// What scrubs the key and credential shapes from what the client is
+    /// shown.
     pub fn redactor(&self) -> &Redactor {
         &self.redactor
     }
