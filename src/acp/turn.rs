@@ -117,7 +117,12 @@ fn stop_reason(result: &FixResult, delivered: Delivered, cancelled: bool) -> Sto
     if cancelled || delivered == Delivered::Cancelled || result.verdict == Verdict::Cancelled {
         return StopReason::Cancelled;
     }
-    match &result.outcome.stop {
+    acp_stop(&result.outcome.stop)
+}
+
+/// ACP's name for how the loop stopped.
+fn acp_stop(stop: &Stop) -> StopReason {
+    match stop {
         Stop::MaxTokens
         | Stop::TokenBudget
         | Stop::CostBudget
@@ -132,5 +137,29 @@ fn stop_reason(result: &FixResult, delivered: Delivered, cancelled: bool) -> Sto
         | Stop::ModelError(_)
         | Stop::Unknown(_)
         | Stop::Forked => StopReason::EndTurn,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_stop_has_its_acp_stop_reason() {
+        let cases = [
+            (Stop::EndTurn, StopReason::EndTurn),
+            (Stop::MaxTokens, StopReason::MaxTokens),
+            (Stop::CostBudget, StopReason::MaxTokens),
+            (Stop::ContextBudget { estimate: 2, ceiling: 1 }, StopReason::MaxTokens),
+            (Stop::MaxTurns, StopReason::MaxTurnRequests),
+            (Stop::Timeout, StopReason::MaxTurnRequests),
+            (Stop::Stalled("same call".into()), StopReason::MaxTurnRequests),
+            (Stop::Refusal { explanation: None }, StopReason::Refusal),
+            (Stop::Cancelled, StopReason::Cancelled),
+            (Stop::ToolFatal("x".into()), StopReason::EndTurn),
+        ];
+        for (stop, acp) in cases {
+            assert_eq!(acp_stop(&stop), acp, "{stop:?}");
+        }
     }
 }
