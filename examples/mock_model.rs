@@ -12,54 +12,19 @@
 //! one of `{"text": "…"}`, `{"tools": [["id", "name", {input}], …]}`,
 //! `{"message": {assistant message object}}`, `{"status": 429, "body": {…},
 //! "headers": [["retry-after", "1"]]}`, `{"hang": true}`, or
-//! `{"delay_ms": 500, "reply": {…}}`. With `--log`, every request received
-//! is appended to the file as one JSON line `{method, path, body}`.
+//! `{"delay_ms": 500, "reply": {…}}` (read by the mock crate's
+//! `reply_from_json`). An item with `"for": "<marker>"` as
+//! well (`{"for": "candidate 2 of 3", "text": "…"}`) answers only requests
+//! whose body contains the marker, such as a best-of-N candidate's note;
+//! those consume their own items in order, before the plain ones
+//! (`MockModel::push_for`). With `--log`, every request received is appended
+//! to the file as one JSON line `{method, path, body}`.
 
 use std::io::{BufRead, Write};
 use std::time::Duration;
 
-use agentfix_mock_model::{self as mock_model, MockModel, Reply};
+use agentfix_mock_model::{self as mock_model, MockModel};
 use serde_json::Value;
-
-fn reply(v: &Value) -> Result<Reply, String> {
-    if let Some(t) = v.get("text").and_then(Value::as_str) {
-        return Ok(mock_model::text_reply(t));
-    }
-    if let Some(calls) = v.get("tools").and_then(Value::as_array) {
-        let calls: Vec<(String, String, Value)> = calls
-            .iter()
-            .map(|c| {
-                (
-                    c[0].as_str().unwrap_or_default().to_string(),
-                    c[1].as_str().unwrap_or_default().to_string(),
-                    c[2].clone(),
-                )
-            })
-            .collect();
-        let refs: Vec<(&str, &str, Value)> =
-            calls.iter().map(|(a, b, c)| (a.as_str(), b.as_str(), c.clone())).collect();
-        return Ok(mock_model::tool_reply(&refs));
-    }
-    if let Some(m) = v.get("message") {
-        return Ok(Reply::Message(m.clone()));
-    }
-    if let Some(status) = v.get("status").and_then(Value::as_u64) {
-        let headers = v["headers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|h| (h[0].as_str().unwrap_or_default().to_string(), h[1].as_str().unwrap_or_default().to_string()))
-            .collect();
-        return Ok(Reply::Status { status: status as u16, headers, body: v["body"].clone() });
-    }
-    if v.get("hang").and_then(Value::as_bool) == Some(true) {
-        return Ok(Reply::Hang);
-    }
-    if let Some(ms) = v.get("delay_ms").and_then(Value::as_u64) {
-        return Ok(Reply::Delay(Duration::from_millis(ms), Box::new(reply(&v["reply"])?)));
-    }
-    Err(format!("unknown reply {v}"))
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -72,7 +37,11 @@ fn main() {
     let items: Vec<Value> = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
     let mock = MockModel::start();
     for item in &items {
-        mock.push(reply(item).unwrap_or_else(|e| panic!("{path}: {e}")));
+        let r = mock_model::reply_from_json(item).unwrap_or_else(|e| panic!("{path}: {e}"));
+        match item.get("for").and_then(Value::as_str) {
+            Some(marker) => mock.push_for(marker, r),
+            None => mock.push(r),
+        }
     }
     println!("{}", mock.base_url());
     let _ = std::io::stdout().flush();

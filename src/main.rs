@@ -54,6 +54,9 @@ enum Command {
     Demo,
     /// Fix a problem in a file on disk and print the proposed diff.
     Fix(agentfix::cli::FixArgs),
+    /// Run a task set (each subfolder of DIR: a broken workspace and its
+    /// task.toml) and report how many tasks the fixes resolved.
+    Eval(agentfix::cli::EvalArgs),
     /// Print the configuration in force and check that the provider answers.
     Check(agentfix::cli::CheckArgs),
     /// Put back the files the last `fix --apply` in this workspace changed.
@@ -98,6 +101,7 @@ fn main() -> ExitCode {
     let code = match command {
         Some(Command::Acp(args)) => runtime.block_on(agentfix::acp::serve(args)),
         Some(Command::Fix(args)) => runtime.block_on(agentfix::cli::fix(args)),
+        Some(Command::Eval(args)) => runtime.block_on(agentfix::cli::eval(args)),
         Some(Command::Check(args)) => runtime.block_on(agentfix::cli::check(args)),
         Some(Command::Replay(args)) => runtime.block_on(agentfix::cli::replay(args)),
         Some(Command::Demo) => runtime.block_on(agentfix::cli::demo()),

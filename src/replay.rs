@@ -110,18 +110,21 @@ struct Recording {
     end: EndRecord,
     responses: Vec<ModelResponse>,
     calls: Vec<ToolResultRecord>,
+    /// Its checks (`verify`), one per round.
+    checks: usize,
 }
 
 impl Recording {
     fn load(path: &Path) -> Result<Self, String> {
-        let (mut start, mut end, mut responses, mut calls) = (None, None, Vec::new(), Vec::new());
+        let (mut start, mut end, mut responses, mut calls, mut checks) = (None, None, Vec::new(), Vec::new(), 0);
         for record in transcript::read(path)? {
             match record {
                 Record::Start(s) => _ = start.get_or_insert(s),
                 Record::End(e) => _ = end.get_or_insert(e),
                 Record::Response(r) => responses.push(r.response()),
                 Record::ToolResult(t) => calls.push(t),
-                Record::Request(_) | Record::ContextEdit(_) | Record::Check(_) => {}
+                Record::Check(_) => checks += 1,
+                Record::Request(_) | Record::ContextEdit(_) => {}
             }
         }
         let missing = |kind: &str| format!("the transcript has no `{kind}` record");
@@ -130,6 +133,7 @@ impl Recording {
             end: end.ok_or_else(|| missing("end"))?,
             responses,
             calls,
+            checks,
         })
     }
 }
@@ -313,6 +317,17 @@ fn clip(s: &str) -> String {
 /// Replays `path`; `root` moves the workspace (the recorded root by default).
 pub async fn replay(path: &Path, root: Option<&Path>) -> Result<Report, String> {
     let recording = Recording::load(path)?;
+    // A later round starts from the check's findings (a command's output,
+    // the language servers' diagnostics), which the transcript does not
+    // hold: only the first round could be replayed, and a partial replay
+    // would be reported as a divergence it is not.
+    if recording.checks > 1 {
+        return Err(format!(
+            "{}: the run took {} rounds of verification (each round after the first starts from its check's findings, which the transcript does not record); replay re-runs runs of one round only",
+            path.display(),
+            recording.checks
+        ));
+    }
     let old = recording.start.root.clone();
     let rebase = Rebase { new: root.map(Path::to_path_buf).unwrap_or_else(|| old.clone()), old };
     let config = config_of(&recording.start)?;

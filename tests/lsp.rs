@@ -27,6 +27,8 @@ struct Setup<'a> {
     key: bool,
     env: Vec<(&'static str, &'static str)>,
     answer_progress_create: bool,
+    /// The `clientInfo.name` (default: the test editor's).
+    client: Option<&'static str>,
 }
 
 impl Default for Setup<'_> {
@@ -38,6 +40,7 @@ impl Default for Setup<'_> {
             key: true,
             env: Vec::new(),
             answer_progress_create: true,
+            client: None,
         }
     }
 }
@@ -66,6 +69,9 @@ fn start(setup: Setup<'_>) -> Fixture {
     env.extend(setup.env.iter().copied());
     let mut editor = Editor::spawn(agentfix_bin(), &["--stdio"], &root, &env);
     editor.answer_progress_create = setup.answer_progress_create;
+    if let Some(name) = setup.client {
+        editor.client_name = name.into();
+    }
     editor.initialize(&root, setup.caps, setup.init);
     Fixture { _dir: dir, root, mock, editor }
 }
@@ -84,14 +90,19 @@ impl Fixture {
         self.root.join(rel)
     }
 
-    /// Asks for code actions at `diag`'s range and returns the first one's command argument.
-    fn fix_argument(&mut self, rel: &str, diagnostic: Value) -> Value {
+    /// Asks for code actions at `diag`'s range and returns the first one.
+    fn first_action(&mut self, rel: &str, diagnostic: Value) -> Value {
         let uri = file_uri(&self.path(rel));
         let resp = self.editor.request(
             "textDocument/codeAction",
             json!({"textDocument": {"uri": uri}, "range": diagnostic["range"], "context": {"diagnostics": [diagnostic]}}),
         );
-        resp["result"][0]["command"]["arguments"][0].clone()
+        resp["result"][0].clone()
+    }
+
+    /// Asks for code actions at `diag`'s range and returns the first one's command argument.
+    fn fix_argument(&mut self, rel: &str, diagnostic: Value) -> Value {
+        self.first_action(rel, diagnostic)["command"]["arguments"][0].clone()
     }
 
     fn execute(&mut self, argument: Value) -> Value {
@@ -137,7 +148,10 @@ fn initialize_advertises_actions_commands_and_negotiated_encoding() {
     assert_eq!(caps["textDocumentSync"]["change"], 2);
     // The saved text is how a document that fell out of sync comes back.
     assert_eq!(caps["textDocumentSync"]["save"], json!({"includeText": true}));
-    assert_eq!(caps["executeCommandProvider"]["commands"], json!(["agentfix.fix", "agentfix.applyAlternative"]));
+    assert_eq!(
+        caps["executeCommandProvider"]["commands"],
+        json!(["agentfix.fix", "agentfix.applyAlternative", "agentfix.cancel"])
+    );
     assert_eq!(
         caps["codeActionProvider"]["codeActionKinds"],
         json!(["quickfix", "refactor.rewrite", "source.fixAll.agentfix"])
@@ -698,20 +712,61 @@ fn cancel_aborts_a_streaming_request_quickly() {
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
 }
 
-#[test]
-fn clients_without_apply_edit_get_the_fix_through_code_action_resolve() {
+/// A client that resolves `edit` and has no `workspace/applyEdit` (Vim's
+/// ALE), with `init` as its initializationOptions.
+fn resolving_client(init: Value) -> Fixture {
     let mut caps = Editor::full_capabilities();
     caps["workspace"]["applyEdit"] = json!(false);
     caps["textDocument"]["codeAction"]["resolveSupport"] = json!({"properties": ["edit"]});
-    let mut f = start(Setup { files: &[("a.py", "x = 1\n")], caps, ..Default::default() });
+    start(Setup { files: &[("a.py", "x = 1\n")], caps, init, ..Default::default() })
+}
+
+#[test]
+fn clients_without_apply_edit_resolve_at_once_and_get_the_finished_proposal_on_the_next_resolve() {
+    let mut f = resolving_client(Value::Null);
     f.editor.open(&f.path("a.py"), "python", 2, "x = 1\n");
-    let d = diag(0, 0, 1, "x is wrong");
-    let uri = file_uri(&f.path("a.py"));
-    let resp = f.editor.request(
-        "textDocument/codeAction",
-        json!({"textDocument": {"uri": uri}, "range": d["range"], "context": {"diagnostics": [d]}}),
+    let action = f.first_action("a.py", diag(0, 0, 1, "x is wrong"));
+    let edit = json!({"path": "a.py", "old_text": "x = 1", "new_text": "x = 2"});
+    f.mock.push(Reply::Delay(Duration::from_secs(2), Box::new(tool_reply(&[("t1", "edit_file", edit)]))));
+    f.mock.push(text_reply("Set x to 2."));
+    // The resolve answers at once, without an edit: the run goes on.
+    let t = Instant::now();
+    let resolved = f.editor.request("codeAction/resolve", action.clone());
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert!(resolved["result"].get("edit").is_none_or(Value::is_null), "{resolved}");
+    let ended = f.editor.wait_for_notification("agentfix/runEnded", |_| true, LONG);
+    assert_eq!((ended["applied"].as_bool(), ended["stopReason"].as_str()), (Some(false), Some("end_turn")), "{ended}");
+    assert!(
+        ended["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("pick the same Agent fix code action on those lines again to apply it"),
+        "{ended}"
     );
-    let action = resp["result"][0].clone();
+    // The same action again: the finished proposal, at once, no model asked.
+    let asked = f.mock.requests().len();
+    let resolved = f.editor.request("codeAction/resolve", action.clone());
+    let doc = &resolved["result"]["edit"]["documentChanges"][0];
+    assert_eq!(doc["textDocument"]["version"], 2, "{resolved}");
+    assert_eq!(apply_text_edits("x = 1\n", doc["edits"].as_array().unwrap()), "x = 2\n");
+    assert_eq!(f.mock.requests().len(), asked);
+    // Once the buffer holds it, the action runs afresh.
+    f.editor.change_full(&f.path("a.py"), 3, "x = 2\n");
+    f.mock.push(text_reply("Nothing left to do."));
+    let resolved = f.editor.request("codeAction/resolve", action);
+    assert!(resolved["result"].get("edit").is_none_or(Value::is_null), "{resolved}");
+    f.editor.wait_for_notification("agentfix/runEnded", |_| true, LONG);
+    assert_eq!(f.mock.requests().len(), asked + 1);
+    assert!(f.editor.applied_edits().is_empty(), "no workspace/applyEdit to a client that cannot take it");
+}
+
+#[test]
+fn clients_without_apply_edit_get_the_fix_through_code_action_resolve() {
+    // `delivery: sync`: the run happens inside the resolve.
+    let mut f = resolving_client(json!({"delivery": "sync"}));
+    f.editor.open(&f.path("a.py"), "python", 2, "x = 1\n");
+    let uri = file_uri(&f.path("a.py"));
+    let action = f.first_action("a.py", diag(0, 0, 1, "x is wrong"));
     assert!(action.get("command").is_none(), "{action}");
     assert_eq!(action["data"]["uri"], uri);
     f.mock.push(tool_reply(&[("t1", "edit_file", json!({"path": "a.py", "old_text": "x = 1", "new_text": "x = 2"}))]));
@@ -1204,6 +1259,7 @@ fn best_of_3_through_the_editor_offers_the_two_that_failed_as_alternatives() {
     assert_eq!(result["verification"]["verified"], true);
     let label = f.editor.applied_edits()[0]["label"].as_str().unwrap().to_string();
     assert!(label.starts_with("Agent fix: verified: test passed ("), "{label}");
+    assert!(label.ends_with("; candidate 3 of 3)"), "the review says which candidate: {label}");
     assert_eq!(f.editor.buffer_text(&calc).unwrap(), "def div(a, b):\n    return a / b if b else 0\n");
 
     // On the same lines, the two others are offered, each with its check.
@@ -1249,4 +1305,131 @@ fn best_of_3_through_the_editor_offers_the_two_that_failed_as_alternatives() {
     );
     assert_eq!(r["error"]["code"], -32602, "{r}");
     f.assert_no_violations();
+}
+
+#[test]
+fn a_client_that_times_out_requests_after_5_s_gets_a_20_s_fix_through_run_ended() {
+    const CALC: &str = "def div(a, b):\n    return a / b\n";
+    // Helix: `delivery: auto` answers at once.
+    let mut f = start(Setup { files: &[("calc.py", CALC)], client: Some("helix"), ..Default::default() });
+    let calc = f.path("calc.py");
+    f.editor.open(&calc, "python", 1, CALC);
+    let slow = |reply: Reply| Reply::Delay(Duration::from_secs(5), Box::new(reply));
+    f.mock.push(slow(tool_reply(&[("toolu_r1", "read_file", json!({"path": "calc.py"}))])));
+    f.mock.push(slow(tool_reply(&[("toolu_r2", "read_file", json!({"path": "calc.py", "offset": 1}))])));
+    let guard =
+        json!({"path": "calc.py", "old_text": "    return a / b\n", "new_text": "    return a / b if b else 0\n"});
+    f.mock.push(slow(tool_reply(&[("toolu_e", "edit_file", guard)])));
+    f.mock.push(slow(text_reply("Guarded the division.")));
+    let arg = f.fix_argument("calc.py", diag(1, 11, 16, "Possible division by zero"));
+    let started = Instant::now();
+    let id = f.editor.send_request("workspace/executeCommand", json!({"command": "agentfix.fix", "arguments": [arg]}));
+    // This client gives up on any request after 5 s.
+    let answer = f.editor.wait_response(id, Duration::from_secs(5));
+    let run_id = answer["result"]["runId"].as_str().expect("a run id at once").to_string();
+    assert_eq!(answer["result"]["status"], "started", "{answer}");
+    let ended = f.editor.wait_for_notification("agentfix/runEnded", |_| true, Duration::from_secs(60));
+    assert!(started.elapsed() >= Duration::from_secs(20), "a 20 s run: {:?}", started.elapsed());
+    let result = &ended;
+    assert_eq!((result["runId"].as_str(), result["applied"].as_bool()), (Some(run_id.as_str()), Some(true)), "{ended}");
+    assert_eq!(result["stopReason"], "end_turn");
+    assert_eq!(result["turns"], 4);
+    assert_eq!(f.editor.buffer_text(&calc).unwrap(), "def div(a, b):\n    return a / b if b else 0\n");
+    // Said to a client without a plugin too.
+    let said = f.editor.notifications("window/showMessage");
+    let told = |m: &Value| m["message"].as_str().unwrap_or_default().starts_with("Agent fix: Guarded the division.");
+    assert!(said.iter().any(told), "{said:?}");
+    f.assert_no_violations();
+}
+
+#[test]
+fn a_run_answered_at_once_is_cancelled_by_its_run_id() {
+    const CALC: &str = "def div(a, b):\n    return a / b\n";
+    let init = json!({"delivery": "async"});
+    let mut f = start(Setup { files: &[("calc.py", CALC)], init, ..Default::default() });
+    f.editor.open(&f.path("calc.py"), "python", 1, CALC);
+    f.mock.push(Reply::Hang);
+    let arg = f.fix_argument("calc.py", diag(1, 11, 16, "Possible division by zero"));
+    let answer = f.execute(arg.clone());
+    let run_id = answer["result"]["runId"].as_str().expect("answered at once").to_string();
+    // Wait until the model is asked, then cancel by the id.
+    let deadline = Instant::now() + LONG;
+    while f.mock.requests().is_empty() && Instant::now() < deadline {
+        f.editor.pump(Duration::from_millis(20));
+    }
+    let r = f
+        .editor
+        .request("workspace/executeCommand", json!({"command": "agentfix.cancel", "arguments": [{"runId": run_id}]}));
+    assert_eq!(r["result"], json!({"cancelled": true}), "{r}");
+    let ended = f.editor.wait_for_notification("agentfix/runEnded", |_| true, LONG);
+    assert_eq!(ended["stopReason"], "cancelled", "{ended}");
+    assert_eq!(ended["applied"], false);
+    // Once over, the id cancels nothing; a bad argument is refused.
+    let r = f
+        .editor
+        .request("workspace/executeCommand", json!({"command": "agentfix.cancel", "arguments": [{"runId": run_id}]}));
+    assert_eq!(r["result"], json!({"cancelled": false}), "{r}");
+    let r = f.editor.request("workspace/executeCommand", json!({"command": "agentfix.cancel", "arguments": []}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    // The argument wins over the setting: this one answers when it is over.
+    f.mock.push(text_reply("Nothing to change."));
+    let mut sync = arg;
+    sync["delivery"] = json!("sync");
+    let r = f.execute(sync);
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+}
+
+#[test]
+fn through_the_editor_a_failed_check_is_fed_back_and_the_second_proposal_is_offered_verified() {
+    const CALC: &str = "def div(a, b):\n    return a / b\n";
+    let test = "python3 -c 'import calc; assert calc.div(1, 0) == 0'";
+    let init = json!({"commands": {"test": ["sh", "-c", test], "autoApprove": true}, "verify": {"commands": ["test"]}});
+    let mut f = start(Setup { files: &[("calc.py", CALC)], init, ..Default::default() });
+    let calc = f.path("calc.py");
+    f.editor.open(&calc, "python", 1, CALC);
+    let edit = |id: &str, old: &str, new: &str| {
+        tool_reply(&[(id, "edit_file", json!({"path": "calc.py", "old_text": old, "new_text": new}))])
+    };
+    f.mock.push(edit("toolu_1", "    return a / b\n", "    return a / b if b else None\n"));
+    f.mock.push(text_reply("Returned None for zero."));
+    f.mock.push(edit("toolu_2", "    return a / b if b else None\n", "    return a / b if b else 0\n"));
+    f.mock.push(text_reply("Returned 0 for zero, as the test wants."));
+    let r = f.fix("calc.py", diag(1, 11, 16, "Possible division by zero"));
+    let result = &r["result"];
+    assert_eq!((result["applied"].as_bool(), result["turns"].as_u64()), (Some(true), Some(4)), "{r}");
+    assert_eq!(result["verification"]["verified"], true, "{result}");
+    assert_eq!(result["verification"]["rounds"], 2);
+    // The findings went back as the next user message: what failed, the output's tail.
+    let fed = f.mock.requests()[2].body["messages"].as_array().unwrap().last().unwrap().to_string();
+    assert!(fed.contains("test") && fed.contains("AssertionError"), "{fed}");
+    let label = f.editor.applied_edits()[0]["label"].as_str().unwrap().to_string();
+    assert!(label.starts_with("Agent fix: verified: test passed ("), "{label}");
+    assert_eq!(f.editor.buffer_text(&calc).unwrap(), "def div(a, b):\n    return a / b if b else 0\n");
+    f.assert_no_violations();
+}
+
+#[test]
+fn best_of_3_candidates_share_max_tokens_so_their_sum_stays_within_it() {
+    const CALC: &str = "def div(a, b):\n    return a / b\n";
+    let init = json!({"maxTokens": 12000});
+    let mut f = start(Setup { files: &[("calc.py", CALC)], init, ..Default::default() });
+    f.editor.open(&f.path("calc.py"), "python", 1, CALC);
+    // Every candidate would read the file for ever.
+    for k in 1..=3 {
+        for turn in 0..40 {
+            let id = format!("toolu_{k}_{turn}");
+            let read = tool_reply(&[(&id, "read_file", json!({"path": "calc.py", "offset": turn % 2 + 1}))]);
+            f.mock.push_for(&format!("candidate {k} of 3"), read);
+        }
+    }
+    let mut arg = f.fix_argument("calc.py", diag(1, 11, 16, "Possible division by zero"));
+    arg["candidates"] = json!(3);
+    let r = f.execute(arg);
+    let result = &r["result"];
+    let spent = result["inputTokens"].as_u64().unwrap() + result["outputTokens"].as_u64().unwrap();
+    assert!(spent <= 12000, "the sum of the candidates stays within maxTokens: {spent} {result}");
+    let stops: Vec<&str> =
+        result["candidates"].as_array().unwrap().iter().map(|c| c["stopReason"].as_str().unwrap()).collect();
+    assert!(stops.iter().all(|s| *s == "token_budget" || *s == "stalled"), "{stops:?} {result}");
+    assert!(stops.contains(&"token_budget"), "{stops:?}");
 }

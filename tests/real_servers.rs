@@ -34,12 +34,7 @@ fn require(test: &str, needs: &str, present: bool, required_in_ci: bool) -> bool
     if required_in_ci && std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("{needs} is missing, but .ci/run installs it: the install step failed");
     }
-    let line = format!("SKIPPED (needs {needs}): {test} did not run");
-    println!("{line}");
-    // Straight to the process's stderr, past the test harness's capture
-    // (which only takes `print!`/`eprint!`): the line shows in the
-    // output of a plain `cargo test`, not only with `--nocapture`.
-    let _ = writeln!(std::io::stderr(), "{line}");
+    common::say_skipped(test, needs);
     false
 }
 

@@ -167,16 +167,7 @@ fn a_cancel_during_the_check_ends_the_run_at_once_and_kills_the_command() {
     assert!(out.stdout.is_empty(), "nothing offered");
     // The command ran, and was killed with the run (its process group).
     let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
-    // Gone, or a zombie waiting for whoever inherited it to reap it.
-    let alive = || {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|stat| stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
-    };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
-    while alive() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(!alive(), "the command {pid} outlived the run");
+    assert!(common::gone_within(pid, 3), "the command {pid} outlived the run");
 }
 
 /// `agentfix fix` with `--candidates N` and extra settings over the test command.
@@ -308,4 +299,26 @@ fn from_the_first_edit_the_reading_is_paid_once_and_the_candidates_fork_there() 
     let err = stderr(&out);
     assert_eq!(mock.requests().len(), 1, "{err}");
     assert!(!err.contains("candidate 1 of 3"), "{err}");
+}
+
+#[test]
+fn replay_says_plainly_that_it_cannot_replay_a_run_of_two_rounds() {
+    let ws = workspace();
+    let mock = MockModel::start();
+    wrong_first_attempt(&mock);
+    mock.push(edit("toolu_2", BROKEN, GUARD));
+    mock.push(text_reply("Guarded the division by zero."));
+    let transcripts = ws.root.parent().unwrap().join("transcripts");
+    let settings = json!({"commands": {"test": ["sh", "-c", TEST]}, "verify": {"commands": ["test"]},
+        "transcriptDir": transcripts.to_str().unwrap()});
+    let out = fix_command(&ws, &mock, &settings, &[]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let transcript = std::fs::read_dir(&transcripts).unwrap().next().unwrap().unwrap().path();
+    let out = Command::new(agentfix_bin()).args(["replay"]).arg(&transcript).output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the run took 2 rounds of verification") && err.contains("replay re-runs runs of one round only"),
+        "{err}"
+    );
 }

@@ -23,17 +23,20 @@
 
 (defconst agentfix-test-dir (file-name-directory (or load-file-name buffer-file-name)))
 (add-to-list 'load-path agentfix-test-dir)
-(require 'agentfix)
+;; agentfix.el is loaded only after the plain eglot tests (see below).
 
 (defconst agentfix-test-bin (or (getenv "AGENTFIX_BIN") (error "AGENTFIX_BIN not set")))
 (defconst agentfix-test-mock (or (getenv "MOCK_MODEL_BIN") (error "MOCK_MODEL_BIN not set")))
 
 (defvar agentfix-test-results nil "List of (NAME . nil-or-failure).")
 
-;; The configuration under test: what editors/README-other-editors.md shows.
-(add-to-list 'eglot-server-programs
-             `(python-mode . (,agentfix-test-bin "--stdio"
-                              :initializationOptions (:maxRetries 0))))
+;; The configuration under test: what editors/emacs/README.md shows.
+(defun agentfix-test-server-program (&rest init)
+  "agentfix's entry of `eglot-server-programs', INIT added to its
+initializationOptions."
+  `(python-mode . (,agentfix-test-bin "--stdio"
+                   :initializationOptions (:maxRetries 0 ,@init))))
+(add-to-list 'eglot-server-programs (agentfix-test-server-program))
 (setq-default eglot-workspace-configuration
               '(:agentfix (:model "emacs-test-model" :maxOutputTokens 4321)))
 ;; Keep other flymake backends (agentfix publishes no diagnostics).
@@ -103,9 +106,24 @@
               (when (eq method 'workspace/configuration)
                 (cl-incf agentfix-test-configuration-answers))))
 
-(defun agentfix-test-start (url)
-  "Open calc.py of a new workspace with eglot on agentfix at mock URL."
-  (let* ((root (agentfix-test-workspace))
+(defvar agentfix-test-notifications nil
+  "The notifications eglot handled, newest first: (METHOD . PARAMS).")
+(advice-add 'eglot-handle-notification :before
+            (lambda (_server method &rest params)
+              (push (cons method params) agentfix-test-notifications)))
+
+(defun agentfix-test-notification (method)
+  "The params of the last notification METHOD eglot handled, or nil."
+  (cdr (assq method agentfix-test-notifications)))
+
+(defun agentfix-test-start (url &rest init)
+  "Open calc.py of a new workspace with eglot on agentfix at mock URL.
+INIT is added to the initializationOptions of the configuration."
+  (let* ((eglot-server-programs (if init
+                                    (cons (apply #'agentfix-test-server-program init)
+                                          eglot-server-programs)
+                                  eglot-server-programs))
+         (root (agentfix-test-workspace))
          (process-environment (append (list "ANTHROPIC_API_KEY=test-key-0123"
                                             (concat "ANTHROPIC_BASE_URL=" url)
                                             "AGENTFIX_TRANSCRIPTS=0"
@@ -248,10 +266,99 @@ MESSAGE on LINE (1-based), as eglot's own code action request would get it."
             (error "buffer not fixed: %S" (buffer-string))))
       (agentfix-test-cleanup buf mock))))
 
+(defconst agentfix-test-slow-fix
+  ;; Two model replies 7 s late each: the run takes over 14 s, more than
+  ;; jsonrpc's 10-second default request timeout.
+  [((delay_ms . 7000)
+    (reply . ((tools . [["toolu_1" "edit_file" ((path . "calc.py")
+                                                 (old_text . "def add(a, b):\n    return a - b")
+                                                 (new_text . "def add(a, b):\n    return a + b"))]]))))
+   ((delay_ms . 7000) (reply . ((text . "Fixed add."))))])
+
+(agentfix-deftest "plain eglot, default timeouts, :delivery async: a 14 s run through eglot-code-actions"
+  ;; Plain eglot: agentfix.el is not loaded yet, no timeout is raised.
+  (agentfix-test-expect nil (featurep 'agentfix) "agentfix.el loaded")
+  (agentfix-test-expect 10 jsonrpc-default-request-timeout "jsonrpc-default-request-timeout")
+  (let* ((mock (agentfix-test-mock agentfix-test-slow-fix))
+         ;; The README's setting for eglot 1.9, which sends no clientInfo.
+         (buf (agentfix-test-start (car mock) :delivery "async"))
+         (agentfix-test-prompts nil)
+         (agentfix-test-notifications nil)
+         (start (float-time))
+         answer)
+    (unwind-protect
+        (with-current-buffer buf
+          (cl-letf (((symbol-function 'y-or-n-p) (agentfix-test-answer t))
+                    ((symbol-function 'completing-read)
+                     (lambda (_prompt _collection &rest _) "Agent fix: selection")))
+            ;; M-x eglot-code-actions on a region; eglot runs the command
+            ;; with eglot-execute-command (a jsonrpc-request, 10 s timeout).
+            (let ((last-nonmenu-event ?\r))
+              (setq answer (eglot-code-actions (point-min) (point-max) nil t)))
+            (agentfix-test-expect "started" (plist-get answer :status) "the command's answer")
+            (unless (< (- (float-time) start) 5)
+              (error "the answer took %.1f s" (- (float-time) start)))
+            (agentfix-test-expect agentfix-test-calc (buffer-string) "buffer before the proposal")
+            ;; The run goes on; eglot takes its workspace/applyEdit (asking
+            ;; y-or-n-p) and hears agentfix/runEnded while Emacs idles.
+            (agentfix-test-wait (lambda () (agentfix-test-notification 'agentfix/runEnded))
+                                90 "agentfix/runEnded"))
+          (let ((ended (agentfix-test-notification 'agentfix/runEnded))
+                (took (- (float-time) start)))
+            (when (< took 13)
+              (error "the run took %.1f s, not clearly over jsonrpc's 10 s" took))
+            (agentfix-test-expect (plist-get answer :runId) (plist-get ended :runId) "runId")
+            (agentfix-test-expect t (plist-get ended :applied) "applied")
+            (agentfix-test-expect "end_turn" (plist-get ended :stopReason) "stopReason")
+            (agentfix-test-expect 2 (plist-get ended :turns) "turns"))
+          (unless (and agentfix-test-prompts
+                       (string-match-p "Server wants to edit" (car agentfix-test-prompts)))
+            (error "eglot did not ask before applying: %S" agentfix-test-prompts))
+          (agentfix-test-expect (replace-regexp-in-string "return a - b" "return a + b" agentfix-test-calc)
+                                (buffer-string) "buffer text")
+          ;; Shown by eglot itself too (window/showMessage).
+          (let ((said (agentfix-test-notification 'window/showMessage)))
+            (unless (string-prefix-p "Agent fix: Fixed add." (plist-get said :message))
+              (error "window/showMessage: %S" said))))
+      (agentfix-test-cleanup buf mock))))
+
+(defun agentfix-test-client-info (args)
+  "Filter of `jsonrpc-async-request' ARGS: what eglot 1.15 and later add
+to `initialize' (`clientInfo'), which eglot 1.9 does not send."
+  (pcase-let ((`(,server ,method ,params . ,rest) args))
+    (if (eq method :initialize)
+        `(,server ,method (:clientInfo (:name "Eglot" :version "1.17") ,@params) ,@rest)
+      args)))
+
+(agentfix-deftest "plain eglot naming itself Eglot (as 1.15+ do; simulated): answered at once, no setting"
+  (agentfix-test-expect nil (featurep 'agentfix) "agentfix.el loaded")
+  (let* ((mock (agentfix-test-mock agentfix-test-two-edits))
+         (buf (progn (advice-add 'jsonrpc-async-request :filter-args #'agentfix-test-client-info)
+                     (unwind-protect (agentfix-test-start (car mock))
+                       (advice-remove 'jsonrpc-async-request #'agentfix-test-client-info))))
+         (agentfix-test-notifications nil))
+    (unwind-protect
+        (with-current-buffer buf
+          (cl-letf (((symbol-function 'y-or-n-p) (agentfix-test-answer t)))
+            (let* ((arg (agentfix-test-code-action-argument 2 "add() subtracts its arguments"))
+                   (answer (eglot-execute-command (eglot-current-server) 'agentfix.fix (vector arg))))
+              (agentfix-test-expect "started" (plist-get answer :status) "the command's answer")
+              (agentfix-test-wait (lambda () (agentfix-test-notification 'agentfix/runEnded))
+                                  20 "agentfix/runEnded")
+              (agentfix-test-expect t (plist-get (agentfix-test-notification 'agentfix/runEnded) :applied)
+                                    "applied")))
+          (unless (string-match-p "return a \\* b" (buffer-string))
+            (error "buffer not fixed: %S" (buffer-string))))
+      (agentfix-test-cleanup buf mock))))
+
+;;; agentfix.el from here on.
+(require 'agentfix)
+
 (agentfix-deftest "agentfix-fix (agentfix.el): flymake diagnostic at point, async run"
   (let* ((mock (agentfix-test-mock agentfix-test-two-edits))
          (buf (agentfix-test-start (car mock)))
-         (agentfix-last-result nil))
+         (agentfix-last-result nil)
+         (agentfix-test-notifications nil))
     (unwind-protect
         (with-current-buffer buf
           ;; A flymake backend standing for a linter.
@@ -273,6 +380,11 @@ MESSAGE on LINE (1-based), as eglot's own code action request would get it."
             (agentfix-fix)
             (agentfix-test-wait (lambda () agentfix-last-result) 20 "the run's result"))
           (agentfix-test-expect t (plist-get agentfix-last-result :applied) "applied")
+          ;; Asked with delivery async: the result came as agentfix/runEnded.
+          (agentfix-test-expect (plist-get agentfix-last-result :runId)
+                                (plist-get (agentfix-test-notification 'agentfix/runEnded) :runId)
+                                "runEnded's runId")
+          (agentfix-test-expect nil agentfix--runs "runs left")
           (unless (string-match-p "return a \\* b" (buffer-string))
             (error "buffer not fixed: %S" (buffer-string)))
           (agentfix-test-wait (lambda () (agentfix-test-requests (nth 1 mock))) 5 "the mock's request log")
@@ -281,7 +393,7 @@ MESSAGE on LINE (1-based), as eglot's own code action request would get it."
               (error "the diagnostic did not reach the model"))))
       (agentfix-test-cleanup buf mock))))
 
-(agentfix-deftest "agentfix-cancel during a hanging model request"
+(agentfix-deftest "agentfix-cancel of a run answered at once: agentfix.cancel {runId}"
   (let* ((mock (agentfix-test-mock [((hang . t))]))
          (buf (agentfix-test-start (car mock)))
          (agentfix-last-result nil))
@@ -291,6 +403,30 @@ MESSAGE on LINE (1-based), as eglot's own code action request would get it."
           (forward-line 1)
           (agentfix-fix "make add() add")
           (agentfix-test-wait (lambda () (agentfix-test-requests (nth 1 mock))) 10 "the model request")
+          (agentfix-test-wait (lambda () (nth 2 (car agentfix--runs))) 10 "the answer at once")
+          (agentfix-cancel)
+          (agentfix-test-wait (lambda () agentfix-last-result) 10 "the run to end")
+          (agentfix-test-expect "cancelled" (plist-get agentfix-last-result :stopReason) "stopReason")
+          (agentfix-test-expect :json-false (plist-get agentfix-last-result :applied) "applied")
+          (agentfix-test-expect agentfix-test-calc (buffer-string) "buffer text")
+          (agentfix-test-expect nil agentfix--runs "runs left"))
+      (agentfix-test-cleanup buf mock))))
+
+(agentfix-deftest "agentfix-cancel of a synchronous run (eglot 1.9, delivery auto): $/cancelRequest"
+  (let* ((mock (agentfix-test-mock [((hang . t))]))
+         (buf (agentfix-test-start (car mock)))
+         (agentfix-last-result nil)
+         ;; The server's setting (auto): synchronous for eglot 1.9, which
+         ;; sends no clientInfo.
+         (agentfix-delivery nil))
+    (unwind-protect
+        (with-current-buffer buf
+          (goto-char (point-min))
+          (forward-line 1)
+          (agentfix-fix "make add() add")
+          (agentfix-test-wait (lambda () (agentfix-test-requests (nth 1 mock))) 10 "the model request")
+          (sleep-for 0.2)
+          (agentfix-test-expect nil (nth 2 (car agentfix--runs)) "a run id (answered at once)")
           (agentfix-cancel)
           (agentfix-test-wait (lambda () agentfix-last-result) 10 "the run to end")
           (agentfix-test-expect -32800 (nth 1 agentfix-last-result) "RequestCancelled")

@@ -17,13 +17,19 @@
 //! directory); `print_progress` (one stderr line per turn and per retry;
 //! streamed text and tool starts are for editors' status lines) and `deliver`
 //! (diff, summary, the end line with `fix::Spend::with_turns`, a `note:` per
-//! changed file that runs code, the API's error last)
+//! changed file that runs code, the API's error last); `run_fix` (the
+//! language servers and MCP servers around one `fix::run`, for `fix` and
+//! each task of `eval`); `eval` (`agentfix eval DIR`: a task set run through
+//! the same `prepare` and `run_fix`, each proposal checked by the task's
+//! own check)
 
 mod demo;
+mod eval;
 mod failures;
 mod undo;
 
 pub use demo::demo;
+pub use eval::{EvalArgs, Report as EvalReport, eval};
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -223,30 +229,44 @@ async fn print_mcp(config: &Config, root: &std::path::Path) -> u32 {
     failed
 }
 
-/// Approves exactly the commands named with `--allow-command`.
-struct AllowList(Vec<String>);
+/// Approves exactly the commands named (`--allow-command`; `eval`: the
+/// workspace's configured commands), saying so on stderr unless `quiet`.
+struct AllowList {
+    names: Vec<String>,
+    quiet: bool,
+}
+
+impl AllowList {
+    fn say(&self, line: std::fmt::Arguments<'_>) {
+        if self.quiet {
+            tracing::info!("{line}");
+        } else {
+            eprintln!("agentfix: {line}");
+        }
+    }
+}
 
 #[async_trait::async_trait]
 impl Approver for AllowList {
     async fn approve(&self, name: &str, argv: &[String]) -> Approval {
-        if self.0.iter().any(|n| n == name) {
-            eprintln!("agentfix: running `{name}` ({}) in a scratch copy", argv.join(" "));
+        if self.names.iter().any(|n| n == name) {
+            self.say(format_args!("running `{name}` ({}) in a scratch copy", argv.join(" ")));
             Approval::Always
         } else {
-            eprintln!("agentfix: the model asked to run `{name}`; denied (pass --allow-command {name} to allow it)");
+            self.say(format_args!("the model asked to run `{name}`; denied (pass --allow-command {name} to allow it)"));
             Approval::Deny
         }
     }
 
     /// MCP tools are allowed by their full name (`--allow-command mcp__server__tool`).
     async fn approve_tool(&self, name: &str, _input: &str) -> Approval {
-        if self.0.iter().any(|n| n == name) {
-            eprintln!("agentfix: calling the MCP tool `{name}`");
+        if self.names.iter().any(|n| n == name) {
+            self.say(format_args!("calling the MCP tool `{name}`"));
             Approval::Always
         } else {
-            eprintln!(
-                "agentfix: the model asked to call the MCP tool `{name}`; denied (pass --allow-command {name} to allow it)"
-            );
+            self.say(format_args!(
+                "the model asked to call the MCP tool `{name}`; denied (pass --allow-command {name} to allow it)"
+            ));
             Approval::Deny
         }
     }
@@ -559,11 +579,25 @@ fn print_instructions(config: &Config, root: &std::path::Path, target: Option<&s
 
 /// Runs `agentfix fix`.
 pub async fn fix(args: FixArgs) -> ExitCode {
-    let (prepared, model, request) = match prepare(&args) {
+    let (prepared, model, request) = match prepare(&args, &|line| eprintln!("agentfix: {line}")) {
         Ok(x) => x,
         Err(e) => return fail(exit::USAGE, e),
     };
     let root = prepared.workspace().primary_root().to_path_buf();
+    let lines = ProgressLines::priced(prepared.config.price());
+    let events = |e: RunEvent| print_progress(&lines, &e);
+    let run = Lent {
+        model,
+        approver: Arc::new(AllowList { names: args.allow_command.clone(), quiet: false }),
+        progress: &events,
+        cancel: cancelled_by_ctrl_c(),
+    };
+    let result = run_fix(&prepared, run, request).await;
+    deliver(&result, args.apply.then_some(root.as_path()))
+}
+
+/// A token cancelled by Ctrl-C.
+fn cancelled_by_ctrl_c() -> CancellationToken {
     let cancel = CancellationToken::new();
     let on_ctrl_c = cancel.clone();
     tokio::spawn(async move {
@@ -571,23 +605,38 @@ pub async fn fix(args: FixArgs) -> ExitCode {
             on_ctrl_c.cancel();
         }
     });
+    cancel
+}
+
+/// What a command-line front end lends a run besides the language servers
+/// and MCP tools [`run_fix`] starts for it.
+struct Lent<'a> {
+    model: Arc<dyn ModelClient>,
+    approver: Arc<dyn Approver>,
+    progress: &'a (dyn Fn(RunEvent) + Send + Sync),
+    cancel: CancellationToken,
+}
+
+/// Runs the prepared fix with the configured language servers and MCP
+/// servers over its root, stopped when it ends (`fix`, and each task of
+/// `eval`).
+async fn run_fix(prepared: &Prepared, lent: Lent<'_>, request: Request) -> fix::FixResult {
+    let root = prepared.workspace().primary_root().to_path_buf();
     let config = &prepared.config;
-    let lines = ProgressLines::priced(config.price());
-    let events = |e: RunEvent| print_progress(&lines, &e);
     let downstream = Arc::new(Downstream::from_config(&config.downstream, vec![root.clone()]));
     let mcp = Arc::new(McpServers::new(&config.mcp, &root));
     let services = Services {
-        model,
+        model: lent.model,
         symbols: Some(downstream.clone()),
-        approver: Some(Arc::new(AllowList(args.allow_command.clone()))),
+        approver: Some(lent.approver),
         mcp: Some(mcp.clone()),
-        progress: &events,
-        cancel,
+        progress: lent.progress,
+        cancel: lent.cancel,
     };
-    let result = fix::run(&prepared, services, request).await;
+    let result = fix::run(prepared, services, request).await;
     downstream.stop_all().await;
     mcp.stop().await;
-    deliver(&result, args.apply.then_some(root.as_path()))
+    result
 }
 
 /// One line on stderr per turn (its tool calls and the tokens so far), one
@@ -608,8 +657,9 @@ fn print_progress(lines: &ProgressLines, event: &RunEvent) {
 
 /// The checked run, its model client and the request, or why not. The
 /// arguments are checked before the key is asked for: a wrong line or file
-/// says so, whatever the provider.
-fn prepare(args: &FixArgs) -> Result<(Prepared, Arc<dyn ModelClient>, Request), String> {
+/// says so, whatever the provider. What it notes on the way (warnings, the
+/// diagnostics chosen) goes to `say`.
+fn prepare(args: &FixArgs, say: &dyn Fn(&str)) -> Result<(Prepared, Arc<dyn ModelClient>, Request), String> {
     let root = workspace_root(args.root.as_deref())
         .and_then(std::fs::canonicalize)
         .map_err(|e| format!("cannot use the workspace root: {e}"))?;
@@ -620,7 +670,7 @@ fn prepare(args: &FixArgs) -> Result<(Prepared, Arc<dyn ModelClient>, Request), 
     };
     let editor = editor_layer(args.settings.as_deref()).map_err(|e| format!("--settings: {e}"))?;
     for w in settings_warnings(&root, args.settings.as_deref()) {
-        eprintln!("agentfix: warning: {w}");
+        say(&format!("warning: {w}"));
     }
     // The lines are chosen once the workspace is known (a diagnostic's path
     // is read relative to it).
@@ -632,23 +682,30 @@ fn prepare(args: &FixArgs) -> Result<(Prepared, Arc<dyn ModelClient>, Request), 
     let prepared =
         setup.prepare(Roots::Containing(vec![root]), &request, Arc::new(NoBuffers)).map_err(|e| e.to_string())?;
     let path = &request.target.path;
-    (request.target.lines, request.target.problems) = match choose_lines(args, prepared.workspace(), path) {
+    (request.target.lines, request.target.problems) = match choose_lines(args, prepared.workspace(), path, say) {
         // A follow-up needs no lines: its message says what to look at.
         Err(_) if args.continue_run && args.line.is_none() && args.range.is_none() && args.diagnostics.is_none() => {
             (LineRange::line(0), Vec::new())
         }
         other => other?,
     };
-    request.follow_up = past_run(args, &prepared.config, prepared.workspace().primary_root(), path)?.map(Arc::new);
+    let root = prepared.workspace().primary_root();
+    request.follow_up = past_run(args, &prepared.config, root, path, say)?.map(Arc::new);
     let model = prepared.model().map_err(|e| e.to_string())?;
     if let Some(refusal) = fix::sandbox_refusal(&prepared.config) {
-        eprintln!("agentfix: warning: {refusal}");
+        say(&format!("warning: {refusal}"));
     }
     Ok((prepared, model, request))
 }
 
 /// With `--continue`, the last run on the target, from its transcript.
-fn past_run(args: &FixArgs, config: &Config, root: &Path, target: &Path) -> Result<Option<PastRun>, String> {
+fn past_run(
+    args: &FixArgs,
+    config: &Config,
+    root: &Path,
+    target: &Path,
+    say: &dyn Fn(&str),
+) -> Result<Option<PastRun>, String> {
     if !args.continue_run {
         return Ok(None);
     }
@@ -656,7 +713,7 @@ fn past_run(args: &FixArgs, config: &Config, root: &Path, target: &Path) -> Resu
         return Err("--continue reads the last run from its transcript, and transcripts are off (`transcripts`)".into());
     };
     let path = crate::replay::latest_run(dir, root, target)?;
-    eprintln!("agentfix: continuing the run of {}", path.display());
+    say(&format!("continuing the run of {}", path.display()));
     crate::replay::past_run(&path).map(Some)
 }
 
@@ -667,7 +724,12 @@ const MAX_DIAGNOSTICS_INPUT: u64 = 64 << 20;
 /// The run's lines and problems: from `--line`/`--range`, from the
 /// diagnostics given for the file (the first, or `--all`), or both (the
 /// diagnostics on those lines).
-fn choose_lines(args: &FixArgs, workspace: &Workspace, path: &Path) -> Result<(LineRange, Vec<Diagnostic>), String> {
+fn choose_lines(
+    args: &FixArgs,
+    workspace: &Workspace,
+    path: &Path,
+    say: &dyn Fn(&str),
+) -> Result<(LineRange, Vec<Diagnostic>), String> {
     let shown = workspace.display(path);
     let given = args.line.map(|n| LineRange::from_numbers(n, n)).or(args.range);
     if let Some(lines) = given {
@@ -685,11 +747,11 @@ fn choose_lines(args: &FixArgs, workspace: &Workspace, path: &Path) -> Result<(L
     let text = read_diagnostics(source)?;
     let found = failures::parse(&text, workspace.primary_root()).map_err(|e| e.to_string())?;
     if !found.outside.is_empty() {
-        eprintln!(
-            "agentfix: left out the diagnostics of {} path(s) outside the workspace root (never opened): {}",
+        say(&format!(
+            "left out the diagnostics of {} path(s) outside the workspace root (never opened): {}",
             found.outside.len(),
             found.outside.join(", ")
-        );
+        ));
     }
     // Paths are lexical; the target is canonical. Each path's real place
     // is looked up once (it lies inside the root).
@@ -721,7 +783,7 @@ fn choose_lines(args: &FixArgs, workspace: &Workspace, path: &Path) -> Result<(L
     };
     let lines = given.unwrap_or(LineRange::new(first.at.line, last.at.line));
     let (a, b) = lines.numbers();
-    eprintln!("agentfix: fixing {} diagnostic(s) of {shown} from {} (lines {a}-{b})", mine.len(), found.format.name());
+    say(&format!("fixing {} diagnostic(s) of {shown} from {} (lines {a}-{b})", mine.len(), found.format.name()));
     Ok((lines, mine))
 }
 

@@ -217,14 +217,7 @@ fn new_beside(dir: &Path, name: &str, private: bool) -> io::Result<(PathBuf, fs:
 pub fn apply(root: &Path, changes: &[FileChange]) -> Result<Vec<String>, String> {
     // Where each change lands, backed up and written there (the manifest
     // names the file, not a link to it).
-    let mut targets = Vec::with_capacity(changes.len());
-    for change in changes {
-        match real_path(&change.path) {
-            Some(real) if real.starts_with(root) => targets.push(FileChange { path: real, ..change.clone() }),
-            _ => return Err(format!("{} now leads outside {}; nothing written", change.display, root.display())),
-        }
-    }
-    let changes = &targets;
+    let changes = &landing(root, changes)?;
     let backups = backups_of(root);
     let (dir, manifest) = save(&backups, root, changes)
         .map_err(|e| format!("cannot save a backup in {}: {e}; nothing written", backups.display()))?;
@@ -241,6 +234,30 @@ pub fn apply(root: &Path, changes: &[FileChange]) -> Result<Vec<String>, String>
     }
     prune(&backups, &dir);
     Ok(changes.iter().map(|c| c.display.clone()).collect())
+}
+
+/// Each change with the path it lands on (symlinks followed), or why
+/// none may be written: one leads out of `root`.
+fn landing(root: &Path, changes: &[FileChange]) -> Result<Vec<FileChange>, String> {
+    let mut targets = Vec::with_capacity(changes.len());
+    for change in changes {
+        match real_path(&change.path) {
+            Some(real) if real.starts_with(root) => targets.push(FileChange { path: real, ..change.clone() }),
+            _ => return Err(format!("{} now leads outside {}; nothing written", change.display, root.display())),
+        }
+    }
+    Ok(targets)
+}
+
+/// Writes `changes` into a throwaway copy of a workspace (`agentfix eval`'s):
+/// as [`apply`] writes them ([`replace`], confined to `root`), without the
+/// backup, which nobody would undo.
+pub fn write_without_backup(root: &Path, changes: &[FileChange]) -> Result<(), String> {
+    for change in landing(root, changes)? {
+        replace(&change.path, change.new_text.as_bytes())
+            .map_err(|e| format!("could not write {}: {e}", change.display))?;
+    }
+    Ok(())
 }
 
 /// Writes the backup folder: copies of the files as they are on disk now

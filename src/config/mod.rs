@@ -18,13 +18,14 @@
 //! section's types, its defaults (each a named constant) and its resolution:
 //! [`provider`] (→ `providers::from_config`), [`limits`] (→ the agent loop),
 //! [`downstream`] (→ `Downstream::from_config`), [`commands`] (→
-//! `run_command`), [`verify`] (→ `fix::verify`), [`candidates`] (→ `fix::candidates`), [`mcp`], [`prices`], [`tools`], [`transcripts`]. Users
+//! `run_command`), [`verify`] (→ `fix::verify`), [`candidates`] (→ `fix::candidates`), [`delivery`] (→ the LSP front end), [`mcp`], [`prices`], [`tools`], [`transcripts`]. Users
 //! name a section by its module (`config::limits::Limits`); nothing is
 //! re-exported. Here: `Config`, the sections together with where each
 //! setting came from (`Source`), and `ConfigError`.
 
 pub mod candidates;
 pub mod commands;
+pub mod delivery;
 #[cfg(test)]
 mod docs;
 pub mod downstream;
@@ -141,6 +142,8 @@ pub struct Config {
     pub verify: VerifyConfig,
     /// How many runs of the task a fix makes (the best is proposed).
     pub candidates: CandidatesConfig,
+    /// How `agentfix.fix` answers an editor.
+    pub delivery: delivery::Delivery,
     pub transcripts: TranscriptsConfig,
     pub pricing: PricingConfig,
     pub tools: ToolsConfig,
@@ -182,6 +185,7 @@ impl Config {
         let mut commands = l.commands()?;
         let verify = l.verify(&commands)?;
         let candidates = l.candidates()?;
+        let delivery = l.delivery()?;
         let exclude = l.exclude();
         let project_instructions = l.project_instructions();
         let env_allow = l.env_allow();
@@ -196,6 +200,7 @@ impl Config {
             commands,
             verify,
             candidates,
+            delivery,
             transcripts,
             pricing,
             tools,

@@ -167,6 +167,10 @@ pub struct Settings {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = super::candidates::CandidatesFrom::Start))]
     pub candidates_from: Option<super::candidates::CandidatesFrom>,
+    /// How the fix command answers the editor: `sync` (when the run and the review are over, with the result), `async` (at once with the run id, the outcome later as the `agentfix/runEnded` notification) or `auto` (async for clients known to time out long requests: Helix, and eglot 1.15 and later, which name themselves).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = super::delivery::Delivery::Auto, "x-notInFile" = "how the editor takes a run's outcome is the editor's choice"))]
+    pub delivery: Option<super::delivery::Delivery>,
     /// Start the default language servers found on `PATH` for languages not in `languageServers`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = true, "x-env" = "AGENTFIX_DEFAULT_LANGUAGE_SERVERS"))]

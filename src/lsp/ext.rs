@@ -15,6 +15,23 @@ use tower_lsp_server::ls_types::{Diagnostic, Range, Uri};
 /// The command the code actions carry.
 pub const FIX_COMMAND: &str = "agentfix.fix";
 
+/// How `agentfix.fix`'s argument is named in its errors.
+const FIX_SHAPE: &str = "{uri, version, range, diagnostics, instruction?}";
+
+/// The one argument of `command`, shaped `shape`, of an `executeCommand`
+/// request, which must carry exactly one.
+fn only_argument<T: serde::de::DeserializeOwned>(command: &str, shape: &str, arguments: &[Value]) -> Result<T, String> {
+    match arguments {
+        [one] => argument(command, shape, one),
+        _ => Err(format!("{command} expects exactly one argument {shape}, got {}", arguments.len())),
+    }
+}
+
+/// `value` as `command`'s argument, shaped `shape`.
+fn argument<T: serde::de::DeserializeOwned>(command: &str, shape: &str, value: &Value) -> Result<T, String> {
+    T::deserialize(value).map_err(|e| format!("{command} expects one argument {shape}: {e}"))
+}
+
 /// The one argument of `agentfix.fix` (and the `data` of a code action run
 /// in `codeAction/resolve`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,24 +69,19 @@ pub struct FixArguments {
     /// When the other candidates stop, over the settings' `candidatesStop`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidates_stop: Option<crate::config::candidates::CandidatesStop>,
+    /// How this command answers, over the settings' `delivery`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<crate::config::delivery::Delivery>,
 }
 
 impl FixArguments {
     /// The argument of an `executeCommand` request, which must carry exactly one.
     pub fn from_command(arguments: &[Value]) -> Result<Self, String> {
-        match arguments {
-            [one] => Self::from_value(one),
-            _ => Err(format!(
-                "agentfix.fix expects exactly one argument {{uri, version, range, diagnostics, instruction?}}, got {}",
-                arguments.len()
-            )),
-        }
+        only_argument(FIX_COMMAND, FIX_SHAPE, arguments)
     }
 
     pub fn from_value(value: &Value) -> Result<Self, String> {
-        Self::deserialize(value).map_err(|e| {
-            format!("agentfix.fix expects one argument {{uri, version, range, diagnostics, instruction?}}: {e}")
-        })
+        argument(FIX_COMMAND, FIX_SHAPE, value)
     }
 
     pub fn to_value(&self) -> Value {
@@ -114,6 +126,50 @@ pub struct FixResponse {
     pub candidates: Vec<crate::fix::CandidateSummary>,
 }
 
+/// The answer to `agentfix.fix` when it answers at once (`delivery`): the
+/// outcome follows as [`RunEnded`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunStarted {
+    pub run_id: String,
+    /// Always `started`.
+    pub status: String,
+}
+
+/// The notification that ends a run started with an answer at once: its
+/// params are what `agentfix.fix` would have answered.
+pub enum RunEnded {}
+
+impl tower_lsp_server::ls_types::notification::Notification for RunEnded {
+    type Params = FixResponse;
+    const METHOD: &'static str = "agentfix/runEnded";
+}
+
+/// The command that cancels a run by its `runId`.
+pub const CANCEL_COMMAND: &str = "agentfix.cancel";
+
+/// The one argument of `agentfix.cancel`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CancelArguments {
+    pub run_id: String,
+}
+
+impl CancelArguments {
+    /// The argument of an `executeCommand` request, which must carry exactly one.
+    pub fn from_command(arguments: &[Value]) -> Result<Self, String> {
+        only_argument(CANCEL_COMMAND, "{runId}", arguments)
+    }
+}
+
+/// The answer to `agentfix.cancel`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelResponse {
+    /// Whether a run was running under that id (it ends `cancelled`).
+    pub cancelled: bool,
+}
+
 /// The command of an alternative's code action: applies a candidate that
 /// was not chosen (no model is asked).
 pub const ALTERNATIVE_COMMAND: &str = "agentfix.applyAlternative";
@@ -132,18 +188,11 @@ pub struct AlternativeArguments {
 impl AlternativeArguments {
     /// The argument of an `executeCommand` request, which must carry exactly one.
     pub fn from_command(arguments: &[Value]) -> Result<Self, String> {
-        match arguments {
-            [one] => Self::from_value(one),
-            _ => Err(format!(
-                "{ALTERNATIVE_COMMAND} expects exactly one argument {{runId, index}}, got {}",
-                arguments.len()
-            )),
-        }
+        only_argument(ALTERNATIVE_COMMAND, "{runId, index}", arguments)
     }
 
     pub fn from_value(value: &Value) -> Result<Self, String> {
-        Self::deserialize(value)
-            .map_err(|e| format!("{ALTERNATIVE_COMMAND} expects one argument {{runId, index}}: {e}"))
+        argument(ALTERNATIVE_COMMAND, "{runId, index}", value)
     }
 
     pub fn to_value(&self) -> Value {
@@ -213,6 +262,15 @@ mod tests {
             .collect()
     }
 
+    /// That the table under `heading` of `section` names exactly `value`'s fields.
+    fn assert_documented(section: &str, heading: &str, value: &Value) {
+        let mut fields = keys(value);
+        let mut documented: Vec<String> = protocol_fields(section, heading).into_iter().map(|(n, _)| n).collect();
+        fields.sort();
+        documented.sort();
+        assert_eq!(documented, fields, "docs/protocol.md's `{section}`, `{heading}`");
+    }
+
     fn keys(v: &Value) -> Vec<String> {
         v.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default()
     }
@@ -231,6 +289,7 @@ mod tests {
             follow_up: Some("run-3".into()),
             candidates: Some(3),
             candidates_stop: Some(crate::config::candidates::CandidatesStop::FirstVerified),
+            delivery: Some(crate::config::delivery::Delivery::Async),
         };
         let mut documented = protocol_fields(SECTION, "Argument");
         let mut fields = keys(&argument.to_value());
@@ -292,11 +351,7 @@ mod tests {
                    "commands": [{"name": "test", "passed": false, "exitCode": 1, "secs": 4.1}]}),
             "the record as docs/protocol.md spells it"
         );
-        let mut fields = keys(&value);
-        let mut documented: Vec<String> = protocol_fields(SECTION, "Result").into_iter().map(|(n, _)| n).collect();
-        fields.sort();
-        documented.sort();
-        assert_eq!(documented, fields);
+        assert_documented(SECTION, "Result", &value);
         assert_eq!(value["transcript"], Value::Null, "an absent transcript is sent as null");
         assert_eq!(serde_json::from_value::<FixResponse>(value).unwrap(), result);
     }
@@ -318,11 +373,7 @@ mod tests {
         assert!(AlternativeArguments::from_value(&fix).is_err());
         let result = AlternativeResponse { applied: true, message: "m".into(), conflicts: vec![] };
         let value = serde_json::to_value(&result).unwrap();
-        let mut fields = keys(&value);
-        let mut documented: Vec<String> = protocol_fields(SECTION, "Result").into_iter().map(|(n, _)| n).collect();
-        fields.sort();
-        documented.sort();
-        assert_eq!(documented, fields);
+        assert_documented(SECTION, "Result", &value);
     }
 
     #[test]
@@ -343,11 +394,7 @@ mod tests {
 
         let result = DocumentText { version: 7, text: "a\r\n変数 😀\n".into() };
         let value = serde_json::to_value(&result).unwrap();
-        let mut fields = keys(&value);
-        let mut documented: Vec<String> = protocol_fields(SECTION, "Result").into_iter().map(|(n, _)| n).collect();
-        fields.sort();
-        documented.sort();
-        assert_eq!(documented, fields);
+        assert_documented(SECTION, "Result", &value);
         assert_eq!(serde_json::from_value::<DocumentText>(value).unwrap(), result);
     }
 

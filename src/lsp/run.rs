@@ -19,7 +19,7 @@ use tower_lsp_server::ls_types::request::ApplyWorkspaceEdit;
 use tower_lsp_server::ls_types::{ApplyWorkspaceEditParams, MessageType, NumberOrString, WorkspaceEdit};
 
 use super::approval::ClientApprover;
-use super::ext::{FixArguments, FixResponse};
+use super::ext::{CancelArguments, CancelResponse, FixArguments, FixResponse, RunEnded, RunStarted};
 use super::ordered::panic_message;
 use super::progress::RunProgress;
 use super::session::{ClientSupport, KEPT_RUNS, KeptRun, RunGuard, Session};
@@ -46,7 +46,9 @@ fn request_failed(message: String) -> Error {
     Error { code: ErrorCode::ServerError(-32803), message: message.into(), data: None }
 }
 
-/// Handles `workspace/executeCommand` for `agentfix.fix`.
+/// Handles `workspace/executeCommand` for `agentfix.fix`: answers when the
+/// run is over, or at once (`delivery`) with the run's id, the outcome then
+/// sent as `agentfix/runEnded`.
 pub async fn execute_fix(
     client: Client,
     session: Arc<Session>,
@@ -54,20 +56,137 @@ pub async fn execute_fix(
     work_done_token: Option<NumberOrString>,
 ) -> Result<Value> {
     let args = FixArguments::from_command(&arguments).map_err(Error::invalid_params)?;
-    let (result, _) = run_fix(client, session, args, work_done_token, Delivery::ApplyEdit).await?;
-    serde_json::to_value(result).map_err(|e| Error {
+    let asked = args.delivery;
+    let mut started = start(&client, &session, args, work_done_token).await?;
+    let delivery = asked.filter(|d| *d != crate::config::delivery::Delivery::Auto);
+    let client_name = session.read_state(|s| s.client_name.clone());
+    started.at_once = delivery.unwrap_or(started.prepared.config.delivery).at_once(client_name.as_deref());
+    if !started.at_once {
+        // Dropping this handler (e.g. on $/cancelRequest) cancels the run.
+        let _cancel_on_drop = started.cancel.clone().drop_guard();
+        let (result, _) = finish(client, session, started, Delivery::ApplyEdit).await?;
+        return to_value(&result);
+    }
+    let run_id = run_id(&started.registration);
+    let answer = RunStarted { run_id: run_id.clone(), status: "started".into() };
+    tokio::spawn(async move {
+        let result = match finish(client.clone(), session, started, Delivery::ApplyEdit).await {
+            Ok((result, _)) => result,
+            Err(e) => crashed(run_id, e.message.into_owned()),
+        };
+        client.send_notification::<RunEnded>(result).await;
+    });
+    to_value(&answer)
+}
+
+fn to_value(v: &impl serde::Serialize) -> Result<Value> {
+    serde_json::to_value(v).map_err(|e| Error {
         code: ErrorCode::InternalError,
         message: e.to_string().into(),
         data: None,
     })
 }
 
+/// The outcome of a run whose task failed (a panic: a bug).
+fn crashed(run_id: String, message: String) -> FixResponse {
+    FixResponse {
+        run_id,
+        applied: false,
+        stop_reason: "internal_error".into(),
+        turns: 0,
+        input_tokens: 0,
+        output_tokens: 0,
+        cache_read_tokens: 0,
+        cache_write_tokens: 0,
+        cost_usd: None,
+        message,
+        transcript: None,
+        conflicts: Vec::new(),
+        verification: None,
+        candidates: Vec::new(),
+    }
+}
+
+/// Handles `workspace/executeCommand` for `agentfix.cancel`.
+pub fn cancel(session: &Session, arguments: &[Value]) -> Result<Value> {
+    let args = CancelArguments::from_command(arguments).map_err(Error::invalid_params)?;
+    let id = args.run_id.strip_prefix("run-").and_then(|n| n.parse::<u64>().ok());
+    to_value(&CancelResponse { cancelled: id.is_some_and(|id| session.runs.cancel_by_id(id)) })
+}
+
 /// Handles `codeAction/resolve` for clients without `workspace/applyEdit`
-/// (they resolve `edit`): the same run, with the proposal returned as the
-/// action's edit instead of sent with `workspace/applyEdit`.
+/// (they resolve `edit`). Unless `delivery` is `sync`, it answers at once:
+/// with the last finished proposal for those lines when there is one the
+/// files do not hold yet, else with no edit, the run started in the
+/// background (said with `window/showMessage`; it ends in
+/// `agentfix/runEnded`, its proposal kept for the next resolve). With
+/// `sync`, the run happens inside the resolve and its proposal is the edit.
 pub async fn resolve_fix(client: Client, session: Arc<Session>, argument: Value) -> Result<Option<WorkspaceEdit>> {
     let args = FixArguments::from_value(&argument).map_err(Error::invalid_params)?;
-    run_fix(client, session, args, None, Delivery::Return).await.map(|(_, edit)| edit)
+    let asked = args.delivery.filter(|d| *d != crate::config::delivery::Delivery::Auto);
+    let setting = session.read_state(|s| s.editor_settings().delivery);
+    if asked.or(setting) == Some(crate::config::delivery::Delivery::Sync) {
+        return run_fix(client, session, args, None, Delivery::Return).await.map(|(_, edit)| edit);
+    }
+    if args.follow_up.is_none()
+        && let Some(edit) = finished_proposal(&session, &args)
+    {
+        return Ok(Some(edit));
+    }
+    let mut started = start(&client, &session, args, None).await?;
+    started.at_once = true;
+    let run_id = run_id(&started.registration);
+    let msg = format!(
+        "Agent fix is working on it ({run_id}); pick the same code action again when it says its proposal is ready."
+    );
+    client.show_message(MessageType::INFO, msg).await;
+    tokio::spawn(async move {
+        let result = match finish(client.clone(), session, started, Delivery::Return).await {
+            Ok((result, _)) => result,
+            Err(e) => crashed(run_id, e.message.into_owned()),
+        };
+        client.send_notification::<RunEnded>(result).await;
+    });
+    Ok(None)
+}
+
+/// The edit of the newest finished run whose proposal changed the lines of
+/// `args`, when every file it changed still holds the text the run started
+/// from (a proposal already taken, or overtaken by typing, is not offered
+/// again).
+fn finished_proposal(session: &Session, args: &FixArguments) -> Option<WorkspaceEdit> {
+    let path = convert::uri_to_path(&args.uri)?;
+    let run = session.kept.newest_touching(&path, convert::range_lines(&args.range))?;
+    let current = |p: &std::path::Path| match session.docs.get_by_path(p) {
+        Some(doc) => Some(doc.rope.to_string()),
+        None => std::fs::read_to_string(p).ok(),
+    };
+    let untaken = run
+        .past
+        .proposed
+        .iter()
+        .all(|f| crate::follow_up::Fate::of(f, current(&f.path).as_deref()) == crate::follow_up::Fate::Rejected);
+    if run.past.proposed.is_empty() || !untaken {
+        return None;
+    }
+    let changes: Vec<crate::workspace::FileChange> = run
+        .past
+        .proposed
+        .iter()
+        .map(|f| crate::workspace::FileChange {
+            path: f.path.clone(),
+            display: f.display.clone(),
+            version: None,
+            pin: None,
+            original: f.original.clone(),
+            new_text: f.proposed.clone(),
+            reasons: Vec::new(),
+        })
+        .collect();
+    let outgoing = proposal::prepare(&changes, &session.docs);
+    let state = session.state();
+    let (edit, hunks, _) = convert::workspace_edit(&outgoing.files, state.encoding, state.support.edit);
+    (hunks > 0).then_some(edit)
 }
 
 /// Where the proposal goes.
@@ -94,6 +213,9 @@ struct Started {
     cancel: CancellationToken,
     /// Clears the run's registration when the run's task ends.
     registration: RunGuard,
+    /// `agentfix.fix` answered at once: the outcome is said whatever it is
+    /// (a client without a plugin has no other sign of it).
+    at_once: bool,
 }
 
 /// How the proposal was delivered, for the message and the result.
@@ -113,8 +235,8 @@ impl Delivered {
     }
 }
 
-/// One run of `agentfix.fix`: start (checks, setup, registration), the run
-/// with its progress in a task of its own, delivery, and the result.
+/// One run of `agentfix.fix` answered when it is over: start (checks,
+/// setup, registration), then [`finish`].
 async fn run_fix(
     client: Client,
     session: Arc<Session>,
@@ -125,6 +247,17 @@ async fn run_fix(
     let started = start(&client, &session, args, work_done_token).await?;
     // Dropping this handler (e.g. on $/cancelRequest) cancels the run.
     let _cancel_on_drop = started.cancel.clone().drop_guard();
+    finish(client, session, started, delivery).await
+}
+
+/// A started run, in a task of its own, with its progress, to its delivery
+/// and result; a panic in it is an error said to the user.
+async fn finish(
+    client: Client,
+    session: Arc<Session>,
+    started: Started,
+    delivery: Delivery,
+) -> Result<(FixResponse, Option<WorkspaceEdit>)> {
     let task = {
         let (client, session) = (client.clone(), session.clone());
         async move {
@@ -139,9 +272,22 @@ async fn run_fix(
             let result = run_with_progress(&client, &session, &started, &progress).await;
             let delivered = match &result.verdict {
                 Verdict::Proposal(proposal) => {
-                    let spent = spent(result.outcome.turns, &result.spend);
+                    let mut spent = spent(result.outcome.turns, &result.spend);
+                    // Best of N: which candidate this is, in the review too.
+                    if let Some(c) = result.candidates.iter().find(|c| c.chosen) {
+                        spent.push_str(&format!("; candidate {} of {}", c.index, result.candidates.len()));
+                    }
                     let check = result.verification.as_ref().and_then(|v| v.line());
-                    deliver(&client, &session, &started, (proposal, check.as_deref()), &spent, delivery).await
+                    let mut delivered =
+                        deliver(&client, &session, &started, (proposal, check.as_deref()), &spent, delivery).await;
+                    // Resolved at once: the edit waits for the next resolve.
+                    if delivery == Delivery::Return && started.at_once && delivered.edit.take().is_some() {
+                        delivered.applied = false;
+                        delivered
+                            .message
+                            .push_str("; ready: pick the same Agent fix code action on those lines again to apply it");
+                    }
+                    delivered
                 }
                 verdict => Delivered {
                     cancelled: *verdict == Verdict::Cancelled,
@@ -269,6 +415,7 @@ async fn start(
         work_done_token,
         cancel,
         registration,
+        at_once: false,
     })
 }
 
@@ -532,7 +679,7 @@ async fn conclude(
     progress.end(message.clone()).await;
     let partial = matches!(&result.verdict, Verdict::Proposal(p) if p.stopped_early.is_some());
     let (applied, cancelled) = (delivered.applied, delivered.cancelled);
-    if !applied || !delivered.conflicts.is_empty() || partial {
+    if started.at_once || !applied || !delivered.conflicts.is_empty() || partial {
         let kind = match outcome.stop {
             _ if cancelled => MessageType::INFO,
             Stop::ModelError(_) | Stop::ToolFatal(_) => MessageType::ERROR,

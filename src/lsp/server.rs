@@ -16,7 +16,8 @@ use tower_lsp_server::ls_types::{
 use tower_lsp_server::{Client, LanguageServer};
 
 use super::ext::{
-    ALTERNATIVE_COMMAND, AlternativeArguments, DocumentText, DocumentTextParams, FIX_COMMAND, FixArguments,
+    ALTERNATIVE_COMMAND, AlternativeArguments, CANCEL_COMMAND, DocumentText, DocumentTextParams, FIX_COMMAND,
+    FixArguments,
 };
 use super::session::{ClientSupport, Session};
 use super::{alternative, convert, run};
@@ -289,6 +290,7 @@ pub fn code_actions(
             follow_up: offer.follow_up,
             candidates: None,
             candidates_stop: None,
+            delivery: None,
         }
         .to_value();
         let (command, data) = if resolve_edit {
@@ -329,6 +331,7 @@ impl LanguageServer for Backend {
             s.support = ClientSupport::of(&params.capabilities);
             s.roots = roots;
             s.init_settings = settings;
+            s.client_name = params.client_info.as_ref().map(|c| c.name.clone());
         });
         Ok(InitializeResult {
             capabilities: ServerCapabilities {
@@ -351,7 +354,11 @@ impl LanguageServer for Backend {
                     ..Default::default()
                 })),
                 execute_command_provider: Some(ExecuteCommandOptions {
-                    commands: vec![FIX_COMMAND.to_string(), ALTERNATIVE_COMMAND.to_string()],
+                    commands: vec![
+                        FIX_COMMAND.to_string(),
+                        ALTERNATIVE_COMMAND.to_string(),
+                        CANCEL_COMMAND.to_string(),
+                    ],
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -415,12 +422,13 @@ impl LanguageServer for Backend {
                 let token = params.work_done_progress_params.work_done_token;
                 run::execute_fix(self.client.clone(), self.session.clone(), params.arguments, token).await.map(Some)
             }
+            CANCEL_COMMAND => run::cancel(&self.session, &params.arguments).map(Some),
             ALTERNATIVE_COMMAND => alternative::execute(&self.client, &self.session, &params.arguments).await.map(Some),
             "agentfix.debug.panic" if std::env::var_os("AGENTFIX_DEBUG_COMMANDS").is_some() => {
                 panic!("debug panic requested")
             }
             other => Err(Error::invalid_params(format!(
-                "unknown command `{other}`; agentfix offers `{FIX_COMMAND}` and `{ALTERNATIVE_COMMAND}`"
+                "unknown command `{other}`; agentfix offers `{FIX_COMMAND}`, `{ALTERNATIVE_COMMAND}` and `{CANCEL_COMMAND}`"
             ))),
         }
     }

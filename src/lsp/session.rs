@@ -65,6 +65,8 @@ pub struct SessionState {
     pub roots: Vec<PathBuf>,
     /// `initializationOptions`.
     pub init_settings: Settings,
+    /// `clientInfo.name` (`delivery: auto` answers at once for some).
+    pub client_name: Option<String>,
     /// The `agentfix` section from `workspace/configuration`, or the
     /// `settings` of `workspace/didChangeConfiguration`; wins over the above.
     pub pulled_settings: Settings,
@@ -351,6 +353,12 @@ impl RunRegistry {
         let token = client_token.unwrap_or_else(|| format!("agentfix/fix/{id}"));
         runs.insert(id, RunEntry { token: token.clone(), target, overlay, cancel });
         Ok(RunGuard { registry: self.clone(), id, token })
+    }
+
+    /// Cancels run `id` (the number of its `runId`); false if it is not
+    /// running.
+    pub fn cancel_by_id(&self, id: u64) -> bool {
+        self.lock().get(&id).map(|r| r.cancel.cancel()).is_some()
     }
 
     /// Cancels the run reporting progress on `token`; false if none.

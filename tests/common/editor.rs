@@ -72,6 +72,8 @@ pub struct Editor {
     /// With [`Editor::apply_to_buffers`]: the URIs whose changes are applied (`None`: all),
     /// like a review in which the user unticked the other files.
     pub apply_only: Option<Vec<String>>,
+    /// The `clientInfo.name` `initialize` sends.
+    pub client_name: String,
     /// The answer to every `window/showMessageRequest` (default null: dismissed).
     pub message_request_answer: Value,
     /// The open buffers: uri → (version, text).
@@ -144,6 +146,7 @@ impl Editor {
             apply_only: None,
             message_request_answer: Value::Null,
             buffers: HashMap::new(),
+            client_name: "agentfix-test-editor".into(),
         }
     }
 
@@ -271,7 +274,7 @@ impl Editor {
             "initialize",
             json!({
                 "processId": std::process::id(),
-                "clientInfo": {"name": "agentfix-test-editor", "version": "0.0.0"},
+                "clientInfo": {"name": self.client_name, "version": "0.0.0"},
                 "locale": "en",
                 "rootPath": root.to_string_lossy(),
                 "rootUri": uri,

@@ -29,6 +29,33 @@ pub fn without_provider_env(cmd: &mut std::process::Command) {
     }
 }
 
+/// Says that `test` did not run for want of `needs`, as one line
+/// `SKIPPED (needs …): <test> did not run`: on stdout, and straight to the
+/// process's stderr, past the test harness's capture (which only takes
+/// `print!`/`eprint!`), so it shows in the output of a plain `cargo test`,
+/// not only with `--nocapture`. A skipped test still passes (a test cannot
+/// report "skipped" to libtest); this line is how it is never silent.
+pub fn say_skipped(test: &str, needs: &str) {
+    use std::io::Write;
+    let line = format!("SKIPPED (needs {needs}): {test} did not run");
+    println!("{line}");
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// Whether process `pid` is gone (or a zombie left for whoever inherited
+/// it to reap) within `secs` seconds.
+pub fn gone_within(pid: i32, secs: u64) -> bool {
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while alive() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    !alive()
+}
+
 /// A strict reader of what a server writes (`agentfix_lsp_framing`, the
 /// server's own framer): a stray blank line or a header line that is not
 /// `Name: value` is a fault, and bodies may be as large as 1 GB.

@@ -210,6 +210,43 @@ fn tool_use_blocks(calls: &[(&str, &str, Value)]) -> Vec<Value> {
     calls.iter().map(|(id, name, input)| json!({"type": "tool_use", "id": id, "name": name, "input": input})).collect()
 }
 
+/// A reply written as JSON, the scripts' format (`examples/mock_model.rs`'s
+/// `replies.json`, the eval tasks' `mock.json`): `{"text": "…"}` ([`text_reply`]),
+/// `{"tools": [["id", "name", {input}], …]}` ([`tool_reply`]), `{"message": {assistant
+/// message object}}`, `{"status": 429, "body": {…}, "headers": [["retry-after", "1"]]}`,
+/// `{"hang": true}`, or `{"delay_ms": 500, "reply": {…}}`.
+pub fn reply_from_json(v: &Value) -> Result<Reply, String> {
+    if let Some(t) = v.get("text").and_then(Value::as_str) {
+        return Ok(text_reply(t));
+    }
+    if let Some(calls) = v.get("tools").and_then(Value::as_array) {
+        let calls: Vec<(&str, &str, Value)> = calls
+            .iter()
+            .map(|c| (c[0].as_str().unwrap_or_default(), c[1].as_str().unwrap_or_default(), c[2].clone()))
+            .collect();
+        return Ok(tool_reply(&calls));
+    }
+    if let Some(m) = v.get("message") {
+        return Ok(Reply::Message(m.clone()));
+    }
+    if let Some(status) = v.get("status").and_then(Value::as_u64) {
+        let headers = v["headers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|h| (h[0].as_str().unwrap_or_default().to_string(), h[1].as_str().unwrap_or_default().to_string()))
+            .collect();
+        return Ok(Reply::Status { status: status as u16, headers, body: v["body"].clone() });
+    }
+    if v.get("hang").and_then(Value::as_bool) == Some(true) {
+        return Ok(Reply::Hang);
+    }
+    if let Some(ms) = v.get("delay_ms").and_then(Value::as_u64) {
+        return Ok(Reply::Delay(Duration::from_millis(ms), Box::new(reply_from_json(&v["reply"])?)));
+    }
+    Err(format!("unknown reply {v}"))
+}
+
 /// An error reply with the real envelope, e.g. `error_reply(529, "overloaded_error", "Overloaded")`.
 pub fn error_reply(status: u16, error_type: &str, message: &str) -> Reply {
     Reply::Status { status, headers: Vec::new(), body: error_envelope(error_type, message) }
@@ -250,9 +287,10 @@ pub fn server_error_no_retry() -> Reply {
 #[derive(Default)]
 struct State {
     replies: VecDeque<Reply>,
-    /// Replies for the requests whose body contains a marker
-    /// ([`MockModel::push_for`]), tried before `replies`.
-    routed: Vec<(String, VecDeque<Reply>)>,
+    /// Replies for the requests whose body contains every one of some
+    /// markers ([`MockModel::push_for`], [`MockModel::push_for_all`]),
+    /// tried before `replies`.
+    routed: Vec<(Vec<String>, VecDeque<Reply>)>,
     requests: Vec<Recorded>,
     count_requests: Vec<Recorded>,
     times: Vec<Instant>,
@@ -331,10 +369,21 @@ impl MockModel {
     /// `marker` (concurrent runs told apart by what they send, such as a
     /// candidate's note); they consume these in order before the plain queue.
     pub fn push_for(&self, marker: &str, reply: Reply) {
+        self.push_for_all(&[marker], reply);
+    }
+
+    /// Appends a scripted reply for the requests whose JSON body contains
+    /// every one of `markers` (a task's text and a model's name, say: runs
+    /// told apart by two things at once); one queue per set of markers.
+    pub fn push_for_all(&self, markers: &[&str], reply: Reply) {
         let mut state = self.shared.lock();
-        match state.routed.iter_mut().find(|(m, _)| m == marker) {
+        match state
+            .routed
+            .iter_mut()
+            .find(|(m, _)| m.len() == markers.len() && m.iter().zip(markers).all(|(a, b)| a.as_str() == *b))
+        {
             Some((_, queue)) => queue.push_back(reply),
-            None => state.routed.push((marker.to_string(), VecDeque::from([reply]))),
+            None => state.routed.push((markers.iter().map(|m| m.to_string()).collect(), VecDeque::from([reply]))),
         }
     }
 
@@ -720,7 +769,8 @@ fn next_reply(
         })
         .or_else(|| {
             let text = body.to_string();
-            let routed = state.routed.iter_mut().find(|(m, q)| !q.is_empty() && text.contains(m.as_str()));
+            let routed =
+                state.routed.iter_mut().find(|(m, q)| !q.is_empty() && m.iter().all(|m| text.contains(m.as_str())));
             routed.and_then(|(_, q)| q.pop_front())
         })
         .or_else(|| state.replies.pop_front())

@@ -20,8 +20,14 @@
 // run, whose Refactor Preview labels each hunk with its problem, ticks them
 // all, and applies the rest when one problem is unticked; with
 // agentfix.review "unticked" the changes start unticked, and Apply with none
-// ticked says "nothing applied"; the key is in no log. Screenshots of each key
-// step go to $E2E_DIR/screenshots.
+// ticked says "nothing applied"; "Agent fix: best of N…" (3, the QuickPick's
+// default) with a verify command that only candidate 3 passes (the mock
+// answers each candidate by its note) opens the chosen proposal, its check
+// and "Best of 3" shown, then says which candidate was chosen and that 2
+// alternatives are there, and Ctrl+. offers "Agent fix: alternative K (not
+// verified: test failed)", whose edit opens in the Refactor Preview too and,
+// applied, replaces the chosen one, no model asked; the key is in no log.
+// Screenshots of each key step go to $E2E_DIR/screenshots.
 //
 // Environment (ci.sh sets all of them):
 //   CODE_SERVER     code-server's launcher (installed under Node 24)
@@ -106,6 +112,17 @@ const MEAN_PROBLEM = 'ZeroDivisionError: mean of an empty list';
 const RATIO_PROBLEM = 'Possible division by zero when b == 0';
 const MEAN_FIXED = '    return sum(values) / len(values) if values else 0.0';
 const RATIO_FIXED = '    return a / b if b else 0.0';
+// best.py: best of 3, where the test passes for candidate 3 only.
+const best = path.join(dirs.workspace, 'best.py');
+const BEST = `def safe_div(a, b):
+    return a / b
+`;
+const BEST_PROBLEM = 'ZeroDivisionError: safe_div must return 0 when b == 0';
+const CANDIDATES = [
+  { line: '    return a / b if b else None', summary: 'Returned None for zero.' },
+  { line: '    return None if b == 0 else a / b', summary: 'Guarded with None.' },
+  { line: '    return a / b if b else 0', summary: 'Returned 0 for zero.' },
+];
 
 // ---- processes -----------------------------------------------------------
 
@@ -365,12 +382,14 @@ step('set up the workspace, the settings and the mock model', async () => {
   }
   fs.writeFileSync(calc, ORIGINAL);
   fs.writeFileSync(stats, STATS);
+  fs.writeFileSync(best, BEST);
   fs.writeFileSync(
     path.join(dirs.workspace, '.fake-diagnostics.json'),
     JSON.stringify([
       { file: 'calc.py', match: 'return a / b', message: DIAGNOSTIC, source: 'fake-lint' },
       { file: 'stats.py', match: 'return sum(values) / len(values)', message: MEAN_PROBLEM, source: 'fake-lint' },
       { file: 'stats.py', match: 'return a / b', message: RATIO_PROBLEM, source: 'fake-types' },
+      { file: 'best.py', match: 'return a / b', message: BEST_PROBLEM, source: 'fake-lint' },
     ]),
   );
   const replies = [
@@ -394,6 +413,12 @@ step('set up the workspace, the settings and the mock model', async () => {
     // With agentfix.review "unticked": a proposal nothing of which is applied.
     { tools: [['toolu_r', 'edit_file', { path: 'stats.py', old_text: '    return a / b', new_text: RATIO_FIXED }]] },
     { text: 'Guarded the ratio.' },
+    // "Agent fix: best of N…": each candidate's requests carry its note
+    // ("candidate 2 of 3"), and the mock answers them from their own list.
+    ...CANDIDATES.flatMap((c, i) => [
+      { for: `candidate ${i + 1} of 3`, tools: [[`toolu_best${i + 1}`, 'edit_file', { path: 'best.py', old_text: '    return a / b', new_text: c.line }]] },
+      { for: `candidate ${i + 1} of 3`, text: c.summary },
+    ]),
   ];
   const repliesFile = path.join(dirs.logs, 'replies.json');
   fs.writeFileSync(repliesFile, JSON.stringify(replies));
@@ -434,7 +459,14 @@ step('set up the workspace, the settings and the mock model', async () => {
   // in code-server, as in any remote window, those settings live in the
   // remote machine's settings, not in the browser-side user settings.
   fs.mkdirSync(path.join(dirs.userData, 'Machine'), { recursive: true });
-  fs.writeFileSync(path.join(dirs.userData, 'Machine', 'settings.json'), JSON.stringify({ 'agentfix.baseUrl': baseUrl }, null, 2));
+  // The verify command of the best-of-3 run (agentfix.verify names it there):
+  // commands are machine settings too. Auto-approved, unsandboxed (this
+  // test is about the editor's surface; tests/sandbox.rs is about the sandbox).
+  const commands = { test: ['sh', '-c', `grep -qx '${CANDIDATES[2].line}' best.py`], autoApprove: true, sandbox: 'off' };
+  fs.writeFileSync(
+    path.join(dirs.userData, 'Machine', 'settings.json'),
+    JSON.stringify({ 'agentfix.baseUrl': baseUrl, 'agentfix.commands': commands }, null, 2),
+  );
 });
 
 step('install the packaged extension and the fixture offline', async () => {
@@ -803,6 +835,90 @@ step('agentfix.review "unticked": the changes start unticked; Apply with none ti
     0,
     'the server\'s "did not apply" message is not repeated',
   );
+});
+
+step('"Agent fix: best of N…" (3) proposes the verified candidate, says which it was and that 2 alternatives are there', async () => {
+  // Back to ticked reviews; every proposal is now checked by the test.
+  const pulls = () => (extensionLog().match(/Received request 'workspace\/configuration/g) ?? []).length;
+  const pulled = pulls();
+  fs.writeFileSync(
+    path.join(dirs.workspace, '.e2e-settings.json'),
+    JSON.stringify({ 'agentfix.review': 'ticked', 'agentfix.verify': { commands: ['test'], rounds: 1 } }),
+  );
+  await runCommand('agentfix e2e: Apply settings');
+  await page.getByText('agentfix e2e: applied agentfix.review, agentfix.verify').first().waitFor({ timeout: WAIT });
+  await waitFor('the server to pull the configuration again', async () => pulls() > pulled);
+  await openFile('best.py');
+  await page.locator('.monaco-editor .squiggly-error').first().waitFor({ timeout: WAIT });
+  const before = runsEnded();
+  const asked = requests().length;
+  await page.locator('.monaco-editor .view-lines').first().click();
+  await goToLine('2:12');
+  await runCommand('Agent fix: best of N…');
+  await page.locator('.quick-input-widget .quick-input-title', { hasText: 'Agent fix: best of N' }).waitFor({ state: 'visible', timeout: WAIT });
+  const rows = page.locator('.quick-input-list .monaco-list-row');
+  await waitFor('the counts in the QuickPick', async () => (await rows.count()) === 7);
+  assert.equal(((await rows.locator('.label-name').allTextContents()).map((t) => t.trim())).join(', '), 'best of 2, best of 3, best of 4, best of 5, best of 6, best of 7, best of 8');
+  assert.match((await page.locator('.quick-input-list .monaco-list-row.focused').textContent()) ?? '', /best of 3/, 'best of 3 is the default');
+  await screenshot('12-best-of-n');
+  await page.keyboard.press('Enter');
+  const preview = page.locator('.bulk-edit-panel');
+  await preview.waitFor({ state: 'visible', timeout: 60_000 });
+  await preview.locator('.monaco-list-row', { hasText: CANDIDATES[2].line.trim() }).first().waitFor({ timeout: WAIT });
+  // Every candidate asked the model twice (its edit, then its summary).
+  const mine = requests().slice(asked);
+  assert.equal(mine.length, 6, 'three candidates, two requests each');
+  for (let i = 1; i <= 3; i++) {
+    assert.equal(mine.filter((r) => JSON.stringify(r.body.messages[0]).includes(`candidate ${i} of 3`)).length, 2, `candidate ${i}`);
+  }
+  // The summary leads with the check, and says it is the best of 3.
+  const check = '(?:0 fixed, 0 new; )?test passed \\(\\d+\\.\\d s\\)';
+  const label = new RegExp(`Agent fix: verified: ${check}; ${CANDIDATES[2].summary.replace('.', '\\.')} \\(1 file, 1 hunk; 6 turns`);
+  const summary = page.locator('.notification-toast', { hasText: label });
+  await summary.first().waitFor({ state: 'visible', timeout: WAIT });
+  assert.match((await summary.first().textContent()) ?? '', /Best of 3: the candidate agentfix ranked first/);
+  assert.equal(fs.readFileSync(best, 'utf8'), BEST);
+  await sleep(500);
+  await screenshot('13-best-of-3-preview');
+  await preview.locator('.monaco-button', { hasText: /^Apply$/ }).click();
+  await preview.waitFor({ state: 'hidden', timeout: WAIT });
+  await waitFor('candidate 3 in the editor', async () => (await editorText()).includes(CANDIDATES[2].line));
+  await page.locator('.notification-toast', { hasText: 'Agent fix: applied 1 of 1 change to best.py.' }).first().waitFor({ timeout: WAIT });
+  await page
+    .locator('.notification-toast', {
+      hasText: new RegExp(`Agent fix: candidate 3 of 3 chosen; 2 alternatives: Ctrl\\+\\. on the changed lines to apply one; the chosen one is verified: ${check}`),
+    })
+    .first()
+    .waitFor({ timeout: WAIT });
+  await waitFor('the run to end', async () => runsEnded() > before);
+  await screenshot('14-best-of-3-chosen');
+});
+
+step('Ctrl+. offers the two alternatives; one opens in the Refactor Preview and, applied, replaces the chosen one', async () => {
+  const asked = requests().length;
+  await page.locator('.monaco-editor .view-lines').first().click();
+  await goToLine('2:5');
+  const second = await pickCodeAction('Agent fix: alternative 2 (not verified: test failed)');
+  await page.locator('.action-widget .monaco-list-row', { hasText: 'Agent fix: alternative 1 (not verified: test failed)' }).first().waitFor({ timeout: WAIT });
+  assert.equal(await page.locator('.action-widget .monaco-list-row', { hasText: 'Agent fix: alternative 3' }).count(), 0, 'the chosen one is no alternative');
+  await screenshot('15-alternatives');
+  await second.click();
+  const preview = page.locator('.bulk-edit-panel');
+  await preview.waitFor({ state: 'visible', timeout: WAIT });
+  await preview.locator('.monaco-list-row', { hasText: CANDIDATES[1].line.trim() }).first().waitFor({ timeout: WAIT });
+  const label = `Agent fix: alternative 2 (not verified: test failed): ${CANDIDATES[1].summary} (1 file, 1 hunk)`;
+  await page.locator('.notification-toast', { hasText: label }).first().waitFor({ state: 'visible', timeout: WAIT });
+  assert.ok((await editorText()).includes(CANDIDATES[2].line), 'the chosen one stays while the preview is open');
+  await sleep(500);
+  await screenshot('16-alternative-preview');
+  await preview.locator('.monaco-button', { hasText: /^Apply$/ }).click();
+  await preview.waitFor({ state: 'hidden', timeout: WAIT });
+  await waitFor('candidate 2 in the editor', async () => (await editorText()).includes(CANDIDATES[1].line));
+  assert.ok(!(await editorText()).includes(CANDIDATES[2].line), 'not a mix of the two');
+  await page.locator('.notification-toast', { hasText: 'Agent fix: alternative 2: applied 1 of 1 change to best.py.' }).first().waitFor({ timeout: WAIT });
+  await waitFor('the answer in the log', async () => /alternative: applied true/.test(extensionLog()));
+  assert.equal(requests().length, asked, 'no model is asked for an alternative');
+  await waitFor('the status bar to say so', async () => /alternative 2 applied/.test(await statusText()));
 });
 
 step('the API key appears in no log and no settings file', async () => {

@@ -1,14 +1,16 @@
 // The agentfix extension: starts the agentfix language server with
 // vscode-languageclient and adds what a generic client lacks: the API key
 // from SecretStorage, the "Agent fix" commands (with an instruction, with a
-// model picked from `agentfix.models`, follow-ups, all problems of a file),
-// cancellable progress notifications and a status bar item.
+// model picked from `agentfix.models`, best of N, follow-ups, all problems
+// of a file), cancellable progress notifications and a status bar item.
 //
-// It also takes the server's `workspace/applyEdit` (the run's one proposal)
-// from the client's default handler: the progress closes, the proposal opens
-// in VS Code's Refactor Preview with every hunk ticked (see review.ts), the
-// run's summary and cost are shown, and once the user applied what they kept
-// the extension says what was applied and answers the server.
+// It also takes the server's `workspace/applyEdit` (the run's one proposal,
+// or the alternative of a best-of-N run the user picked from the code
+// actions) from the client's default handler: the progress closes, the
+// proposal opens in VS Code's Refactor Preview with every hunk ticked (see
+// review.ts), the run's summary and cost are shown, and once the user
+// applied what they kept the extension says what was applied and answers
+// the server.
 
 import * as fs from 'node:fs';
 import * as vscode from 'vscode';
@@ -41,6 +43,11 @@ import {
 
 import { ALL_KEY_VARIABLES, effectiveProvider, keyVariable, secretName, serverEnv } from './apiKey';
 import {
+  ALTERNATIVE_COMMAND,
+  type AlternativeResult,
+  alternativeArgument,
+  bestOfSummary,
+  candidateChoices,
   FIX_COMMAND,
   type FixArgument,
   type FixResult,
@@ -53,6 +60,7 @@ import {
   runningStatus,
   tokensOf,
   turnOf,
+  withCandidates,
   withInstruction,
   withModel,
 } from './runs';
@@ -120,6 +128,8 @@ class AgentFix {
   private last: { text: string; tooltip: string } | undefined;
   /** The `runId` of the last finished run, by document URI (for "follow up on the last run"). */
   private readonly lastRuns = new Map<string, string>();
+  /** The candidates of the best-of-N runs pending, by document URI (for their review). */
+  private readonly bestOf = new Map<string, number>();
   /** The label of the proposal under review, while the Refactor Preview is open. */
   private reviewing: string | undefined;
   /** When the extension last answered a proposal with `applied: false` (after saying so itself). */
@@ -138,6 +148,7 @@ class AgentFix {
     command('agentfix.run', () => this.guarded(() => this.fixHere({})));
     command('agentfix.runWithInstruction', () => this.guarded(() => this.fixHere({ askInstruction: true })));
     command('agentfix.fixWithModel', () => this.guarded(() => this.fixHere({ askModel: true })));
+    command('agentfix.bestOf', () => this.guarded(() => this.fixHere({ askCandidates: true })));
     command('agentfix.followUp', () => this.guarded(() => this.followUpLast()));
     command('agentfix.fixAll', () => this.guarded(() => this.fixAll()));
     command('agentfix.cancel', () => this.cancel());
@@ -247,9 +258,16 @@ class AgentFix {
       middleware: {
         // Code actions picked with Ctrl+. run through here too, so that
         // they can be cancelled and show in the status bar; a follow-up
-        // ("Agent fix: follow up…") first asks for its instruction.
+        // ("Agent fix: follow up…") first asks for its instruction. An
+        // alternative of a best-of-N run ("Agent fix: alternative K (…)")
+        // is executed on the server, which sends its edit with
+        // workspace/applyEdit: reviewed as any proposal (ProposalReview).
         executeCommand: (command, args, next) =>
-          command === FIX_COMMAND ? this.runAction(args) : next(command, args),
+          command === FIX_COMMAND
+            ? this.runAction(args)
+            : command === ALTERNATIVE_COMMAND
+              ? this.applyAlternative(args)
+              : next(command, args),
         workspace: {
           configuration: async (params, token, next) => {
             const answers: unknown[] = params.items.map((item) =>
@@ -380,8 +398,12 @@ class AgentFix {
     }
     const argument = args[0] as FixArgument | undefined;
     const document = typeof argument?.uri === 'string' ? documentKey(argument.uri) : undefined;
+    const candidates = typeof argument?.candidates === 'number' ? argument.candidates : 1;
     const cts = new vscode.CancellationTokenSource();
     this.pending.add(cts);
+    if (document && candidates > 1) {
+      this.bestOf.set(document, candidates);
+    }
     this.last = undefined;
     this.refreshStatus();
     try {
@@ -396,6 +418,12 @@ class AgentFix {
         this.lastRuns.set(document, result.runId);
       }
       this.log(`run: ${result?.stopReason}, ${result?.turns} turns, ${result?.inputTokens} in / ${result?.outputTokens} out tokens: ${result?.message}`);
+      const best = result && result.stopReason !== 'cancelled' ? bestOfSummary(result) : undefined;
+      if (best) {
+        // Which candidate the review was, its check, and what else there is.
+        this.log(`best of ${result?.candidates?.length}: ${best}`);
+        void vscode.window.showInformationMessage(`Agent fix: ${best}`);
+      }
       return result ?? undefined;
     } catch (e) {
       const code = e instanceof ResponseError ? e.code : undefined;
@@ -417,7 +445,49 @@ class AgentFix {
       return undefined;
     } finally {
       this.pending.delete(cts);
+      if (document && this.bestOf.get(document) === candidates) {
+        this.bestOf.delete(document);
+      }
       cts.dispose();
+      this.refreshStatus();
+    }
+  }
+
+  /**
+   * A code action's `agentfix.applyAlternative` (`Agent fix: alternative K
+   * (…)`, a candidate of a best-of-N run that was not chosen): asks no
+   * model; the server sends the alternative with `workspace/applyEdit`,
+   * which opens in the Refactor Preview like any proposal (`review`).
+   */
+  private async applyAlternative(args: unknown[]): Promise<AlternativeResult | undefined> {
+    const client = await this.ready();
+    if (!client) {
+      return undefined;
+    }
+    const alternative = alternativeArgument(args[0]);
+    this.log(`alternative ${alternative?.index ?? '?'} of ${alternative?.runId ?? '?'}`);
+    try {
+      const result = (await client.sendRequest(ExecuteCommandRequest.type, {
+        command: ALTERNATIVE_COMMAND,
+        arguments: args,
+      })) as AlternativeResult | null;
+      this.log(`alternative: applied ${result?.applied ?? false}: ${result?.message ?? ''}`);
+      if (result?.applied) {
+        this.last = {
+          text: `$(check) Agent fix: alternative ${alternative?.index ?? ''} applied`,
+          tooltip: `${result.message ?? ''}\nClick to show the output.`,
+        };
+      }
+      // Not applied: the server says why (window/showMessage).
+      return result ?? undefined;
+    } catch (e) {
+      const code = e instanceof ResponseError ? e.code : undefined;
+      this.log(`alternative failed: ${errorText(e)}`);
+      if (code === undefined || !SERVER_SHOWED.has(code)) {
+        void vscode.window.showErrorMessage(`Agent fix: the alternative failed: ${errorText(e)}`);
+      }
+      return undefined;
+    } finally {
       this.refreshStatus();
     }
   }
@@ -447,10 +517,10 @@ class AgentFix {
   }
 
   /**
-   * "Agent fix", "Agent fix with instruction…" and "Agent fix with model…":
-   * the fix at the cursor or for the selection.
+   * "Agent fix", "Agent fix with instruction…", "Agent fix with model…" and
+   * "Agent fix: best of N…": the fix at the cursor or for the selection.
    */
-  private async fixHere(options: { askInstruction?: boolean; askModel?: boolean }): Promise<void> {
+  private async fixHere(options: { askInstruction?: boolean; askModel?: boolean; askCandidates?: boolean }): Promise<void> {
     const editor = this.fileEditor();
     if (!editor) {
       return;
@@ -474,6 +544,13 @@ class AgentFix {
         return;
       }
     }
+    let candidates: number | undefined;
+    if (options.askCandidates) {
+      candidates = await this.pickCandidates(editor.document.uri);
+      if (candidates === undefined) {
+        return;
+      }
+    }
     const client = await this.ready();
     if (!client) {
       return;
@@ -485,7 +562,39 @@ class AgentFix {
     if (model !== undefined) {
       argument = withModel(argument, model);
     }
+    if (candidates !== undefined) {
+      argument = withCandidates(argument, candidates);
+    }
     await this.runFix([argument]);
+  }
+
+  /**
+   * "Agent fix: best of N…": how many candidates (2 to 8), starting on
+   * `agentfix.candidates` when it is more than one, else 3 (Enter takes
+   * it); undefined on Escape.
+   */
+  private pickCandidates(scope: vscode.Uri): Promise<number | undefined> {
+    const setting = this.settings(scope).candidates;
+    const { counts, preselected } = candidateChoices(setting);
+    type Item = vscode.QuickPickItem & { n: number };
+    return new Promise((resolve) => {
+      const pick = vscode.window.createQuickPick<Item>();
+      pick.title = 'Agent fix: best of N';
+      pick.placeholder = 'Candidates: each checked as agentfix.verify says; the best is proposed, the others offered as alternatives';
+      pick.items = counts.map((n) => ({ n, label: `best of ${n}`, description: n === setting ? 'agentfix.candidates' : undefined }));
+      pick.activeItems = pick.items.filter((i) => i.n === preselected);
+      pick.ignoreFocusOut = true;
+      let chosen: number | undefined;
+      pick.onDidAccept(() => {
+        chosen = (pick.selectedItems[0] ?? pick.activeItems[0])?.n;
+        pick.hide();
+      });
+      pick.onDidHide(() => {
+        pick.dispose();
+        resolve(chosen);
+      });
+      pick.show();
+    });
   }
 
   /** A model of `agentfix.models`, picked by the user; undefined on Escape (or with none listed). */
@@ -744,14 +853,21 @@ class AgentFix {
         // Opens the preview, is not listed in it, and would change nothing (review.ts).
         edit.createFile(p2c.asUri(sentinel), { ignoreIfExists: true }, { needsConfirmation: true, label: 'Agent fix' });
       }
-      const ok = await this.withSummary(label, () => vscode.workspace.applyEdit(edit, { isRefactoring: true }));
+      // An alternative of a best-of-N run, picked from the code actions (its label says which).
+      const alternative = /^Agent fix: (alternative \d+) \(/.exec(label)?.[1];
+      // A best-of-N run's proposal: which candidate it is comes with the
+      // command's result, after the review.
+      const n = alternative ? 0 : Math.max(0, ...files.map((f) => this.bestOf.get(documentKey(f.uri)) ?? 0));
+      const note = n > 1 ? `Best of ${n}: the candidate agentfix ranked first; the others become code actions ("Agent fix: alternative K") after this review; ` : '';
+      const ok = await this.withSummary(label, note, () => vscode.workspace.applyEdit(edit, { isRefactoring: true }));
       const outcomes: FileOutcome[] = [];
       for (const s of snapshots) {
         const after = (await openDocument(s.uri))?.getText() ?? '';
         const picks = appliedHunks(s.before, after, s.hunks);
         outcomes.push({ name: s.name, total: s.hunks.length, applied: picks?.filter(Boolean).length });
       }
-      const message = appliedMessage(outcomes);
+      // An alternative says which one it was: "Agent fix: alternative 2: applied 1 of 1 change to calc.py."
+      const message = alternative ? appliedMessage(outcomes).replace(/^Agent fix: /, `Agent fix: ${alternative}: `) : appliedMessage(outcomes);
       const answer = applyAnswer(outcomes);
       this.log(`review: ${message} (workspace.applyEdit: ${ok})`);
       if (!answer.applied) {
@@ -770,14 +886,14 @@ class AgentFix {
    * review lasts: it closes with the preview, and its Cancel discards the
    * proposal. (A plain message would be cut to one line, and stay.)
    */
-  private async withSummary<T>(label: string, review: () => Thenable<T>): Promise<T> {
+  private async withSummary<T>(label: string, note: string, review: () => Thenable<T>): Promise<T> {
     let close = () => {};
     void vscode.window.withProgress(
       { location: vscode.ProgressLocation.Notification, title: label, cancellable: true },
       (progress, cancelled) =>
         new Promise<void>((resolve) => {
           close = resolve;
-          progress.report({ message: 'untick in the Refactor Preview what you reject, then Apply.' });
+          progress.report({ message: `${note}untick in the Refactor Preview what you reject, then Apply.` });
           cancelled.onCancellationRequested(() => {
             void vscode.commands.executeCommand('refactorPreview.discard').then(undefined, () => undefined);
           });

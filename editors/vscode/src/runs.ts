@@ -1,9 +1,15 @@
 // Pure helpers of a run: which code action "Agent fix" runs, the arguments
-// of the other commands (model, follow-up, fix-all), what the progress
-// reports say, and how a result reads in the status bar.
+// of the other commands (model, follow-up, fix-all, best of N), what the
+// progress reports say, and how a result reads in the status bar.
 
 /** The server's command, carried by every `Agent fix: …` code action. */
 export const FIX_COMMAND = 'agentfix.fix';
+/** The command of the code actions `Agent fix: alternative K (…)` (a best-of-N candidate not chosen). */
+export const ALTERNATIVE_COMMAND = 'agentfix.applyAlternative';
+/** The candidates "Agent fix: best of N…" offers first. */
+export const DEFAULT_BEST_OF = 3;
+/** The most candidates a run may make (the server refuses more). */
+export const MAX_CANDIDATES = 8;
 
 /** An LSP position (0-based line and character). */
 export interface Position {
@@ -26,6 +32,31 @@ export interface FixArgument {
   instruction?: string;
   model?: string;
   followUp?: string;
+  /** How many candidates this run makes (1 to 8): best of N. */
+  candidates?: number;
+}
+
+/** One candidate of a best-of-N result (docs/protocol.md). */
+export interface Candidate {
+  index: number;
+  verified: boolean;
+  chosen: boolean;
+  costUsd?: number | null;
+  linesChanged: number;
+  stopReason: string;
+}
+
+/** `agentfix.applyAlternative`'s one argument. */
+export interface AlternativeArgument {
+  runId: string;
+  index: number;
+}
+
+/** `agentfix.applyAlternative`'s answer. */
+export interface AlternativeResult {
+  applied?: boolean;
+  message?: string;
+  conflicts?: string[];
 }
 
 /** The command's result (README, "The command's result"). */
@@ -40,6 +71,8 @@ export interface FixResult {
   transcript?: string | null;
   /** How the proposal fared in agentfix's own check (docs/protocol.md). */
   verification?: Verification | null;
+  /** With several candidates, each of them (the chosen one marked); empty for a single run. */
+  candidates?: Candidate[];
 }
 
 /** The `verification` record of the command's result. */
@@ -56,6 +89,84 @@ export function verificationWord(v: Verification | null | undefined): string | u
     return undefined;
   }
   return v.verified ? 'verified' : 'not verified';
+}
+
+/**
+ * The line the check reads as, worded as the server words it in the
+ * proposal's label: `verified: 1 fixed, 0 new; test passed (4.1 s)`,
+ * `not verified: test failed`; undefined when nothing checked it.
+ */
+export function checkLine(v: Verification | null | undefined): string | undefined {
+  if (!v || (v.diagnostics === null && v.commands.length === 0)) {
+    return undefined;
+  }
+  const parts: string[] = [];
+  if (v.verified) {
+    if (v.diagnostics) {
+      parts.push(`${v.diagnostics.fixed} fixed, ${v.diagnostics.introduced} new`);
+    }
+    parts.push(...v.commands.map((c) => `${c.name} passed (${c.secs.toFixed(1)} s)`));
+    return `verified: ${parts.join('; ')}`;
+  }
+  const commandsFailed = v.commands.some((c) => !c.passed);
+  if (v.diagnostics && v.diagnostics.introduced > 0) {
+    parts.push(`${v.diagnostics.introduced} new error${v.diagnostics.introduced === 1 ? '' : 's'}`);
+  } else if (v.diagnostics && !commandsFailed) {
+    parts.push('the problem is still reported');
+  }
+  parts.push(...v.commands.filter((c) => !c.passed).map((c) => `${c.name} failed`));
+  return `not verified: ${parts.join('; ')}`;
+}
+
+/**
+ * What a best-of-N result says of its candidates: `candidate 3 of 3 chosen;
+ * 2 alternatives: Ctrl+. on the changed lines to apply one; the chosen one
+ * is verified: test passed (0.1 s)` (what to do first: a notification
+ * shows one line). Undefined for a run of one candidate. The alternatives
+ * are the candidates not chosen that propose something.
+ */
+export function bestOfSummary(result: FixResult): string | undefined {
+  const candidates = result.candidates ?? [];
+  if (candidates.length < 2) {
+    return undefined;
+  }
+  const chosen = candidates.find((c) => c.chosen && c.linesChanged > 0);
+  if (!chosen) {
+    return `none of the ${candidates.length} candidates proposed an edit`;
+  }
+  const others = candidates.filter((c) => !c.chosen && c.linesChanged > 0).length;
+  const alternatives =
+    others === 0
+      ? 'no alternatives'
+      : others === 1
+        ? '1 alternative: Ctrl+. on the changed lines to apply it'
+        : `${others} alternatives: Ctrl+. on the changed lines to apply one`;
+  const line = checkLine(result.verification);
+  return `candidate ${chosen.index} of ${candidates.length} chosen; ${alternatives}${line ? `; the chosen one is ${line}` : ''}`;
+}
+
+/** The argument as a best-of-`n` run (`candidates`, 2 to 8). */
+export function withCandidates(argument: FixArgument, n: number): FixArgument {
+  if (!Number.isInteger(n) || n < 2 || n > MAX_CANDIDATES) {
+    throw new RangeError(`best of ${n}: the candidates must be 2 to ${MAX_CANDIDATES}`);
+  }
+  return { ...argument, candidates: n };
+}
+
+/**
+ * The counts "Agent fix: best of N…" offers (2 to 8) and the one it
+ * starts on: `agentfix.candidates` when it is more than one, else 3.
+ */
+export function candidateChoices(setting: unknown): { counts: number[]; preselected: number } {
+  const counts = Array.from({ length: MAX_CANDIDATES - 1 }, (_, i) => i + 2);
+  const preselected = typeof setting === 'number' && counts.includes(setting) ? setting : DEFAULT_BEST_OF;
+  return { counts, preselected };
+}
+
+/** Whether a code action (or command) is an alternative of a best-of run, and its argument. */
+export function alternativeArgument(argument: unknown): AlternativeArgument | undefined {
+  const a = argument as { runId?: unknown; index?: unknown } | null | undefined;
+  return typeof a?.runId === 'string' && typeof a.index === 'number' ? { runId: a.runId, index: a.index } : undefined;
 }
 
 /** A code action or command as `textDocument/codeAction` answers it. */
@@ -226,6 +337,10 @@ export function resultStatus(result: FixResult): StatusView {
     result.message ?? '',
     `stop reason: ${reason}; turns: ${result.turns ?? 0}; tokens: ${result.inputTokens ?? 0} in, ${result.outputTokens ?? 0} out`,
   ];
+  const best = bestOfSummary(result);
+  if (best) {
+    lines.push(best);
+  }
   if (result.transcript) {
     lines.push(`transcript: ${result.transcript}`);
   }

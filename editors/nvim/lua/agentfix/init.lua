@@ -1,6 +1,7 @@
 -- agentfix for Neovim 0.7+: one agentfix language server per workspace root,
 -- a reviewed `workspace/applyEdit`, `:AgentFix`, `:AgentFixModel`,
--- `:AgentFixFollowUp`, `:AgentFixAll`, `:AgentFixCancel`, progress in the
+-- `:AgentFixBest`, `:AgentFixFollowUp`, `:AgentFixAll`, `:AgentFixCancel`,
+-- the alternatives of a best-of-N run from the code actions, progress in the
 -- echo area and `require("agentfix").status()`.
 local compat = require("agentfix.compat")
 local review = require("agentfix.review")
@@ -8,6 +9,7 @@ local review = require("agentfix.review")
 local M = {}
 
 local FIX = "agentfix.fix"
+local ALTERNATIVE = "agentfix.applyAlternative"
 
 local defaults = {
   cmd = { "agentfix", "--stdio" },
@@ -36,11 +38,16 @@ local defaults = {
   -- The model ids :AgentFixModel offers (`model` of agentfix.fix: that run
   -- only, over settings.model).
   models = { "claude-haiku-4-5", "claude-sonnet-4-5", "claude-opus-4-5" },
+  -- The candidates :AgentFixBest makes without a count (`candidates` of
+  -- agentfix.fix, 2 to 8): each checked as `settings.verify` says, the best
+  -- proposed, the others offered as code actions.
+  best_of = 3,
 }
 
 M.config = vim.deepcopy(defaults)
 M.last_result = nil -- the last agentfix.fix result (or {error = …})
 M.last_run_ids = {} -- bufnr → runId of the last finished run on that buffer (for follow-ups)
+M.last_alternative = nil -- the last agentfix.applyAlternative answer (or {error = …})
 
 local clients_by_root = {} -- root → client id (0.7 path; 0.8+ lets vim.lsp.start reuse)
 local runs = {} -- active runs, in start order
@@ -110,6 +117,88 @@ function M.status()
   return "agentfix: " .. (r.message or "working")
 end
 
+local function plural(n, what)
+  return n == 1 and ("1 " .. what) or (n .. " " .. what .. "s")
+end
+
+--- The line a `verification` record reads as, as the server words it in
+--- the proposal's label: "verified: 1 fixed, 0 new; test passed (4.1 s)",
+--- "not verified: test failed"; nil when nothing checked the proposal.
+function M.check_line(v)
+  if type(v) ~= "table" then
+    return nil
+  end
+  local d = type(v.diagnostics) == "table" and v.diagnostics or nil
+  local commands = type(v.commands) == "table" and v.commands or {}
+  if not d and #commands == 0 then
+    return nil
+  end
+  local parts = {}
+  if v.verified then
+    if d then
+      table.insert(parts, string.format("%d fixed, %d new", d.fixed or 0, d.introduced or 0))
+    end
+    for _, c in ipairs(commands) do
+      table.insert(parts, string.format("%s passed (%.1f s)", c.name, tonumber(c.secs) or 0))
+    end
+    return "verified: " .. table.concat(parts, "; ")
+  end
+  local commands_failed = false
+  for _, c in ipairs(commands) do
+    if not c.passed then
+      commands_failed = true
+    end
+  end
+  if d and (d.introduced or 0) > 0 then
+    table.insert(parts, plural(d.introduced, "new error"))
+  elseif d and not commands_failed then
+    table.insert(parts, "the problem is still reported")
+  end
+  for _, c in ipairs(commands) do
+    if not c.passed then
+      table.insert(parts, c.name .. " failed")
+    end
+  end
+  return "not verified: " .. table.concat(parts, "; ")
+end
+
+--- What a best-of-N result says about its candidates: "candidate 3 of 3
+--- chosen; 2 alternatives: use the code actions to apply one; the chosen
+--- one is verified: test passed (0.1 s)" (what to do first: the echo area
+--- shows one line); nil for a run of one candidate.
+function M.best_of_summary(result)
+  local candidates = type(result) == "table" and result.candidates
+  if type(candidates) ~= "table" or #candidates < 2 then
+    return nil
+  end
+  local chosen, others = nil, 0
+  for _, c in ipairs(candidates) do
+    local proposes = (tonumber(c.linesChanged) or 0) > 0
+    if c.chosen and proposes then
+      chosen = c
+    elseif proposes then
+      -- Those that propose something are the alternatives.
+      others = others + 1
+    end
+  end
+  if not chosen then
+    return string.format("none of the %d candidates proposed an edit", #candidates)
+  end
+  local text = string.format("candidate %d of %d chosen; ", chosen.index, #candidates)
+  if others == 0 then
+    text = text .. "no alternatives"
+  elseif others == 1 then
+    text = text .. "1 alternative: use the code actions to apply it"
+  else
+    text = text .. string.format("%d alternatives: use the code actions to apply one", others)
+  end
+  local line = M.check_line(result.verification)
+  if line then
+    text = text .. "; the chosen one is " .. line
+  end
+  return text
+end
+
 local function finish_run(run, result, err)
   if run.done then
     return
@@ -160,6 +249,11 @@ local function finish_run(run, result, err)
         result.inputTokens or 0,
         result.outputTokens or 0
       )
+      -- Best of N: which candidate, its check and the alternatives first.
+      local best = M.best_of_summary(result)
+      if best then
+        M.last_message = best .. "; " .. M.last_message
+      end
       echo(M.last_message)
     elseif result and result.stopReason == "cancelled" then
       echo("cancelled; nothing was changed")
@@ -171,7 +265,8 @@ local function finish_run(run, result, err)
 end
 
 --- Runs `agentfix.fix` with `arg` ({uri, version, range, diagnostics,
---- instruction?, model?, followUp?}) on `client`; returns the run record.
+--- instruction?, model?, followUp?, candidates?}) on `client`; returns the
+--- run record.
 function M.run(client, bufnr, arg)
   local run = { client_id = client.id, bufnr = bufnr, message = "starting", arg = arg }
   local ok, id = compat.request(client, "workspace/executeCommand", {
@@ -186,8 +281,43 @@ function M.run(client, bufnr, arg)
   end
   run.request_id = id
   table.insert(runs, run)
-  echo(present(arg.model) and ("asking " .. arg.model .. "…") or "asking the model…")
+  local best = (tonumber(arg.candidates) or 1) > 1 and string.format(" (best of %d)", arg.candidates) or ""
+  echo((present(arg.model) and ("asking " .. arg.model) or "asking the model") .. best .. "…")
   return run
+end
+
+--- Runs `agentfix.applyAlternative` with `arg` ({runId, index}, from the
+--- code action "Agent fix: alternative K (…)") through
+--- `workspace/executeCommand`; the server's `workspace/applyEdit` of the
+--- alternative goes through the review like any proposal.
+function M.apply_alternative(client, bufnr, arg)
+  local ok = compat.request(client, "workspace/executeCommand", {
+    command = ALTERNATIVE,
+    arguments = { arg },
+  }, function(err, result)
+    if err then
+      M.last_alternative = { error = err }
+      vim.api.nvim_echo({ { "agentfix: " .. tostring(err.message or err), "ErrorMsg" } }, true, {})
+    else
+      M.last_alternative = result
+      if type(result) == "table" and result.applied then
+        M.last_message = string.format(
+          "alternative %s: %s; undo with u",
+          tostring(arg.index),
+          review.last_summary or "applied"
+        )
+        echo(M.last_message)
+      end
+      -- Otherwise the server says why with window/showMessage.
+    end
+    pcall(vim.cmd, "doautocmd <nomodeline> User AgentFixDone")
+  end, bufnr)
+  if not ok then
+    vim.api.nvim_echo({ { "agentfix: the server is not running", "ErrorMsg" } }, true, {})
+    return
+  end
+  M.last_alternative = nil
+  echo("applying alternative " .. tostring(arg.index) .. "…")
 end
 
 --- Runs `arg` like M.run, but first asks for the instruction of a follow-up
@@ -305,6 +435,27 @@ local function fill_code_action_diagnostics(client)
   end
 end
 
+-- The active run of `client_id` whose document `edit` (a WorkspaceEdit) changes.
+local function run_of_edit(client_id, edit)
+  local uris = {}
+  if type(edit) == "table" then
+    for _, change in ipairs(type(edit.documentChanges) == "table" and edit.documentChanges or {}) do
+      if type(change.textDocument) == "table" then
+        uris[change.textDocument.uri] = true
+      end
+    end
+    for uri in pairs(type(edit.changes) == "table" and edit.changes or {}) do
+      uris[uri] = true
+    end
+  end
+  for _, r in ipairs(active_runs(client_id)) do
+    if type(r.arg) == "table" and uris[r.arg.uri] then
+      return r
+    end
+  end
+  return nil
+end
+
 local function capabilities()
   local caps = vim.lsp.protocol.make_client_capabilities()
   -- Neovim handles documentChanges but (0.7–0.11) does not declare it; the
@@ -338,9 +489,17 @@ local function client_config(root)
         if not client then
           return { applied = false, failureReason = "client gone" }
         end
+        local run = run_of_edit(ctx.client_id, params.edit)
+        local n = run and tonumber(run.arg.candidates) or 1
         return review.handle(params, client, {
           review = M.config.review,
           root = root,
+          -- Which candidate this is comes with the command's result, after
+          -- the review; the review says what it is.
+          note = n > 1 and string.format(
+            'best of %d: the candidate agentfix ranked first; after this review the others that propose something are code actions ("Agent fix: alternative K") on the lines it changed',
+            n
+          ) or nil,
           on_state = function(state)
             for _, r in ipairs(active_runs(ctx.client_id)) do
               r.message = state
@@ -367,6 +526,15 @@ local function client_config(root)
         if client and arg then
           -- "Agent fix: follow up…" asks for the instruction first.
           M.execute(client, ctx.bufnr, arg)
+        end
+      end,
+      -- "Agent fix: alternative K (…)": executed on the server, its
+      -- applyEdit reviewed by the handler above.
+      [ALTERNATIVE] = function(command, ctx)
+        local client = vim.lsp.get_client_by_id(ctx.client_id)
+        local arg = command.arguments and command.arguments[1]
+        if client and arg then
+          M.apply_alternative(client, ctx.bufnr, arg)
         end
       end,
     },
@@ -577,9 +745,11 @@ local function fix_in(ctx, opts)
         local title = a.title or ""
         local cmd = type(a.command) == "table" and a.command or nil
         local arg = cmd and type(cmd.arguments) == "table" and cmd.arguments[1]
-        -- Follow-ups have their own command (:AgentFixFollowUp).
+        -- Follow-ups have their own command (:AgentFixFollowUp); the
+        -- alternatives of a best-of run are not fixes to start.
         local follow_up = type(arg) == "table" and present(arg.followUp)
-        if not pick and title:sub(1, 10) == "Agent fix:" and a.kind == kind and not follow_up then
+        local fix = cmd and cmd.command == FIX
+        if not pick and fix and title:sub(1, 10) == "Agent fix:" and a.kind == kind and not follow_up then
           pick = a
         end
       end
@@ -603,12 +773,15 @@ local function fix_in(ctx, opts)
     if present(opts.model) then
       arg.model = opts.model
     end
+    if opts.candidates then
+      arg.candidates = opts.candidates
+    end
     M.run(client, bufnr, arg)
   end, bufnr)
 end
 
 --- `:AgentFix [instruction]` (with a range: on those lines).
---- opts: { instruction?, model?, range?, line1?, line2? }
+--- opts: { instruction?, model?, candidates?, range?, line1?, line2? }
 function M.fix(opts)
   opts = opts or {}
   local ctx = command_context(opts)
@@ -648,6 +821,21 @@ function M.fix_with_model(opts)
     opts.model = choice
     fix_in(ctx, opts)
   end)
+end
+
+--- `:AgentFixBest [N] [instruction]`: what :AgentFix does, as a best-of-N
+--- run (`candidates`: opts.candidates, else `config.best_of`). The review
+--- says it is the best of N; the final message which candidate was chosen,
+--- its check and how many alternatives the code actions offer.
+function M.fix_best(opts)
+  opts = vim.deepcopy(opts or {})
+  local n = tonumber(opts.candidates or M.config.best_of)
+  if not n or n ~= math.floor(n) or n < 2 or n > 8 then
+    warn("best of " .. tostring(opts.candidates or M.config.best_of) .. "? the candidates must be 2 to 8")
+    return
+  end
+  opts.candidates = n
+  M.fix(opts)
 end
 
 --- The runId of the last finished run on `bufnr` (nil if none).

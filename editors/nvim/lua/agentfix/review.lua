@@ -474,6 +474,10 @@ function Session:header_lines(width)
   local f = self.files[self.file_index]
   local where = (#self.files > 1 and string.format("file %d/%d: ", self.file_index, #self.files) or "") .. f.display
   local lines = wrap_words(self.label or "Agent fix", width)
+  if self.note then
+    -- What the plugin knows of the run beyond the label (best of N).
+    vim.list_extend(lines, wrap_words(self.note, width))
+  end
   local nlabel = #lines
   vim.list_extend(lines, wrap_pieces({ where, counts }, width))
   local k = vim.deepcopy(keys)
@@ -991,7 +995,8 @@ end
 
 --- The `workspace/applyEdit` handler for the agentfix client.
 --- `opts`: { review = "diff" | "apply", root = path, on_state = function(state)?,
---- on_summary = function(text)? (what was applied, when the review ends) }
+--- on_summary = function(text)? (what was applied, when the review ends),
+--- note = string? (a line of the header under the label) }
 function M.handle(params, client, opts)
   local enc = client.offset_encoding or "utf-16"
   local files, problem = parse(params.edit or {}, enc, opts.root)
@@ -1007,6 +1012,7 @@ function M.handle(params, client, opts)
     annotations = type(annotations) == "table" and annotations or {},
     enc = enc,
     label = params.label,
+    note = opts.note,
     client_id = client.id,
     on_summary = opts.on_summary,
   }, Session)

@@ -2,6 +2,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import {
+  alternativeArgument,
+  bestOfSummary,
+  candidateChoices,
+  checkLine,
   fixAllArgument,
   followUpArgument,
   formatTokens,
@@ -13,6 +17,7 @@ import {
   spanOf,
   tokensOf,
   turnOf,
+  withCandidates,
   withInstruction,
   withModel,
 } from '../runs';
@@ -146,4 +151,59 @@ test('the status bar leads with the check of the proposal when one ran', () => {
   // Nothing was set up to check it: no word.
   const nothing = { verified: false, rounds: 1, diagnostics: null, commands: [] };
   assert.equal(resultStatus({ applied: true, stopReason: 'end_turn', verification: nothing }).text, '$(check) Agent fix: end_turn · 0 tokens');
+});
+
+test('"Agent fix" never picks an alternative of a best-of run (agentfix.applyAlternative)', () => {
+  const actions = [
+    { title: 'Agent fix: alternative 1 (not verified: test failed)', kind: 'refactor.rewrite', command: { title: 't', command: 'agentfix.applyAlternative', arguments: [{ runId: 'run-1', index: 1 }] } },
+    { title: 'Agent fix: line 2', kind: 'refactor.rewrite', command: { title: 't', command: 'agentfix.fix', arguments: [arg(1)] } },
+  ];
+  assert.deepEqual(pickFixArgument(actions, false), arg(1));
+  assert.equal(pickFixArgument(actions.slice(0, 1), true), undefined);
+  assert.deepEqual(alternativeArgument({ runId: 'run-1', index: 2 }), { runId: 'run-1', index: 2 });
+  assert.equal(alternativeArgument({ runId: 'run-1' }), undefined);
+  assert.equal(alternativeArgument(arg(1)), undefined);
+});
+
+test('"Agent fix: best of N…": 2 to 8 candidates, 3 unless agentfix.candidates says more than one', () => {
+  assert.deepEqual(withCandidates(arg(1), 3), { ...arg(1), candidates: 3 });
+  for (const bad of [1, 9, 2.5, Number.NaN]) {
+    assert.throws(() => withCandidates(arg(1), bad), /the candidates must be 2 to 8/);
+  }
+  assert.deepEqual(candidateChoices(undefined), { counts: [2, 3, 4, 5, 6, 7, 8], preselected: 3 });
+  assert.equal(candidateChoices(1).preselected, 3, 'the default setting, one candidate');
+  assert.equal(candidateChoices(5).preselected, 5);
+  assert.equal(candidateChoices('5').preselected, 3);
+});
+
+const passed = (name: string, secs: number) => ({ name, passed: true, exitCode: 0, secs });
+const failed = (name: string) => ({ name, passed: false, exitCode: 1, secs: 0.2 });
+
+test('the check reads as the server words it in the label', () => {
+  assert.equal(checkLine({ verified: true, rounds: 1, diagnostics: null, commands: [passed('test', 0.04)] }), 'verified: test passed (0.0 s)');
+  assert.equal(
+    checkLine({ verified: true, rounds: 1, diagnostics: { fixed: 1, introduced: 0, remaining: 0 }, commands: [passed('test', 4.12)] }),
+    'verified: 1 fixed, 0 new; test passed (4.1 s)',
+  );
+  assert.equal(checkLine({ verified: false, rounds: 1, diagnostics: { fixed: 0, introduced: 0, remaining: 0 }, commands: [failed('test')] }), 'not verified: test failed');
+  assert.equal(checkLine({ verified: false, rounds: 2, diagnostics: { fixed: 0, introduced: 2, remaining: 2 }, commands: [] }), 'not verified: 2 new errors');
+  assert.equal(checkLine({ verified: false, rounds: 1, diagnostics: { fixed: 0, introduced: 0, remaining: 1 }, commands: [] }), 'not verified: the problem is still reported');
+  assert.equal(checkLine({ verified: false, rounds: 1, diagnostics: null, commands: [] }), undefined);
+  assert.equal(checkLine(null), undefined);
+});
+
+test('a best-of-N result names the candidate chosen, its check and the alternatives', () => {
+  const candidate = (index: number, chosen: boolean, linesChanged: number) => ({ index, verified: chosen, chosen, costUsd: null, linesChanged, stopReason: 'end_turn' });
+  const verification = { verified: true, rounds: 1, diagnostics: null, commands: [passed('test', 0.1)] };
+  const result = { applied: true, stopReason: 'end_turn', verification, candidates: [candidate(1, false, 2), candidate(2, false, 2), candidate(3, true, 2)] };
+  assert.equal(bestOfSummary(result), 'candidate 3 of 3 chosen; 2 alternatives: Ctrl+. on the changed lines to apply one; the chosen one is verified: test passed (0.1 s)');
+  // A candidate that proposed nothing is no alternative.
+  const one = { ...result, candidates: [candidate(1, false, 0), candidate(2, true, 4), candidate(3, false, 1)] };
+  assert.equal(bestOfSummary(one), 'candidate 2 of 3 chosen; 1 alternative: Ctrl+. on the changed lines to apply it; the chosen one is verified: test passed (0.1 s)');
+  assert.equal(bestOfSummary({ ...one, verification: null, candidates: [candidate(1, true, 3), candidate(2, false, 0)] }), 'candidate 1 of 2 chosen; no alternatives');
+  assert.equal(bestOfSummary({ candidates: [candidate(1, true, 0), candidate(2, false, 0)] }), 'none of the 2 candidates proposed an edit');
+  // One candidate: no best-of line.
+  assert.equal(bestOfSummary({ candidates: [] }), undefined);
+  assert.equal(bestOfSummary({}), undefined);
+  assert.match(resultStatus(result).tooltip, /candidate 3 of 3 chosen/);
 });

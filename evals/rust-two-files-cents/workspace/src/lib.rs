@@ -1,0 +1,4 @@
+//! A point of sale's receipts.
+
+pub mod cart;
+pub mod money;
