@@ -28,6 +28,7 @@ pub(crate) mod transcript;
 
 pub mod fix;
 
+pub mod acp;
 pub mod lsp;
 pub(crate) mod replay;
 

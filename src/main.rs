@@ -46,6 +46,9 @@ struct LspArgs {
 enum Command {
     /// Serve the Language Server Protocol over stdio.
     Lsp(LspArgs),
+    /// Serve the Agent Client Protocol over stdio (for Zed, JetBrains,
+    /// CodeCompanion, avante.nvim, agent-shell).
+    Acp(agentfix::acp::AcpArgs),
     /// Run a scripted fix on a sample file: no key, no network, nothing
     /// written outside a temporary folder.
     Demo,
@@ -78,7 +81,7 @@ fn main() -> ExitCode {
     // Logs go to stderr only: stdout carries the protocol. The server's log
     // is the editor's server log (info by default); the command line is
     // quiet unless asked (`-v`), as its progress lines say what happens.
-    let serving = matches!(command, Some(Command::Lsp(_)) | None);
+    let serving = matches!(command, Some(Command::Lsp(_) | Command::Acp(_)) | None);
     let default = match (serving, cli.verbose) {
         (true, 0) | (false, 1) => "agentfix=info",
         (false, 0) => "agentfix=error",
@@ -96,6 +99,7 @@ fn main() -> ExitCode {
         }
     };
     let code = match command {
+        Some(Command::Acp(args)) => runtime.block_on(agentfix::acp::serve(args)),
         Some(Command::Fix(args)) => runtime.block_on(agentfix::cli::fix(args)),
         Some(Command::Eval(args)) => runtime.block_on(agentfix::cli::eval(args)),
         Some(Command::Check(args)) => runtime.block_on(agentfix::cli::check(args)),

@@ -502,7 +502,11 @@ impl Transcript {
     }
 
     fn write(&self, record: Value) {
-        let line = scrub(record, &self.redactor).to_string();
+        let mut record = scrub(record, &self.redactor);
+        // Keys sorted, as version 1 writes them, whatever order serde_json's
+        // maps keep (the ACP SDK turns on `preserve_order`).
+        record.sort_all_objects();
+        let line = record.to_string();
         let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(w) = out.as_mut()
             && let Err(e) = writeln!(w, "{line}").and_then(|_| w.flush())
@@ -707,7 +711,9 @@ mod tests {
         let records = parse(V1_LINES).expect("version 1 reads");
         assert_eq!(records.len(), 7);
         for (record, line) in records.iter().zip(V1_LINES.lines()) {
-            assert_eq!(serde_json::to_value(record).unwrap().to_string(), line);
+            let mut v = serde_json::to_value(record).unwrap();
+            v.sort_all_objects();
+            assert_eq!(v.to_string(), line);
         }
         let Record::Start(start) = &records[0] else { panic!("{:?}", records[0]) };
         assert_eq!((start.version, start.config.max_turns, start.config.api_key), (1, 7, KeyState::NotSet));

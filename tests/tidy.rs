@@ -53,6 +53,20 @@ const RULES: &[Rule] = &[
     },
     Rule {
         files: "src/",
+        except_files: &["src/acp/", "src/main.rs"],
+        forbidden: &["crate::acp"],
+        allowed: &[],
+        why: "only `main.rs` uses `acp` (`acp` may use everything above but `lsp` and `cli`)",
+    },
+    Rule {
+        files: "src/",
+        except_files: &["src/acp/"],
+        forbidden: &["agent_client_protocol"],
+        allowed: &[],
+        why: "only `acp` knows the ACP SDK (`agent-client-protocol`)",
+    },
+    Rule {
+        files: "src/",
         except_files: &["src/mcp.rs"],
         forbidden: &["rmcp"],
         allowed: &[],

@@ -62,7 +62,9 @@ fn row(d: &Declaration) -> String {
         (None, None) if d.kind == "object" || d.kind == "array" => "none".to_string(),
         (None, None) => "unset".to_string(),
     };
-    let refused: Vec<String> = d.not_in_file_keys().iter().map(|(k, _)| format!("`{}.{k}`", d.name)).collect();
+    let mut refused: Vec<String> = d.not_in_file_keys().iter().map(|(k, _)| format!("`{}.{k}`", d.name)).collect();
+    // By name, whatever order the schema's maps keep.
+    refused.sort();
     let lowers = ["maxTokens", "maxTurns", "maxCostUsd"].contains(&d.name.as_str());
     let file = match (d.not_in_file(), refused.is_empty()) {
         (Some(_), _) => "no".to_string(),

@@ -115,7 +115,10 @@ impl InForce {
         let parts: Vec<String> = match &self.value {
             Value::Array(items) => items.iter().map(|v| scalar(v).unwrap_or_else(|| "…".into())).collect(),
             Value::Object(map) => {
-                map.iter().map(|(k, v)| scalar(v).map_or_else(|| k.clone(), |v| format!("{k}={v}"))).collect()
+                // By key, whatever order the map keeps.
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_by_key(|(k, _)| *k);
+                entries.into_iter().map(|(k, v)| scalar(v).map_or_else(|| k.clone(), |v| format!("{k}={v}"))).collect()
             }
             Value::Null => Vec::new(),
             v => return scalar(v).unwrap_or_default(),

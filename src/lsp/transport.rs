@@ -96,6 +96,9 @@ struct BigOpenDocument<'a> {
 /// A large `didOpen` with its text set aside, or the body unchanged. The
 /// text is unescaped in place, inside the body's own buffer, which then
 /// becomes the text: no second copy of it ever exists here.
+// `Response` holds a `serde_json::Value`, which `preserve_order` (turned
+// on by the ACP SDK) makes larger; it is built once per message.
+#[allow(clippy::result_large_err)]
 fn stash_text(mut body: Vec<u8>, stash: &Stash) -> Result<Vec<u8>, Response> {
     if body.len() <= STASH_OVER || !body.windows(20).any(|w| w == b"textDocument/didOpen") {
         return Ok(body);
@@ -184,6 +187,9 @@ pub enum Incoming {
 
 /// Decodes one message body: the message, or the error response that
 /// answers it. Large `didOpen` texts are set aside in `stash` first.
+// `Response` holds a `serde_json::Value`, which `preserve_order` (turned
+// on by the ACP SDK) makes larger; it is built once per message.
+#[allow(clippy::result_large_err)]
 pub fn decode(body: Vec<u8>, stash: Option<&Stash>) -> Result<Incoming, Response> {
     let body = match stash {
         Some(stash) => stash_text(body, stash)?,
@@ -291,6 +297,9 @@ fn invalid(code: i64, message: &str, id: Option<Id>) -> Response {
 
 /// A frame decoded (see [`decode`]); a broken one is answered with a parse
 /// error saying why.
+// `Response` holds a `serde_json::Value`, which `preserve_order` (turned
+// on by the ACP SDK) makes larger; it is built once per message.
+#[allow(clippy::result_large_err)]
 pub fn decode_frame(frame: Frame, stash: Option<&Stash>) -> Result<Incoming, Response> {
     match frame {
         Frame::Body(body) => decode(body, stash),

@@ -1025,7 +1025,9 @@ mod tests {
         };
         // The body of a request before `effort` existed, byte for byte.
         let before = r#"{"max_tokens":8192,"messages":[{"content":[{"cache_control":{"type":"ephemeral"},"text":"fix it","type":"text"}],"role":"user"},{"content":[{"signature":"sig==","thinking":"hm","type":"thinking"},{"id":"t1","input":{"path":"a"},"name":"read_file","type":"tool_use"}],"role":"assistant"},{"content":[{"cache_control":{"type":"ephemeral"},"content":"x","tool_use_id":"t1","type":"tool_result"}],"role":"user"}],"model":"claude-sonnet-4-5","system":[{"cache_control":{"type":"ephemeral"},"text":"sys","type":"text"}],"tools":[{"description":"d","input_schema":{"type":"object"},"name":"read_file"}]}"#;
-        assert_eq!(encode_request("claude-sonnet-4-5", &req, None).to_string(), before);
+        // Compared as JSON: the keys' order is serde_json's maps' (sorted, or
+        // as inserted with `preserve_order`).
+        assert_eq!(encode_request("claude-sonnet-4-5", &req, None), serde_json::from_str::<Value>(before).unwrap());
         let unset = Anthropic::new(endpoint("claude-sonnet-4-5")).with_effort(None);
         assert_eq!((unset.thinking, unset.output_ceiling(8192)), (None, 8192));
         // A model without extended thinking ignores the setting.
