@@ -1433,3 +1433,62 @@ fn best_of_3_candidates_share_max_tokens_so_their_sum_stays_within_it() {
     assert!(stops.iter().all(|s| *s == "token_budget" || *s == "stalled"), "{stops:?} {result}");
     assert!(stops.contains(&"token_budget"), "{stops:?}");
 }
+
+#[test]
+fn an_editor_that_applies_without_review_gets_only_its_open_buffers_and_is_told_how_to_get_the_rest() {
+    const CALC: &str = "def div(a, b):\n    return a / b\n";
+    const UTIL: &str = "ZERO = None\n";
+    let files = [("calc.py", CALC), ("util.py", UTIL)];
+    let mut f = start(Setup { files: &files, client: Some("kakoune-lsp"), ..Default::default() });
+    let calc = f.path("calc.py");
+    f.editor.open(&calc, "python", 1, CALC);
+    let edit = |id: &str, path: &str, old: &str, new: &str| {
+        (id.to_string(), "edit_file", json!({"path": path, "old_text": old, "new_text": new}))
+    };
+    let calls = [
+        edit("toolu_1", "calc.py", "    return a / b\n", "    return a / b if b else ZERO\n"),
+        edit("toolu_2", "util.py", "ZERO = None\n", "ZERO = 0\n"),
+        ("toolu_3".to_string(), "write_file", json!({"path": "new.py", "content": "X = 1\n"})),
+    ];
+    let calls: Vec<(&str, &str, Value)> = calls.iter().map(|(id, n, v)| (id.as_str(), *n, v.clone())).collect();
+    f.mock.push(tool_reply(&calls));
+    f.mock.push(text_reply("Guarded the division with ZERO."));
+    let r = f.fix("calc.py", diag(1, 11, 16, "Possible division by zero"));
+    let result = &r["result"];
+    assert_eq!(result["applied"], true, "{r}");
+    let edit = &f.editor.applied_edits()[0];
+    let uris: Vec<&str> = edit["edit"]["documentChanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["textDocument"]["uri"].as_str())
+        .collect();
+    assert_eq!(uris, [file_uri(&calc)], "only the open buffer: {edit}");
+    let label = edit["label"].as_str().unwrap();
+    assert!(
+        label.contains(
+            "left out, since this editor applies edits without a review: new.py (a new file), util.py (not open)"
+        ),
+        "{label}"
+    );
+    assert!(label.contains("then use Agent fix: follow up… to get them"), "{label}");
+    assert_eq!(result["conflicts"].as_array().unwrap().len(), 2, "{result}");
+    assert_eq!(std::fs::read_to_string(f.path("util.py")).unwrap(), UTIL, "nothing reached the disk");
+    assert!(!f.path("new.py").exists());
+    // The way in: open the file, then follow up; the model hears it was not applied.
+    let util = f.path("util.py");
+    f.editor.open(&util, "python", 1, UTIL);
+    f.mock.push(tool_reply(&[(
+        "toolu_4",
+        "edit_file",
+        json!({"path": "util.py", "old_text": "ZERO = None\n", "new_text": "ZERO = 0\n"}),
+    )]));
+    f.mock.push(text_reply("Set ZERO."));
+    let mut arg = f.fix_argument("calc.py", diag(1, 11, 16, "Possible division by zero"));
+    arg["followUp"] = result["runId"].clone();
+    let r = f.execute(arg);
+    assert_eq!(r["result"]["applied"], true, "{r}");
+    let told = f.mock.requests().last().unwrap().body.to_string();
+    assert!(told.contains("util.py"), "the follow-up says what became of util.py");
+    assert_eq!(f.editor.buffer_text(&util).unwrap(), "ZERO = 0\n");
+}

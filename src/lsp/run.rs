@@ -575,6 +575,9 @@ async fn deliver(
         file.problems = problems.clone();
     }
     let mut conflicts = outgoing.conflicts.clone();
+    // An editor that applies edits without a review (and writes the files
+    // it has not open) gets only its open buffers; the rest is said.
+    let unreviewed = unreviewed_files(session, &mut outgoing);
     conflicts.extend(stale.iter().map(|c| {
         format!(
             "{}: not changed because agentfix's copy of it is out of sync with the editor (save it, then run Agent fix again)",
@@ -591,6 +594,12 @@ async fn deliver(
     let lead = check.map(|c| format!("{c}; ")).unwrap_or_default();
     let mut label =
         format!("Agent fix: {lead}{title}{early} ({}, {}; {spent})", plural(files, "file"), plural(hunks, "hunk"));
+    if !unreviewed.is_empty() {
+        label.push_str(&format!(
+            "; left out, since this editor applies edits without a review: {} (open them in the editor, an empty buffer for a new file, then use Agent fix: follow up… to get them)",
+            unreviewed.join(", ")
+        ));
+    }
     // Said in the label too: a client without change annotations shows no
     // other sign of it.
     for f in outgoing.files.iter().filter(|f| !skipped.contains(&f.display)) {
@@ -605,6 +614,9 @@ async fn deliver(
     for c in &conflicts {
         message.push_str(&format!("; {c}"));
     }
+    // In the result too (the label already says it).
+    conflicts
+        .extend(unreviewed.iter().map(|f| format!("{f}: left out, since this editor applies edits without a review")));
     if hunks == 0 {
         let message = format!("Agent fix: nothing left to apply. {}", conflicts.join("; "));
         return Delivered { message, conflicts, ..Delivered::default() };
@@ -616,6 +628,34 @@ async fn deliver(
     // An applied proposal keeps its label as the message; every other
     // answer says what happened instead.
     Delivered { message: if sent.message.is_empty() { message } else { sent.message }, conflicts, ..sent }
+}
+
+/// The clients known to apply a `workspace/applyEdit` without a review and
+/// to write to disk the files they do not have open (kakoune-lsp).
+fn applies_unreviewed(client: Option<&str>) -> bool {
+    client.is_some_and(|name| matches!(name.to_ascii_lowercase().as_str(), "kakoune-lsp" | "kak-lsp"))
+}
+
+/// For a client that applies edits without a review, takes the new files
+/// and the files it has not open out of `outgoing`; returns them, each
+/// with why (`new.py (a new file)`).
+fn unreviewed_files(session: &Session, outgoing: &mut proposal::Outgoing) -> Vec<String> {
+    if !applies_unreviewed(session.read_state(|s| s.client_name.clone()).as_deref()) {
+        return Vec::new();
+    }
+    let mut left = Vec::new();
+    outgoing.files.retain(|f| {
+        let why = if f.create {
+            "a new file"
+        } else if session.docs.get_by_path(&f.path).is_none() {
+            "not open"
+        } else {
+            return true;
+        };
+        left.push(format!("{} ({why})", f.display));
+        false
+    });
+    left
 }
 
 /// Sends `workspace/applyEdit` and waits for the answer, for the user's
