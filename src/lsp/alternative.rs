@@ -121,11 +121,7 @@ fn label(alternative: &Alternative, files: usize, hunks: usize) -> String {
 
 /// The alternative's edits against the documents as they are now.
 fn outgoing(session: &Session, alternative: &Alternative, chosen: &[ProposedFile]) -> Outgoing {
-    let current = |path: &Path| match session.docs.get_by_path(path) {
-        Some(doc) => Some(doc.rope.to_string()),
-        None => std::fs::read_to_string(path).ok(),
-    };
-    proposal::prepare(&over_chosen(&alternative.changes, chosen, current), &session.docs)
+    proposal::prepare(&over_chosen(&alternative.changes, chosen, |p| session.current_text(p)), &session.docs)
 }
 
 /// `alternative`'s changes, made to replace `chosen` in the files that hold

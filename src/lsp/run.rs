@@ -67,16 +67,22 @@ pub async fn execute_fix(
         let (result, _) = finish(client, session, started, Delivery::ApplyEdit).await?;
         return to_value(&result);
     }
+    let answer = RunStarted { run_id: run_id(&started.registration), status: "started".into() };
+    in_background(client, session, started, Delivery::ApplyEdit);
+    to_value(&answer)
+}
+
+/// Runs a started fix to its end in a task of its own, then sends its
+/// outcome as `agentfix/runEnded` (a crash too).
+fn in_background(client: Client, session: Arc<Session>, started: Started, delivery: Delivery) {
     let run_id = run_id(&started.registration);
-    let answer = RunStarted { run_id: run_id.clone(), status: "started".into() };
     tokio::spawn(async move {
-        let result = match finish(client.clone(), session, started, Delivery::ApplyEdit).await {
+        let result = match finish(client.clone(), session, started, delivery).await {
             Ok((result, _)) => result,
             Err(e) => crashed(run_id, e.message.into_owned()),
         };
         client.send_notification::<RunEnded>(result).await;
     });
-    to_value(&answer)
 }
 
 fn to_value(v: &impl serde::Serialize) -> Result<Value> {
@@ -140,13 +146,7 @@ pub async fn resolve_fix(client: Client, session: Arc<Session>, argument: Value)
         "Agent fix is working on it ({run_id}); pick the same code action again when it says its proposal is ready."
     );
     client.show_message(MessageType::INFO, msg).await;
-    tokio::spawn(async move {
-        let result = match finish(client.clone(), session, started, Delivery::Return).await {
-            Ok((result, _)) => result,
-            Err(e) => crashed(run_id, e.message.into_owned()),
-        };
-        client.send_notification::<RunEnded>(result).await;
-    });
+    in_background(client, session, started, Delivery::Return);
     Ok(None)
 }
 
@@ -157,10 +157,7 @@ pub async fn resolve_fix(client: Client, session: Arc<Session>, argument: Value)
 fn finished_proposal(session: &Session, args: &FixArguments) -> Option<WorkspaceEdit> {
     let path = convert::uri_to_path(&args.uri)?;
     let run = session.kept.newest_touching(&path, convert::range_lines(&args.range))?;
-    let current = |p: &std::path::Path| match session.docs.get_by_path(p) {
-        Some(doc) => Some(doc.rope.to_string()),
-        None => std::fs::read_to_string(p).ok(),
-    };
+    let current = |p: &std::path::Path| session.current_text(p);
     let untaken = run
         .past
         .proposed

@@ -219,6 +219,15 @@ impl Session {
         self.always.lock().unwrap_or_else(|e| e.into_inner()).contains(&(root.to_path_buf(), name.to_string()))
     }
 
+    /// What `path` holds now: the editor's buffer when it is open, else the
+    /// disk (`None`: neither).
+    pub fn current_text(&self, path: &Path) -> Option<String> {
+        match self.docs.get_by_path(path) {
+            Some(doc) => Some(doc.rope.to_string()),
+            None => std::fs::read_to_string(path).ok(),
+        }
+    }
+
     /// Whether `warning` is new to this session (then it is shown).
     pub fn first_time(&self, warning: &str) -> bool {
         self.said.lock().unwrap_or_else(|e| e.into_inner()).insert(warning.to_string())
