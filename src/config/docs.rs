@@ -65,7 +65,7 @@ fn row(d: &Declaration) -> String {
     let mut refused: Vec<String> = d.not_in_file_keys().iter().map(|(k, _)| format!("`{}.{k}`", d.name)).collect();
     // By name, whatever order the schema's maps keep.
     refused.sort();
-    let lowers = ["maxTokens", "maxTurns", "maxCostUsd"].contains(&d.name.as_str());
+    let lowers = super::settings::FILE_MAY_ONLY_LOWER.contains(&d.name.as_str());
     let file = match (d.not_in_file(), refused.is_empty()) {
         (Some(_), _) => "no".to_string(),
         _ if d.file_ignored().is_some() => "ignored, with a warning".to_string(),

@@ -348,7 +348,7 @@ impl Settings {
                 out.push(format!("{FILE_NAME}: `{}` is ignored ({why}); set it in the editor settings", d.name));
             }
         }
-        for name in ["maxTokens", "maxTurns", "maxCostUsd"].iter().filter(|n| value.get(**n).is_some()) {
+        for name in FILE_MAY_ONLY_LOWER.iter().filter(|n| value.get(**n).is_some()) {
             out.push(format!(
                 "{FILE_NAME}: `{name}` may only lower the value the other settings or the default give (a repository may tighten a budget, never raise it)"
             ));
@@ -456,6 +456,9 @@ impl Declaration {
         keys.into_iter().flatten().map(|(k, why)| (k.as_str(), why.as_str().unwrap_or_default())).collect()
     }
 }
+
+/// The budgets agentfix.toml may only lower (`config::layers::pick_lowest`).
+pub const FILE_MAY_ONLY_LOWER: [&str; 3] = ["maxTokens", "maxTurns", "maxCostUsd"];
 
 /// Keys the editor plugins here keep in the `agentfix` section for
 /// themselves (VS Code's `agentfix.serverPath`, `agentfix.models`,
