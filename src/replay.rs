@@ -408,7 +408,7 @@ pub fn past_run(path: &Path) -> Result<PastRun, String> {
             proposed: c.new_text.clone(),
         })
         .collect();
-    Ok(PastRun { messages: end.messages.iter().cloned().map(Into::into).collect(), proposed })
+    Ok(PastRun { messages: end.messages.iter().cloned().map(Into::into).collect(), proposed, ..PastRun::default() })
 }
 
 #[cfg(test)]

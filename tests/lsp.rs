@@ -150,7 +150,7 @@ fn initialize_advertises_actions_commands_and_negotiated_encoding() {
     assert_eq!(caps["textDocumentSync"]["save"], json!({"includeText": true}));
     assert_eq!(
         caps["executeCommandProvider"]["commands"],
-        json!(["agentfix.fix", "agentfix.applyAlternative", "agentfix.cancel"])
+        json!(["agentfix.fix", "agentfix.applyAlternative", "agentfix.cancel", "agentfix.reviewed"])
     );
     assert_eq!(
         caps["codeActionProvider"]["codeActionKinds"],

@@ -21,7 +21,7 @@ use crate::config::settings::Settings;
 use crate::documents::{Documents, PositionEncoding};
 use crate::downstream::Downstream;
 use crate::fix::Alternative;
-use crate::follow_up::{PastRun, ProposedFile};
+use crate::follow_up::{PastRun, ProposedFile, Review};
 use crate::mcp::McpServers;
 use crate::position::LineRange;
 use crate::workspace::Overlay;
@@ -40,6 +40,8 @@ pub struct Session {
     pub runs: Arc<RunRegistry>,
     /// Finished runs, for follow-ups.
     pub kept: KeptRuns,
+    /// What editors' reviews reported per hunk (`agentfix.reviewed`).
+    pub reviews: Reviews,
     /// Held for writing while `workspace/configuration` is pulled, so that a
     /// run never starts with the settings of before the pull.
     pub config_gate: tokio::sync::RwLock<()>,
@@ -131,6 +133,7 @@ impl Session {
             state: RwLock::new(SessionState::default()),
             runs: Arc::new(RunRegistry::default()),
             kept: KeptRuns::default(),
+            reviews: Reviews::default(),
             always: Mutex::new(HashSet::new()),
             config_gate: tokio::sync::RwLock::new(()),
             client: OnceLock::new(),
@@ -313,6 +316,40 @@ impl KeptRuns {
     }
 }
 
+/// What editors' reviews reported, per run and change annotation id, for
+/// the last [`KEPT_RUNS`] runs reported on (the oldest dropped first). Apart
+/// from [`KeptRuns`]: a review may end before its run is kept.
+#[derive(Default)]
+pub struct Reviews(Mutex<VecDeque<(String, HashMap<String, Review>)>>);
+
+impl Reviews {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<(String, HashMap<String, Review>)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records `hunks` for `run_id`; a hunk reported again takes the new
+    /// outcome.
+    pub fn record(&self, run_id: &str, hunks: impl IntoIterator<Item = (String, Review)>) {
+        let mut runs = self.lock();
+        let at = match runs.iter().position(|(id, _)| id == run_id) {
+            Some(at) => at,
+            None => {
+                runs.push_back((run_id.to_string(), HashMap::new()));
+                if runs.len() > KEPT_RUNS {
+                    runs.pop_front();
+                }
+                runs.len() - 1
+            }
+        };
+        runs[at].1.extend(hunks);
+    }
+
+    /// What was reported for `run_id` (empty when nothing was).
+    pub fn of(&self, run_id: &str) -> HashMap<String, Review> {
+        self.lock().iter().find(|(id, _)| id == run_id).map(|(_, r)| r.clone()).unwrap_or_default()
+    }
+}
+
 /// The runs in progress: one entry per run, made and cleared by one
 /// [`RunGuard`].
 #[derive(Default)]
@@ -394,6 +431,11 @@ impl RunRegistry {
     pub fn is_empty(&self) -> bool {
         self.lock().is_empty()
     }
+
+    /// Whether run `id` (the number of its `runId`) is running.
+    pub fn is_running(&self, id: u64) -> bool {
+        self.lock().contains_key(&id)
+    }
 }
 
 /// The run that already targets or has edited `path`, if any. A cancelled
@@ -429,6 +471,7 @@ mod tests {
                     // Run n changes line n % 3 (0-based).
                     proposed: (0..3).map(|i| if i == n % 3 { "X\n".to_string() } else { format!("{i}\n") }).collect(),
                 }],
+                ..PastRun::default()
             }),
             alternatives: Arc::new([]),
         };
