@@ -634,7 +634,7 @@ async fn deliver(
 /// The files of an edit as a follow-up needs them: the text each hunk was
 /// made on, the hunks, their annotation ids; `skipped` (left out of the
 /// edit) are not among them.
-fn sent_files(files: &[convert::FileEdit], skipped: &[String]) -> Vec<SentFile> {
+pub(super) fn sent_files(files: &[convert::FileEdit], skipped: &[String]) -> Vec<SentFile> {
     files
         .iter()
         .zip(convert::annotation_ids(files))

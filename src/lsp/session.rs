@@ -21,7 +21,7 @@ use crate::config::settings::Settings;
 use crate::documents::{Documents, PositionEncoding};
 use crate::downstream::Downstream;
 use crate::fix::Alternative;
-use crate::follow_up::{PastRun, ProposedFile, Review};
+use crate::follow_up::{PastRun, ProposedFile, Review, SentFile};
 use crate::mcp::McpServers;
 use crate::position::LineRange;
 use crate::workspace::Overlay;
@@ -304,6 +304,24 @@ impl KeptRuns {
         self.lock().iter().find(|(r, _)| r.id == id).map(|(r, _)| r.clone())
     }
 
+    /// Replaces what run `id` proposed and sent (an alternative the user
+    /// took instead); returns what it was, `None` when the run is not kept.
+    /// The lines it touched stay: they count its alternatives already.
+    pub fn replace_proposal(&self, id: &str, proposed: Vec<ProposedFile>, sent: Vec<SentFile>) -> Option<PastRun> {
+        let mut runs = self.lock();
+        let (run, _) = runs.iter_mut().find(|(r, _)| r.id == id)?;
+        let before = (*run.past).clone();
+        run.past = Arc::new(PastRun { proposed, sent, ..before.clone() });
+        Some(before)
+    }
+
+    /// Puts back what [`KeptRuns::replace_proposal`] replaced.
+    pub fn restore(&self, id: &str, past: PastRun) {
+        if let Some((run, _)) = self.lock().iter_mut().find(|(r, _)| r.id == id) {
+            run.past = Arc::new(past);
+        }
+    }
+
     /// The newest run whose proposal changed `lines` of `path` (what
     /// [`KeptRun::touched`] says, from the lines found when it was kept).
     pub fn newest_touching(&self, path: &Path, lines: LineRange) -> Option<KeptRun> {
@@ -347,6 +365,13 @@ impl Reviews {
     /// What was reported for `run_id` (empty when nothing was).
     pub fn of(&self, run_id: &str) -> HashMap<String, Review> {
         self.lock().iter().find(|(id, _)| id == run_id).map(|(_, r)| r.clone()).unwrap_or_default()
+    }
+
+    /// Forgets what was reported for `run_id` (its proposal was replaced)
+    /// and returns it.
+    pub fn take(&self, run_id: &str) -> HashMap<String, Review> {
+        let mut runs = self.lock();
+        runs.iter_mut().find(|(id, _)| id == run_id).map(|(_, r)| std::mem::take(r)).unwrap_or_default()
     }
 }
 

@@ -970,7 +970,7 @@ class AgentFix {
     }
     const question = rejectionQuestion(reviews, annotations);
     let reason: string | undefined;
-    if (question) {
+    if (question && vscode.workspace.getConfiguration(SECTION).get<boolean>('askRejectReason') !== false) {
       reason = await vscode.window.showInputBox({
         title: `Agent fix: ${question} (optional)`,
         prompt: 'One line; a follow-up on this run tells the agent. Escape skips.',
