@@ -443,8 +443,12 @@ mod tests {
             t.start(&config, root, target, "sys", &[]);
             let outcome =
                 Outcome { stop: Stop::EndTurn, turns: 1, usage: Usage::default(), summary: "s".into(), messages };
-            let files =
-                [FileBase { path: root.join("calc.py"), source: "disk", version: None, text: Some("old\n".into()) }];
+            let files = [FileBase {
+                path: root.join("calc.py"),
+                source: "disk",
+                version: None,
+                text: Some(std::sync::Arc::new("old\n".into())),
+            }];
             let changes = [FileChange {
                 path: root.join("calc.py"),
                 display: "calc.py".into(),

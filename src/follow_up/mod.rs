@@ -148,7 +148,7 @@ pub fn report(past: &PastRun, overlay: &Overlay, instruction: Option<&str>) -> S
     }
     for file in &past.proposed {
         let current = overlay.read(&file.path).ok();
-        let fate = Fate::of(file, current.as_deref());
+        let fate = Fate::of(file, current.as_deref().map(String::as_str));
         let name = &file.display;
         match fate {
             Fate::Applied => text.push_str(&format!("- `{name}`: your proposal was applied in full.\n")),
