@@ -148,7 +148,8 @@ pub fn report(past: &PastRun, overlay: &Overlay, instruction: Option<&str>) -> S
     }
     for file in &past.proposed {
         let current = overlay.read(&file.path).ok();
-        let fate = Fate::of(file, current.as_deref().map(String::as_str));
+        let current = current.as_deref().map(String::as_str);
+        let fate = Fate::of(file, current);
         let name = &file.display;
         match fate {
             Fate::Applied => text.push_str(&format!("- `{name}`: your proposal was applied in full.\n")),
@@ -162,7 +163,7 @@ pub fn report(past: &PastRun, overlay: &Overlay, instruction: Option<&str>) -> S
                 "- `{name}`: your proposal was applied in part or changed a lot since; read the file to see its current text.\n"
             )),
         }
-        for hunk in past.sent_file(file).fates(current.as_deref(), &past.reviews) {
+        for hunk in past.sent_file(file).fates(current, &past.reviews) {
             text.push_str(&format!("  - {}.\n", hunk.sentence()));
         }
     }
