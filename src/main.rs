@@ -5,8 +5,9 @@
 //! clap and logging setup only: the server logs at info by default, the
 //! command line only errors unless `-v`/`-vv` (or `AGENTFIX_LOG`/`RUST_LOG`);
 //! `--stdio` is top-level (a `global` flag shows in every subcommand's help)
-//! and `lsp --stdio` has its own; a one-line hint on stderr when the server's
-//! stdin is a terminal
+//! and `lsp --stdio` has its own; the server's own command lines are read
+//! without clap (`plain_server`); a one-line hint on stderr when the
+//! server's stdin is a terminal
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -70,8 +71,18 @@ enum Command {
     SandboxExec(agentfix::sandbox::ExecArgs),
 }
 
+/// Whether the command line is one of the server's own (`agentfix`,
+/// `agentfix --stdio`, `agentfix lsp [--stdio]`): those are told apart
+/// without clap, whose building of every subcommand's arguments was a good
+/// part of what the server did before its `initialize` answer.
+fn plain_server(args: &[std::ffi::OsString]) -> bool {
+    let args: Vec<Option<&str>> = args.iter().map(|a| a.to_str()).collect();
+    matches!(args.as_slice(), [] | [Some("--stdio")] | [Some("lsp")] | [Some("lsp"), Some("--stdio")])
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let cli = if plain_server(&args) { Cli { stdio: true, verbose: 0, command: None } } else { Cli::parse() };
     // The sandbox helper must restrict itself while it is single-threaded:
     // before logging and the runtime.
     let command = match cli.command {
@@ -125,4 +136,23 @@ fn main() -> ExitCode {
     // or for a stalled disk.
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_server_s_own_command_lines_skip_clap_and_mean_what_clap_says() {
+        let line = |args: &[&str]| args.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        for args in [&[][..], &["--stdio"], &["lsp"], &["lsp", "--stdio"]] {
+            assert!(plain_server(&line(args)), "{args:?}");
+            let parsed = Cli::try_parse_from(std::iter::once("agentfix").chain(args.iter().copied())).unwrap();
+            assert_eq!(parsed.verbose, 0);
+            assert!(matches!(parsed.command, None | Some(Command::Lsp(_))), "{args:?}");
+        }
+        for args in [&["-v"][..], &["--stdio", "-v"], &["fix", "a.py"], &["--help"], &["lsp", "--stdio", "-vv"]] {
+            assert!(!plain_server(&line(args)), "{args:?}");
+        }
+    }
 }

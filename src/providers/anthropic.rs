@@ -55,7 +55,7 @@ const COUNT_TIMEOUT: Duration = Duration::from_secs(15);
 const MAX_COUNT_BODY: usize = 64 * 1024;
 
 pub struct Anthropic {
-    http: reqwest::Client,
+    http: http::LazyClient,
     /// The messages' texts of the last request, sent again from here.
     encoded: Encoded,
     url: String,
@@ -143,7 +143,7 @@ impl Anthropic {
     pub fn new(endpoint: Endpoint) -> Self {
         let base = endpoint.base_url.trim_end_matches('/');
         Self {
-            http: http::client(&endpoint),
+            http: http::LazyClient::new(endpoint.connect_timeout),
             encoded: Encoded::default(),
             url: format!("{base}/v1/messages"),
             count_url: format!("{base}/v1/messages/count_tokens"),
@@ -182,6 +182,7 @@ impl Anthropic {
     fn post(&self, url: &str, body: impl Into<reqwest::Body>) -> reqwest::RequestBuilder {
         let mut request = self
             .http
+            .client()
             .post(url)
             .header("anthropic-version", API_VERSION)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
@@ -297,7 +298,7 @@ impl ModelClient for Anthropic {
 
     async fn check(&self) -> Result<String, ModelError> {
         let url = format!("{}/v1/models/{}", self.endpoint.base_url.trim_end_matches('/'), self.endpoint.model);
-        let mut request = self.http.get(&url).header("anthropic-version", API_VERSION);
+        let mut request = self.http.client().get(&url).header("anthropic-version", API_VERSION);
         if let Some(key) = &self.endpoint.api_key {
             request = request.header("x-api-key", key.expose());
         }

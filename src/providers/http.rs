@@ -29,18 +29,40 @@ pub struct Endpoint {
 /// a run reuses the connections of the runs before it (no new TCP and TLS
 /// handshake) and the system's certificates are read once, not per run.
 pub fn client(endpoint: &Endpoint) -> reqwest::Client {
+    shared(endpoint.connect_timeout)
+}
+
+fn shared(connect_timeout: Duration) -> reqwest::Client {
     static CLIENTS: std::sync::Mutex<Vec<(Duration, reqwest::Client)>> = std::sync::Mutex::new(Vec::new());
     let mut clients = CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, client)) = clients.iter().find(|(t, _)| *t == endpoint.connect_timeout) {
+    if let Some((_, client)) = clients.iter().find(|(t, _)| *t == connect_timeout) {
         return client.clone();
     }
     let client = reqwest::Client::builder()
-        .connect_timeout(endpoint.connect_timeout)
+        .connect_timeout(connect_timeout)
         .user_agent(concat!("agentfix/", env!("CARGO_PKG_VERSION")))
         .build()
         .unwrap_or_default();
-    clients.push((endpoint.connect_timeout, client.clone()));
+    clients.push((connect_timeout, client.clone()));
     client
+}
+
+/// The shared [`client`] of a model client, fetched on first use: making a
+/// model client (before a run's first `$/progress`) never waits for the
+/// client being built, which reads the system's certificates.
+pub struct LazyClient {
+    connect_timeout: Duration,
+    client: std::sync::OnceLock<reqwest::Client>,
+}
+
+impl LazyClient {
+    pub fn new(connect_timeout: Duration) -> Self {
+        Self { connect_timeout, client: std::sync::OnceLock::new() }
+    }
+
+    pub fn client(&self) -> &reqwest::Client {
+        self.client.get_or_init(|| shared(self.connect_timeout))
+    }
 }
 
 /// Builds the client for `connect_timeout` ahead of the first run, off the
@@ -48,16 +70,7 @@ pub fn client(endpoint: &Endpoint) -> reqwest::Client {
 /// milliseconds): the first run then starts as fast as the next ones.
 /// Nothing is dialed.
 pub fn warm_up(connect_timeout: Duration) {
-    let endpoint = Endpoint {
-        base_url: String::new(),
-        api_key: None,
-        key_source: String::new(),
-        model: String::new(),
-        max_retries: 0,
-        connect_timeout,
-        idle_timeout: connect_timeout,
-    };
-    drop(client(&endpoint));
+    drop(shared(connect_timeout));
 }
 
 /// A transport failure. reqwest's messages never include headers, so the

@@ -61,7 +61,7 @@ impl Flavor {
 }
 
 pub struct OpenAi {
-    http: reqwest::Client,
+    http: http::LazyClient,
     /// The messages' texts of the last request, sent again from here.
     encoded: Encoded,
     endpoint: Endpoint,
@@ -90,7 +90,7 @@ pub fn is_reasoning_model(model: &str) -> bool {
 impl OpenAi {
     pub fn new(endpoint: Endpoint, flavor: Flavor) -> Self {
         Self {
-            http: http::client(&endpoint),
+            http: http::LazyClient::new(endpoint.connect_timeout),
             encoded: Encoded::default(),
             endpoint,
             flavor,
@@ -178,6 +178,7 @@ impl OpenAi {
         let prompt_bytes = bytes.len() as u64;
         let request = self.authorize(
             self.http
+                .client()
                 .post(self.url("chat/completions"))
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(bytes),
@@ -340,7 +341,8 @@ impl OpenAi {
     /// A `GET`: its status and (capped) body.
     async fn get(&self, url: &str) -> Result<(u16, String), ModelError> {
         let name = self.flavor.name();
-        let response = self.authorize(self.http.get(url)).send().await.map_err(|e| http::network_error(name, &e))?;
+        let response =
+            self.authorize(self.http.client().get(url)).send().await.map_err(|e| http::network_error(name, &e))?;
         let status = response.status().as_u16();
         let (text, _) = http::error_body(response, self.endpoint.idle_timeout).await;
         Ok((status, text))
