@@ -113,6 +113,7 @@ impl CodeActions {
                         original: Some(text.clone()),
                         proposed,
                     }],
+                    ..PastRun::default()
                 }),
                 alternatives: Arc::new([]),
             };

@@ -4,7 +4,8 @@
 //! the servers interleaved run by run (run 1 of each server, then run 2 of
 //! each, …) so that noise on the machine hits them all alike:
 //!
-//! - the time from spawning the process to the `initialize` response;
+//! - the time from spawning the process to the `initialize` response, and
+//!   what the process had done by then: page faults, threads, CPU time;
 //! - `textDocument/codeAction` p50 and p99 with `--docs` documents open
 //!   (`--doc-lines` lines each), `--codeactions` requests sent one at a time,
 //!   each waiting for its answer, at positions spread over the documents;
@@ -468,8 +469,8 @@ impl Server {
     }
 
     /// `initialize` and `initialized`; the milliseconds from the spawn to
-    /// the `initialize` response.
-    fn initialize(&mut self, root: &Path, options: Option<&Value>) -> Result<f64, String> {
+    /// the `initialize` response, and what the process had done by then.
+    fn initialize(&mut self, root: &Path, options: Option<&Value>) -> Result<Started, String> {
         let uri = file_uri(root);
         let mut params = json!({
             "processId": std::process::id(),
@@ -503,11 +504,36 @@ impl Server {
         }
         let response = self.request("initialize", params)?;
         let elapsed = self.spawned.elapsed();
+        // Read at once, before `initialized` is sent: what the server did
+        // before its answer (and the little it did since, which cannot be
+        // told apart from outside).
+        let (faults, threads, cpu_ms) = self.counters();
         if response.get("result").is_none() {
             return Err(self.fail(&format!("initialize failed: {response}")));
         }
         self.notify("initialized", json!({}))?;
-        Ok(elapsed.as_secs_f64() * 1e3)
+        Ok(Started { ms: elapsed.as_secs_f64() * 1e3, faults, threads, cpu_ms })
+    }
+
+    /// The process's page faults (minor and major, `/proc/PID/stat`), its
+    /// threads, and the CPU time of all of them (`/proc/PID/task/*/schedstat`,
+    /// nanoseconds), in ms; `NaN` where a file cannot be read.
+    fn counters(&self) -> (f64, f64, f64) {
+        let pid = self.child.id();
+        let faults = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|stat| {
+            // The fields after the command's `(…)`: state is field 3, minflt 10, majflt 12.
+            let rest: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+            Some(rest.get(7)?.parse::<f64>().ok()? + rest.get(9)?.parse::<f64>().ok()?)
+        });
+        let tasks: Vec<_> = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten().collect();
+        let cpu_ns: u64 = tasks
+            .iter()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+            .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            .sum();
+        let threads = if tasks.is_empty() { f64::NAN } else { tasks.len() as f64 };
+        let cpu_ms = if tasks.is_empty() { f64::NAN } else { cpu_ns as f64 / 1e6 };
+        (faults.unwrap_or(f64::NAN), threads, cpu_ms)
     }
 
     fn open(&self, uri: &str, version: i32, text: &str) -> Result<(), String> {
@@ -559,6 +585,14 @@ impl Drop for Server {
 // ---------------------------------------------------------------------------
 // The measures
 
+/// A start: spawn → `initialize` response, and the server's counters then.
+struct Started {
+    ms: f64,
+    faults: f64,
+    threads: f64,
+    cpu_ms: f64,
+}
+
 struct Plan<'a> {
     args: &'a Args,
     root: std::path::PathBuf,
@@ -578,6 +612,9 @@ struct Spec<'a> {
 #[derive(Default)]
 struct Samples {
     init_ms: Vec<f64>,
+    init_faults: Vec<f64>,
+    init_threads: Vec<f64>,
+    init_cpu_ms: Vec<f64>,
     p50_us: Vec<f64>,
     p99_us: Vec<f64>,
     keys_ms: Vec<f64>,
@@ -592,7 +629,11 @@ impl Plan<'_> {
     fn start(&self, spec: &Spec<'_>, samples: &mut Samples) -> Result<Server, String> {
         let timeout = Duration::from_secs(self.args.timeout_secs);
         let mut server = Server::spawn(spec.name, spec.command, &spec.env, &self.root, timeout)?;
-        samples.init_ms.push(server.initialize(&self.root, spec.init_options)?);
+        let started = server.initialize(&self.root, spec.init_options)?;
+        samples.init_ms.push(started.ms);
+        samples.init_faults.push(started.faults);
+        samples.init_threads.push(started.threads);
+        samples.init_cpu_ms.push(started.cpu_ms);
         Ok(server)
     }
 
@@ -973,6 +1014,9 @@ fn print_table(plan: &Plan<'_>, names: &[&str], samples: &HashMap<&str, Samples>
     println!("| measure (median of {runs} runs) | {} |", names.join(" | "));
     println!("|---|{}", "---:|".repeat(names.len()));
     row("spawn → initialize response (ms)".into(), &|s| &s.init_ms, 1);
+    row("  page faults by the initialize response".into(), &|s| &s.init_faults, 0);
+    row("  threads at the initialize response".into(), &|s| &s.init_threads, 0);
+    row("  CPU time of all threads by the initialize response (ms)".into(), &|s| &s.init_cpu_ms, 2);
     let open = format!("{} open documents × {} lines", number(args.docs as f64, 0), number(args.doc_lines as f64, 0));
     row(format!("codeAction p50, {open} (µs)"), &|s| &s.p50_us, 0);
     row(format!("codeAction p99, {open} (µs)"), &|s| &s.p99_us, 0);

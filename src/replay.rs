@@ -409,7 +409,7 @@ pub fn past_run(path: &Path) -> Result<PastRun, String> {
             proposed: c.new_text.clone(),
         })
         .collect();
-    Ok(PastRun { messages: end.messages.iter().cloned().map(Into::into).collect(), proposed })
+    Ok(PastRun { messages: end.messages.iter().cloned().map(Into::into).collect(), proposed, ..PastRun::default() })
 }
 
 #[cfg(test)]
@@ -444,8 +444,12 @@ mod tests {
             t.start(&config, root, target, "sys", &[]);
             let outcome =
                 Outcome { stop: Stop::EndTurn, turns: 1, usage: Usage::default(), summary: "s".into(), messages };
-            let files =
-                [FileBase { path: root.join("calc.py"), source: "disk", version: None, text: Some("old\n".into()) }];
+            let files = [FileBase {
+                path: root.join("calc.py"),
+                source: "disk",
+                version: None,
+                text: Some(std::sync::Arc::new("old\n".into())),
+            }];
             let changes = [FileChange {
                 path: root.join("calc.py"),
                 display: "calc.py".into(),

@@ -270,7 +270,12 @@ pub struct FileRecord {
 
 impl From<&FileBase> for FileRecord {
     fn from(f: &FileBase) -> Self {
-        Self { path: f.path.clone(), version: f.version, source: f.source.to_string(), text: f.text.clone() }
+        Self {
+            path: f.path.clone(),
+            version: f.version,
+            source: f.source.to_string(),
+            text: f.text.as_deref().cloned(),
+        }
     }
 }
 
@@ -879,7 +884,7 @@ mod tests {
                 path: "/ws/calc.py".into(),
                 source: "buffer",
                 version: Some(4),
-                text: Some("def div(a, b):\n".into()),
+                text: Some(std::sync::Arc::new("def div(a, b):\n".into())),
             },
             FileBase { path: "/ws/gone.py".into(), source: "missing", version: None, text: None },
         ];

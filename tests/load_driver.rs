@@ -27,8 +27,11 @@ fn drive(servers: &[(&str, String)], extra: &[&str]) -> Output {
     cmd.args(extra).env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0").output().unwrap()
 }
 
-const ROWS: [&str; 5] = [
+const ROWS: [&str; 8] = [
     "| spawn → initialize response (ms) |",
+    "|   page faults by the initialize response |",
+    "|   threads at the initialize response |",
+    "|   CPU time of all threads by the initialize response (ms) |",
     "| codeAction p50, 5 open documents × 200 lines (µs) |",
     "| codeAction p99, 5 open documents × 200 lines (µs) |",
     "| 50 keystrokes on a 2,000-line document, then a codeAction answered (ms) |",

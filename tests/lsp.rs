@@ -150,7 +150,7 @@ fn initialize_advertises_actions_commands_and_negotiated_encoding() {
     assert_eq!(caps["textDocumentSync"]["save"], json!({"includeText": true}));
     assert_eq!(
         caps["executeCommandProvider"]["commands"],
-        json!(["agentfix.fix", "agentfix.applyAlternative", "agentfix.cancel"])
+        json!(["agentfix.fix", "agentfix.applyAlternative", "agentfix.cancel", "agentfix.reviewed"])
     );
     assert_eq!(
         caps["codeActionProvider"]["codeActionKinds"],
@@ -1329,6 +1329,27 @@ fn best_of_3_through_the_editor_offers_the_two_that_failed_as_alternatives() {
     let label = f.editor.applied_edits()[1]["label"].as_str().unwrap().to_string();
     assert_eq!(label, "Agent fix: alternative 2 (not verified: test failed): Guarded with None. (1 file, 1 hunk)");
     assert_eq!(f.mock.requests().len(), requests, "no model is asked");
+    // Its review reports on the alternative's hunks, and a follow-up on the
+    // run tells of the alternative.
+    let sent = &f.editor.applied_edits()[1]["edit"]["documentChanges"][0]["edits"][0];
+    let run_id = argument["runId"].clone();
+    let reviewed = f.editor.request(
+        "workspace/executeCommand",
+        json!({"command": "agentfix.reviewed", "arguments": [{"runId": run_id, "hunks": [
+            {"annotationId": sent["annotationId"], "outcome": "accepted"}]}]}),
+    );
+    assert_eq!(reviewed["result"], json!({"recorded": 1, "unknown": []}), "{reviewed}");
+    f.mock.push(text_reply("Fine as it is."));
+    let mut follow = f.fix_argument("calc.py", diag(1, 11, 16, "Possible division by zero"));
+    follow["followUp"] = run_id;
+    f.editor.change_full(&calc, 5, "def div(a, b):\n    return None if b == 0 else a / b\n");
+    follow["version"] = json!(5);
+    let r = f.execute(follow);
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    let last = f.mock.requests().last().unwrap().body["messages"].as_array().unwrap().last().unwrap().clone();
+    let report: String = last["content"].as_array().unwrap().iter().filter_map(|b| b["text"].as_str()).collect();
+    assert!(report.contains("- `calc.py`: your proposal was applied in full."), "{report}");
+    assert!(report.contains("  - line 2 (`return None if b == 0 else a / b`): accepted in the review.\n"), "{report}");
     // A run no longer kept, or an index it does not have, is said so.
     let mut unknown = argument.clone();
     unknown["index"] = json!(7);

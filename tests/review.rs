@@ -497,3 +497,108 @@ fn always_covers_the_argv_it_was_given_so_a_repository_that_changes_it_is_asked_
     }
     assert!(last["params"]["message"].as_str().unwrap().contains("echo two; curl evil.example"), "{last}");
 }
+
+/// A run that proposes two hunks in calc.py (a guard in `div`, integers in
+/// `mul`), both applied by the editor; returns the run's id and the
+/// annotation id of each hunk, in order.
+fn two_hunk_run(f: &mut Fx) -> (String, Vec<String>) {
+    f.editor.open(&f.calc(), "python", 1, CALC);
+    f.mock.push(reply(&[
+        edit("t1", "    return a / b\n", "    if b == 0:\n        return 0\n    return a / b\n", "guard"),
+        edit("t2", "    return a * b\n", "    return int(a) * int(b)\n", "integers"),
+    ]));
+    f.mock.push(text_reply("Guarded div, integer mul."));
+    let id = f.send_fix(1);
+    let resp = f.editor.wait_response(id, Duration::from_secs(30));
+    assert_eq!(resp["result"]["applied"], true, "{resp}");
+    let edits = f.editor.applied_edits()[0]["edit"]["documentChanges"][0]["edits"].clone();
+    let ids = edits.as_array().unwrap().iter().map(|e| e["annotationId"].as_str().unwrap().to_string()).collect();
+    (resp["result"]["runId"].as_str().unwrap().to_string(), ids)
+}
+
+/// Sends a follow-up on `run_id` and returns the text of its report (the
+/// last user message of the request it makes).
+fn follow_up_report(f: &mut Fx, run_id: &str, version: i32) -> String {
+    f.mock.push(text_reply("Understood."));
+    let before = f.mock.requests().len();
+    let mut arg = f.arg(version);
+    arg["followUp"] = json!(run_id);
+    let id = f.editor.send_request("workspace/executeCommand", json!({"command": "agentfix.fix", "arguments": [arg]}));
+    let resp = f.editor.wait_response(id, Duration::from_secs(30));
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    let requests = f.mock.requests();
+    assert_eq!(requests.len(), before + 1);
+    let messages = requests[before].body["messages"].as_array().unwrap().clone();
+    let last = messages.last().unwrap()["content"].as_array().unwrap();
+    last.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn a_review_reports_each_hunk_and_the_follow_up_says_it_with_the_reason() {
+    let mut f = start(Value::Null);
+    let (run_id, ids) = two_hunk_run(&mut f);
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    // The review kept the guard and dropped the integers (the buffer has the
+    // first hunk only), and says so, with the user's reason.
+    let applied = f.editor.buffer_text(&f.calc()).unwrap();
+    f.editor.change_full(&f.calc(), 3, &applied.replace("int(a) * int(b)", "a * b"));
+    let answer = f.editor.request(
+        "workspace/executeCommand",
+        json!({"command": "agentfix.reviewed", "arguments": [{"runId": run_id, "hunks": [
+            {"annotationId": ids[0], "outcome": "accepted"},
+            {"annotationId": ids[1], "outcome": "rejected", "reason": "mul must\nstay float"},
+            {"annotationId": "agentfix-9-9", "outcome": "changed"},
+        ]}]}),
+    );
+    assert_eq!(answer["result"], json!({"recorded": 2, "unknown": ["agentfix-9-9"]}), "{answer}");
+    let report = follow_up_report(&mut f, &run_id, 3);
+    assert!(report.contains("  - lines 2-3 (`if b == 0:`): accepted in the review.\n"), "{report}");
+    assert!(
+        report.contains(
+            "  - line 8 (`return int(a) * int(b)`): rejected in the review; the user's reason: mul must stay float.\n"
+        ),
+        "{report}"
+    );
+
+    // Malformed or unknown: clear errors, nothing recorded.
+    let bad = f.editor.request(
+        "workspace/executeCommand",
+        json!({"command": "agentfix.reviewed", "arguments": [{"runId": run_id, "hunks": [{"annotationId": "x", "outcome": "maybe"}]}]}),
+    );
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    assert!(bad["error"]["message"].as_str().unwrap().contains("agentfix.reviewed expects one argument"), "{bad}");
+    let gone = f.editor.request(
+        "workspace/executeCommand",
+        json!({"command": "agentfix.reviewed", "arguments": [{"runId": "run-999", "hunks": []}]}),
+    );
+    assert_eq!(gone["error"]["code"], -32602, "{gone}");
+    assert!(gone["error"]["message"].as_str().unwrap().contains("run-999 is not a run of this session"), "{gone}");
+}
+
+#[test]
+fn without_a_review_report_each_hunk_s_outcome_is_worked_out_from_the_buffer() {
+    let mut f = start(Value::Null);
+    let (run_id, _) = two_hunk_run(&mut f);
+    // The user undoes the integers and edits the guard's value.
+    let applied = f.editor.buffer_text(&f.calc()).unwrap();
+    let now = applied.replace("int(a) * int(b)", "a * b").replace("return 0\n", "return None\n");
+    f.editor.change_full(&f.calc(), 3, &now);
+    let report = follow_up_report(&mut f, &run_id, 3);
+    assert!(
+        report.contains(
+            "  - lines 2-3 (`if b == 0:`): changed: the file holds neither your text nor its old text there.\n"
+        ),
+        "{report}"
+    );
+    assert!(
+        report.contains("  - line 8 (`return int(a) * int(b)`): not taken: the file holds its old text there.\n"),
+        "{report}"
+    );
+    // Put back as proposed: accepted.
+    f.editor.change_full(&f.calc(), 4, &applied);
+    let report = follow_up_report(&mut f, &run_id, 4);
+    assert!(
+        report.contains("  - line 8 (`return int(a) * int(b)`): accepted: the file holds your text there.\n"),
+        "{report}"
+    );
+}

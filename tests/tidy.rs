@@ -94,7 +94,7 @@ const RULES: &[Rule] = &[
         why: "`config` may use `secrets` (the key's `Redactor`) and `pricing` (the `prices` setting)",
     },
     Rule {
-        files: "src/follow_up.rs",
+        files: "src/follow_up/",
         except_files: &[],
         forbidden: &["crate"],
         allowed: &["crate::follow_up", "crate::model", "crate::position", "crate::workspace"],

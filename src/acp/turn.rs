@@ -76,7 +76,7 @@ pub(super) async fn run(prompt: Prompt) -> PromptResponse {
     let stop = stop_reason(&result, delivered, cancel.is_cancelled());
     if !matches!(stop, StopReason::Cancelled | StopReason::Refusal) {
         let proposed = result.changes().iter().map(ProposedFile::from).collect();
-        let run = Arc::new(PastRun { messages: result.outcome.messages.clone(), proposed });
+        let run = Arc::new(PastRun { messages: result.outcome.messages.clone(), proposed, ..PastRun::default() });
         session.keep(Past { run, target: request.target });
     }
     PromptResponse::new(stop)

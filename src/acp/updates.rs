@@ -29,7 +29,7 @@ use crate::model::{Block, ModelResponse, StreamUpdate, ToolInput, Usage};
 use crate::pricing::Price;
 use crate::secrets::Redactor;
 use crate::tools::ToolOutput;
-use crate::workspace::Overlay;
+use crate::workspace::{Overlay, Text};
 
 /// The most characters of a tool's result shown in the client.
 const MAX_SHOWN: usize = 4000;
@@ -52,7 +52,7 @@ struct State {
     checks: Vec<String>,
     made: u32,
     /// Each changed file's text as the last diff showed it.
-    shown: HashMap<PathBuf, String>,
+    shown: HashMap<PathBuf, Text>,
     usage: Usage,
     plan: Vec<String>,
 }
@@ -187,7 +187,7 @@ impl Updates {
         let now = self.overlay.read(&path).ok()?;
         let before = self.state().shown.insert(path.clone(), now.clone());
         let before = before.or_else(|| self.overlay.bases().into_iter().find(|b| b.path == path).and_then(|b| b.text));
-        Some(Diff::new(path, now).old_text(before))
+        Some(Diff::new(path, now.as_str()).old_text(before.as_deref().cloned()))
     }
 
     /// The file a call names, with its line (1-based) when it gives one.

@@ -464,7 +464,7 @@ pub const FILE_MAY_ONLY_LOWER: [&str; 3] = ["maxTokens", "maxTurns", "maxCostUsd
 /// themselves (VS Code's `agentfix.serverPath`, `agentfix.models`,
 /// `agentfix.review`, `agentfix.trace.server`): never warned about in
 /// editor settings.
-pub(super) const EDITOR_KEYS: &[&str] = &["serverPath", "models", "review", "trace"];
+pub(super) const EDITOR_KEYS: &[&str] = &["serverPath", "models", "review", "askRejectReason", "trace"];
 
 /// The known key a misspelt `key` most likely meant: the same letters but
 /// for case, `_` and `-` (`max_turns`), a prefix of one (`timeout` for

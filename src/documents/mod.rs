@@ -312,9 +312,19 @@ fn apply_change(rope: &mut Rope, change: &Change, encoding: PositionEncoding, ed
     }
 }
 
+/// The text of `rope` in one allocation of its exact size (`to_string`
+/// grows a `String` by doubling: up to twice the text, copied on the way).
+pub fn text_of(rope: &Rope) -> String {
+    let mut text = String::with_capacity(rope.len_bytes());
+    for chunk in rope.chunks() {
+        text.push_str(chunk);
+    }
+    text
+}
+
 impl BufferSource for Documents {
     fn buffer(&self, path: &Path) -> Option<BufferText> {
-        self.get_by_path(path).map(|d| BufferText { text: d.rope.to_string(), version: d.version, pin: d.pin() })
+        self.get_by_path(path).map(|d| BufferText { text: text_of(&d.rope), version: d.version, pin: d.pin() })
     }
 
     fn open_paths(&self) -> Vec<PathBuf> {

@@ -106,20 +106,20 @@ pub fn task_prompt(target: &Target, overlay: &Overlay, outline: Option<&str>, fi
     }
     match read {
         Ok(text) => {
-            let lines: Vec<&str> = text.lines().collect();
+            // Counted, then the context taken: no index of every line (the
+            // buffer may be large).
+            let count = text.lines().count();
             // Lines come from the wire: a range past the end shows the end.
-            let count = lines.len();
             let first = (first as usize).clamp(1, count.max(1));
             let last = (last as usize).clamp(first, count.max(1));
             let from = first.saturating_sub(CONTEXT_LINES as usize).max(1);
             let to = last.saturating_add(CONTEXT_LINES as usize).min(count);
             if from <= to {
                 out.push_str(&format!(
-                    "\nLines {from}-{to} of `{shown}` ({} lines in all), as the editor holds it now:\n",
-                    lines.len()
+                    "\nLines {from}-{to} of `{shown}` ({count} lines in all), as the editor holds it now:\n"
                 ));
-                for n in from..=to {
-                    out.push_str(&format!("{n:>6}\t{}\n", lines[n - 1]));
+                for (n, line) in (from..=to).zip(text.lines().skip(from - 1)) {
+                    out.push_str(&format!("{n:>6}\t{line}\n"));
                 }
             } else {
                 out.push_str(&format!("\n`{shown}` is empty.\n"));

@@ -21,7 +21,7 @@ use tower_lsp_server::ls_types::{MessageType, WorkspaceEdit};
 use super::convert;
 use super::ext::{AlternativeArguments, AlternativeResponse};
 use super::proposal::{self, Outgoing};
-use super::run::apply_edit;
+use super::run::{self, apply_edit};
 use super::session::{KEPT_RUNS, Session};
 use crate::fix::Alternative;
 use crate::follow_up::ProposedFile;
@@ -35,7 +35,7 @@ pub async fn execute(client: &Client, session: &Arc<Session>, arguments: &[Value
             client.show_message(MessageType::WARNING, &message).await;
             AlternativeResponse { applied: false, message, conflicts: Vec::new() }
         }
-        Ok((alternative, chosen)) => deliver(client, session, &alternative, &chosen).await,
+        Ok((alternative, chosen)) => deliver(client, session, &args.run_id, &alternative, &chosen).await,
     };
     serde_json::to_value(answer).map_err(|e| Error {
         code: ErrorCode::InternalError,
@@ -80,6 +80,7 @@ fn find(
 async fn deliver(
     client: &Client,
     session: &Arc<Session>,
+    run_id: &str,
     alternative: &Alternative,
     chosen: &[ProposedFile],
 ) -> AlternativeResponse {
@@ -92,15 +93,27 @@ async fn deliver(
         client.show_message(MessageType::WARNING, &message).await;
         return AlternativeResponse { applied: false, message, conflicts };
     }
-    let (edit, hunks, _) = convert::workspace_edit(&outgoing.files, state.encoding, state.support.edit);
+    let (edit, hunks, skipped) = convert::workspace_edit(&outgoing.files, state.encoding, state.support.edit);
     if hunks == 0 {
         let message = format!("Agent fix: nothing left to apply. {}", conflicts.join("; "));
         client.show_message(MessageType::WARNING, &message).await;
         return AlternativeResponse { applied: false, message, conflicts };
     }
     let label = label(alternative, outgoing.files.len(), hunks);
+    // The run's proposal is now the alternative, before the review can end
+    // and report on its hunks (their annotation ids are the alternative's);
+    // put back when the editor does not apply it.
+    let proposed = alternative.changes.iter().map(ProposedFile::from).collect();
+    let before = session.kept.replace_proposal(run_id, proposed, run::sent_files(&outgoing.files, &skipped));
+    let reviews = session.reviews.take(run_id);
     let cancel = session.run_cancellation();
     let sent = apply_edit(client, session, &cancel, label.clone(), edit, outgoing.files).await;
+    if !sent.applied {
+        if let Some(before) = before {
+            session.kept.restore(run_id, before);
+        }
+        session.reviews.record(run_id, reviews);
+    }
     let mut message = if sent.message.is_empty() { label } else { sent.message };
     for c in &conflicts {
         message.push_str(&format!("; {c}"));

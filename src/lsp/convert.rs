@@ -267,6 +267,31 @@ fn hunk_label(file: &FileEdit, h: &Edit, newlines: &Newlines) -> String {
     }
 }
 
+/// The change annotation id of hunk `hi` of the `fi`th file of an edit:
+/// the hunks of one problem share `agentfix-{fi}-problem-{pi}`, any other
+/// hunk is `agentfix-{fi}-{hi}` (a new file's `CreateFile` shares its
+/// hunk's, `agentfix-{fi}-0`). What `agentfix.reviewed` reports by.
+fn annotation_id(fi: usize, hi: usize, problem: Option<usize>) -> String {
+    match problem {
+        Some(pi) => format!("agentfix-{fi}-problem-{pi}"),
+        None => format!("agentfix-{fi}-{hi}"),
+    }
+}
+
+/// The annotation id of each hunk of each of `files`, as
+/// [`workspace_edit`] gives them (whether or not the client takes
+/// annotations): what a review reports per hunk is matched by them.
+pub fn annotation_ids(files: &[FileEdit]) -> Vec<Vec<String>> {
+    files
+        .iter()
+        .enumerate()
+        .map(|(fi, file)| {
+            let newlines = Newlines::of(&file.text);
+            file.hunks.iter().enumerate().map(|(hi, h)| annotation_id(fi, hi, file.problem_of(h, &newlines))).collect()
+        })
+        .collect()
+}
+
 /// Builds the `WorkspaceEdit` for `files`. Returns it, the number of hunks
 /// in it, and the display paths of files the client cannot take (new files
 /// without `create` support).
@@ -307,13 +332,15 @@ pub fn workspace_edit(
                 TextEdit { range: Range { start: pos(h.start), end: pos(h.end) }, new_text: h.text.clone() };
             if support.annotations {
                 let mut description = reason_for(h, &file.reasons).unwrap_or_else(|| "proposed by the agent".into());
-                let (id, mut label) = match file.problem_of(h, &newlines) {
+                let problem = file.problem_of(h, &newlines);
+                let id = annotation_id(fi, hi, problem);
+                let mut label = match problem {
                     Some(pi) => {
                         let (line, message) = &file.problems[pi];
                         let message = message.lines().next().unwrap_or("").chars().take(80).collect::<String>();
-                        (format!("agentfix-{fi}-problem-{pi}"), format!("{}:{}: {message}", file.display, line + 1))
+                        format!("{}:{}: {message}", file.display, line + 1)
                     }
-                    None => (format!("agentfix-{fi}-{hi}"), hunk_label(file, h, &newlines)),
+                    None => hunk_label(file, h, &newlines),
                 };
                 if let Some(why) = runs {
                     label.push_str(" (this file runs code)");
@@ -332,11 +359,11 @@ pub fn workspace_edit(
             }
         }
         if file.create {
-            let annotation_id = support.annotations.then(|| format!("agentfix-{fi}-0"));
+            let id = support.annotations.then(|| annotation_id(fi, 0, None));
             ops.push(DocumentChangeOperation::Op(ResourceOp::Create(CreateFile {
                 uri: uri.clone(),
                 options: Some(CreateFileOptions { overwrite: Some(false), ignore_if_exists: Some(false) }),
-                annotation_id,
+                annotation_id: id,
             })));
         }
         if support.document_changes {
@@ -477,6 +504,43 @@ mod tests {
         );
         assert_eq!(v["changeAnnotations"]["agentfix-0-1"]["label"], "calc.py: line 4");
         assert_eq!(v["changeAnnotations"]["agentfix-0-1"]["description"], "bump d");
+    }
+
+    #[test]
+    fn annotation_ids_are_those_of_the_edit_whether_or_not_the_client_takes_them() {
+        let change = |display: &str| FileChange {
+            path: format!("/w/{display}").into(),
+            display: display.into(),
+            version: Some(1),
+            pin: None,
+            original: Some("a = 1\nb = 2\nc = 3\nd = 4\ne = 5\n".into()),
+            new_text: "a = 10\nb = 2\nc = 30\nd = 4\ne = 50\n".into(),
+            reasons: vec![],
+        };
+        let mut target = FileEdit::from_change(&change("calc.py"));
+        // Problems on lines 1 and 3 (0-based 0 and 2): their hunks share them.
+        target.problems = vec![(0, "first".into()), (2, "second".into())];
+        let files = [target, FileEdit::from_change(&change("other.py"))];
+        let ids = annotation_ids(&files);
+        assert_eq!(
+            ids,
+            [
+                vec!["agentfix-0-problem-0", "agentfix-0-problem-1", "agentfix-0-2"],
+                vec!["agentfix-1-0", "agentfix-1-1", "agentfix-1-2"],
+            ]
+        );
+        let support = EditSupport { document_changes: true, create_files: true, annotations: true };
+        let (edit, _, _) = workspace_edit(&files, PositionEncoding::Utf16, support);
+        let v = serde_json::to_value(&edit).unwrap();
+        for (fi, file_ids) in ids.iter().enumerate() {
+            let sent: Vec<&str> = v["documentChanges"][fi]["edits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["annotationId"].as_str().unwrap())
+                .collect();
+            assert_eq!(&sent, file_ids);
+        }
     }
 
     #[test]

@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tower_lsp_server::ls_types::{Diagnostic, Range, Uri};
 
+use crate::follow_up::HunkOutcome;
+
 /// The command the code actions carry.
 pub const FIX_COMMAND: &str = "agentfix.fix";
 
@@ -212,6 +214,49 @@ pub struct AlternativeResponse {
     pub conflicts: Vec<String>,
 }
 
+/// The command an editor's review sends when it ends: what the user did
+/// with each hunk (change annotation) of a run's proposal.
+pub const REVIEWED_COMMAND: &str = "agentfix.reviewed";
+
+/// The one argument of `agentfix.reviewed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReviewedArguments {
+    /// The run whose proposal was reviewed.
+    pub run_id: String,
+    pub hunks: Vec<HunkReview>,
+}
+
+impl ReviewedArguments {
+    /// The argument of an `executeCommand` request, which must carry exactly one.
+    pub fn from_command(arguments: &[Value]) -> Result<Self, String> {
+        only_argument(REVIEWED_COMMAND, "{runId, hunks: [{annotationId, outcome, reason?}]}", arguments)
+    }
+}
+
+/// What the user did with one hunk: the `annotationId` of its edit in the
+/// `workspace/applyEdit` (hunks of one problem share one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HunkReview {
+    pub annotation_id: String,
+    /// `accepted`, `rejected` or `changed`.
+    pub outcome: HunkOutcome,
+    /// The one line the user typed (rejected hunks, mostly).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The answer to `agentfix.reviewed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewedResponse {
+    /// How many hunks' outcomes were recorded.
+    pub recorded: usize,
+    /// The annotation ids the run's proposal has none of (not recorded).
+    pub unknown: Vec<String>,
+}
+
 /// The request that returns the server's copy of an open document.
 pub const DOCUMENT_TEXT_REQUEST: &str = "agentfix/documentText";
 
@@ -374,6 +419,30 @@ mod tests {
         let result = AlternativeResponse { applied: true, message: "m".into(), conflicts: vec![] };
         let value = serde_json::to_value(&result).unwrap();
         assert_documented(SECTION, "Result", &value);
+    }
+
+    #[test]
+    fn the_protocol_doc_describes_the_reviewed_command_as_it_is() {
+        const SECTION: &str = "## Follow-ups";
+        let value = json!({"runId": "run-2", "hunks": [
+            {"annotationId": "agentfix-0-1", "outcome": "rejected", "reason": "keep it"},
+            {"annotationId": "agentfix-0-problem-0", "outcome": "changed"},
+        ]});
+        assert_documented(SECTION, "Argument of `agentfix.reviewed`", &value);
+        let argument = ReviewedArguments::from_command(std::slice::from_ref(&value)).unwrap();
+        assert_eq!(argument.hunks[0].outcome, HunkOutcome::Rejected);
+        assert_eq!(argument.hunks[1].reason, None);
+        assert_eq!(serde_json::to_value(&argument).unwrap(), value);
+        for bad in [
+            json!({"runId": "run-2", "hunks": [{"annotationId": "a", "outcome": "maybe"}]}),
+            json!({"runId": "run-2", "hunks": [{"annotationId": "a", "outcome": "accepted", "why": "x"}]}),
+            json!({"runId": "run-2"}),
+        ] {
+            let e = ReviewedArguments::from_command(&[bad]).unwrap_err();
+            assert!(e.starts_with("agentfix.reviewed expects one argument {runId, hunks"), "{e}");
+        }
+        let result = ReviewedResponse { recorded: 1, unknown: vec!["agentfix-9-0".into()] };
+        assert_documented(SECTION, "Result", &serde_json::to_value(&result).unwrap());
     }
 
     #[test]

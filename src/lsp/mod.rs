@@ -27,6 +27,7 @@ mod ext;
 mod ordered;
 mod progress;
 mod proposal;
+mod reviewed;
 mod run;
 mod server;
 mod session;

@@ -32,7 +32,7 @@ use crate::fix::{
     self, NoEdit, Prepared, ProgressLine, ProgressLines, Proposal, Refusal, Request, Roots, Services, Setup, Target,
     Verdict,
 };
-use crate::follow_up::{PastRun, ProposedFile};
+use crate::follow_up::{PastRun, ProposedFile, SentFile};
 use crate::providers::ModelClient;
 use crate::tools::Approver;
 use crate::workspace::{BufferSource, runs_code};
@@ -225,6 +225,9 @@ pub(super) struct Delivered {
     pub conflicts: Vec<String>,
     /// The edit, for [`Delivery::Return`].
     pub edit: Option<WorkspaceEdit>,
+    /// The proposal's files as the edit carries them, with each hunk's
+    /// annotation id (what a follow-up reports per hunk).
+    pub sent: Vec<SentFile>,
 }
 
 impl Delivered {
@@ -268,7 +271,7 @@ async fn finish(
             .await;
             progress.begin("Agent fix", "turn 1: asking the model").await;
             let result = run_with_progress(&client, &session, &started, &progress).await;
-            let delivered = match &result.verdict {
+            let mut delivered = match &result.verdict {
                 Verdict::Proposal(proposal) => {
                     let mut spent = spent(result.outcome.turns, &result.spend);
                     // Best of N: which candidate this is, in the review too.
@@ -293,7 +296,7 @@ async fn finish(
                 },
             };
             if !delivered.cancelled && result.verdict != Verdict::Cancelled {
-                keep(&session, &started, &result);
+                keep(&session, &started, &result, std::mem::take(&mut delivered.sent));
             }
             conclude(&client, &progress, &started, &result, delivered).await
         }
@@ -344,8 +347,8 @@ async fn start(
     };
     let past = match &args.follow_up {
         None => None,
-        Some(id) => match session.kept.get(id) {
-            Some(run) => Some(run.past),
+        Some(id) => match past_run(session, id) {
+            Some(past) => Some(past),
             None => {
                 let msg = format!(
                     "Agent fix cannot follow up on {id}: agentfix keeps the last {KEPT_RUNS} runs of this session, and that one is not among them (or the server restarted). Start a new Agent fix."
@@ -591,6 +594,7 @@ async fn deliver(
         )
     }));
     let (edit, hunks, skipped) = convert::workspace_edit(&outgoing.files, started.encoding, started.support.edit);
+    let sent = sent_files(&outgoing.files, &skipped);
     let files = outgoing.files.len() - skipped.len();
     let title =
         first_line(&proposal.summary).or_else(|| started.fallback_title.clone()).unwrap_or_else(|| "proposal".into());
@@ -628,12 +632,30 @@ async fn deliver(
         return Delivered { message, conflicts, ..Delivered::default() };
     }
     if delivery == Delivery::Return {
-        return Delivered { message, applied: true, conflicts, edit: Some(edit), cancelled: false };
+        return Delivered { message, applied: true, conflicts, edit: Some(edit), cancelled: false, sent };
     }
-    let sent = apply_edit(client, session, &started.cancel, label, edit, outgoing.files).await;
+    let answer = apply_edit(client, session, &started.cancel, label, edit, outgoing.files).await;
     // An applied proposal keeps its label as the message; every other
     // answer says what happened instead.
-    Delivered { message: if sent.message.is_empty() { message } else { sent.message }, conflicts, ..sent }
+    Delivered { message: if answer.message.is_empty() { message } else { answer.message }, conflicts, sent, ..answer }
+}
+
+/// The files of an edit as a follow-up needs them: the text each hunk was
+/// made on, the hunks, their annotation ids; `skipped` (left out of the
+/// edit) are not among them.
+pub(super) fn sent_files(files: &[convert::FileEdit], skipped: &[String]) -> Vec<SentFile> {
+    files
+        .iter()
+        .zip(convert::annotation_ids(files))
+        .filter(|(f, _)| !skipped.contains(&f.display))
+        .map(|(f, ids)| SentFile {
+            path: f.path.clone(),
+            display: f.display.clone(),
+            base: f.text.clone(),
+            hunks: f.hunks.clone(),
+            ids,
+        })
+        .collect()
 }
 
 /// The clients known to apply a `workspace/applyEdit` without a review and
@@ -759,21 +781,31 @@ async fn conclude(
     (answer, delivered.edit)
 }
 
+/// The kept run `id` as a follow-up continues it, with what the editor's
+/// review reported per hunk when it did.
+fn past_run(session: &Session, id: &str) -> Option<Arc<PastRun>> {
+    let run = session.kept.get(id)?;
+    Some(match session.reviews.of(id) {
+        reviews if reviews.is_empty() => run.past,
+        reviews => Arc::new(PastRun { reviews, ..(*run.past).clone() }),
+    })
+}
+
 /// The `runId` of a run.
 fn run_id(registration: &RunGuard) -> String {
     format!("run-{}", registration.id)
 }
 
-/// Keeps a finished run for follow-ups: its conversation and what it
-/// proposed.
-fn keep(session: &Session, started: &Started, result: &fix::FixResult) {
+/// Keeps a finished run for follow-ups: its conversation, what it
+/// proposed and what the editor got of it.
+fn keep(session: &Session, started: &Started, result: &fix::FixResult, sent: Vec<SentFile>) {
     let proposed = match &result.verdict {
         Verdict::Proposal(p) => p.changes.iter().map(ProposedFile::from).collect(),
         _ => Vec::new(),
     };
     session.kept.keep(KeptRun {
         id: run_id(&started.registration),
-        past: Arc::new(PastRun { messages: result.outcome.messages.clone(), proposed }),
+        past: Arc::new(PastRun { messages: result.outcome.messages.clone(), proposed, sent, ..PastRun::default() }),
         alternatives: result.alternatives.clone().into(),
     });
 }

@@ -17,10 +17,10 @@ use tower_lsp_server::{Client, LanguageServer};
 
 use super::ext::{
     ALTERNATIVE_COMMAND, AlternativeArguments, CANCEL_COMMAND, DocumentText, DocumentTextParams, FIX_COMMAND,
-    FixArguments,
+    FixArguments, REVIEWED_COMMAND,
 };
 use super::session::{ClientSupport, Session};
-use super::{alternative, convert, run};
+use super::{alternative, convert, reviewed, run};
 use crate::config::settings::Settings;
 use crate::documents::Documents;
 
@@ -358,6 +358,7 @@ impl LanguageServer for Backend {
                         FIX_COMMAND.to_string(),
                         ALTERNATIVE_COMMAND.to_string(),
                         CANCEL_COMMAND.to_string(),
+                        REVIEWED_COMMAND.to_string(),
                     ],
                     ..Default::default()
                 }),
@@ -424,11 +425,12 @@ impl LanguageServer for Backend {
             }
             CANCEL_COMMAND => run::cancel(&self.session, &params.arguments).map(Some),
             ALTERNATIVE_COMMAND => alternative::execute(&self.client, &self.session, &params.arguments).await.map(Some),
+            REVIEWED_COMMAND => reviewed::execute(&self.session, &params.arguments).map(Some),
             "agentfix.debug.panic" if std::env::var_os("AGENTFIX_DEBUG_COMMANDS").is_some() => {
                 panic!("debug panic requested")
             }
             other => Err(Error::invalid_params(format!(
-                "unknown command `{other}`; agentfix offers `{FIX_COMMAND}`, `{ALTERNATIVE_COMMAND}` and `{CANCEL_COMMAND}`"
+                "unknown command `{other}`; agentfix offers `{FIX_COMMAND}`, `{ALTERNATIVE_COMMAND}`, `{CANCEL_COMMAND}` and `{REVIEWED_COMMAND}`"
             ))),
         }
     }

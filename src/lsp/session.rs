@@ -21,7 +21,7 @@ use crate::config::settings::Settings;
 use crate::documents::{Documents, PositionEncoding};
 use crate::downstream::Downstream;
 use crate::fix::Alternative;
-use crate::follow_up::{PastRun, ProposedFile};
+use crate::follow_up::{PastRun, ProposedFile, Review, SentFile};
 use crate::mcp::McpServers;
 use crate::position::LineRange;
 use crate::workspace::Overlay;
@@ -40,6 +40,8 @@ pub struct Session {
     pub runs: Arc<RunRegistry>,
     /// Finished runs, for follow-ups.
     pub kept: KeptRuns,
+    /// What editors' reviews reported per hunk (`agentfix.reviewed`).
+    pub reviews: Reviews,
     /// Held for writing while `workspace/configuration` is pulled, so that a
     /// run never starts with the settings of before the pull.
     pub config_gate: tokio::sync::RwLock<()>,
@@ -131,6 +133,7 @@ impl Session {
             state: RwLock::new(SessionState::default()),
             runs: Arc::new(RunRegistry::default()),
             kept: KeptRuns::default(),
+            reviews: Reviews::default(),
             always: Mutex::new(HashSet::new()),
             config_gate: tokio::sync::RwLock::new(()),
             client: OnceLock::new(),
@@ -301,6 +304,24 @@ impl KeptRuns {
         self.lock().iter().find(|(r, _)| r.id == id).map(|(r, _)| r.clone())
     }
 
+    /// Replaces what run `id` proposed and sent (an alternative the user
+    /// took instead); returns what it was, `None` when the run is not kept.
+    /// The lines it touched stay: they count its alternatives already.
+    pub fn replace_proposal(&self, id: &str, proposed: Vec<ProposedFile>, sent: Vec<SentFile>) -> Option<PastRun> {
+        let mut runs = self.lock();
+        let (run, _) = runs.iter_mut().find(|(r, _)| r.id == id)?;
+        let before = (*run.past).clone();
+        run.past = Arc::new(PastRun { proposed, sent, ..before.clone() });
+        Some(before)
+    }
+
+    /// Puts back what [`KeptRuns::replace_proposal`] replaced.
+    pub fn restore(&self, id: &str, past: PastRun) {
+        if let Some((run, _)) = self.lock().iter_mut().find(|(r, _)| r.id == id) {
+            run.past = Arc::new(past);
+        }
+    }
+
     /// The newest run whose proposal changed `lines` of `path` (what
     /// [`KeptRun::touched`] says, from the lines found when it was kept).
     pub fn newest_touching(&self, path: &Path, lines: LineRange) -> Option<KeptRun> {
@@ -310,6 +331,47 @@ impl KeptRuns {
             .rev()
             .find(|(_, touched)| touched.iter().any(|(p, t)| p == path && t.iter().any(overlaps)))
             .map(|(r, _)| r.clone())
+    }
+}
+
+/// What editors' reviews reported, per run and change annotation id, for
+/// the last [`KEPT_RUNS`] runs reported on (the oldest dropped first). Apart
+/// from [`KeptRuns`]: a review may end before its run is kept.
+#[derive(Default)]
+pub struct Reviews(Mutex<VecDeque<(String, HashMap<String, Review>)>>);
+
+impl Reviews {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<(String, HashMap<String, Review>)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records `hunks` for `run_id`; a hunk reported again takes the new
+    /// outcome.
+    pub fn record(&self, run_id: &str, hunks: impl IntoIterator<Item = (String, Review)>) {
+        let mut runs = self.lock();
+        let at = match runs.iter().position(|(id, _)| id == run_id) {
+            Some(at) => at,
+            None => {
+                runs.push_back((run_id.to_string(), HashMap::new()));
+                if runs.len() > KEPT_RUNS {
+                    runs.pop_front();
+                }
+                runs.len() - 1
+            }
+        };
+        runs[at].1.extend(hunks);
+    }
+
+    /// What was reported for `run_id` (empty when nothing was).
+    pub fn of(&self, run_id: &str) -> HashMap<String, Review> {
+        self.lock().iter().find(|(id, _)| id == run_id).map(|(_, r)| r.clone()).unwrap_or_default()
+    }
+
+    /// Forgets what was reported for `run_id` (its proposal was replaced)
+    /// and returns it.
+    pub fn take(&self, run_id: &str) -> HashMap<String, Review> {
+        let mut runs = self.lock();
+        runs.iter_mut().find(|(id, _)| id == run_id).map(|(_, r)| std::mem::take(r)).unwrap_or_default()
     }
 }
 
@@ -394,6 +456,11 @@ impl RunRegistry {
     pub fn is_empty(&self) -> bool {
         self.lock().is_empty()
     }
+
+    /// Whether run `id` (the number of its `runId`) is running.
+    pub fn is_running(&self, id: u64) -> bool {
+        self.lock().contains_key(&id)
+    }
 }
 
 /// The run that already targets or has edited `path`, if any. A cancelled
@@ -429,6 +496,7 @@ mod tests {
                     // Run n changes line n % 3 (0-based).
                     proposed: (0..3).map(|i| if i == n % 3 { "X\n".to_string() } else { format!("{i}\n") }).collect(),
                 }],
+                ..PastRun::default()
             }),
             alternatives: Arc::new([]),
         };

@@ -220,7 +220,7 @@ mod tests {
         assert!(out.contains("     2\t    if b == 0:\n"));
         let path = ctx.overlay.resolve("calc.py").unwrap();
         assert_eq!(
-            ctx.overlay.read(&path).unwrap(),
+            ctx.overlay.read(&path).unwrap().as_str(),
             "def div(a, b):\n    if b == 0:\n        return 0\n    return a / b\n"
         );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "def div(a, b):\n    return a / b\n");
@@ -284,7 +284,7 @@ mod tests {
         assert!(e.to_string().starts_with("old_text contains [REDACTED], which stands for a credential"), "{e}");
         assert!(e.to_string().contains("Quote a part of a.py without [REDACTED]"), "{e}");
         let path = ctx.overlay.resolve("a.py").unwrap();
-        assert_eq!(ctx.overlay.read(&path).unwrap(), text);
+        assert_eq!(ctx.overlay.read(&path).unwrap().as_str(), text);
         // A file that really holds the text is edited as any other.
         EditFile.run(input("a.py", "\"[REDACTED] stays\"", "\"[REDACTED] went\""), &ctx).await.unwrap();
         assert!(ctx.overlay.read(&path).unwrap().ends_with("log = \"[REDACTED] went\"\n"));
@@ -295,7 +295,7 @@ mod tests {
         let (_d, ctx) = context(&[], &[("w.py", "a = 1\r\nb = '漢😀'\r\n", 5)]);
         EditFile.run(input("w.py", "a = 1\nb = '漢😀'", "a = 2\nb = '漢😀'"), &ctx).await.unwrap();
         let path = ctx.overlay.resolve("w.py").unwrap();
-        assert_eq!(ctx.overlay.read(&path).unwrap(), "a = 2\r\nb = '漢😀'\r\n");
+        assert_eq!(ctx.overlay.read(&path).unwrap().as_str(), "a = 2\r\nb = '漢😀'\r\n");
     }
 
     #[tokio::test]

@@ -47,9 +47,11 @@ impl Tool for ReadFile {
     }
 }
 
+/// The page of `text` from `start` to `end`: the lines are counted in one
+/// pass and the page taken in another, so a page of a large buffer costs
+/// the page, not an index of every line.
 fn render(shown: &str, text: &str, start: Option<u64>, end: Option<u64>) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    let total = lines.len();
+    let total = text.lines().count();
     if total == 0 {
         return format!("{shown} is empty.");
     }
@@ -60,7 +62,7 @@ fn render(shown: &str, text: &str, start: Option<u64>, end: Option<u64>) -> Stri
     let end = end.map_or(total, |e| (e as usize).clamp(start, total));
     let mut out = String::new();
     let mut last = start - 1;
-    for (i, line) in lines[start - 1..end].iter().enumerate() {
+    for (i, line) in text.lines().skip(start - 1).take(end + 1 - start).enumerate() {
         let n = start + i;
         let row = numbered(n, &clip(line, MAX_LINE_CHARS));
         if n - start >= MAX_LINES || out.len() + row.len() + 1 > MAX_BYTES {

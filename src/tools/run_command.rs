@@ -862,7 +862,7 @@ mod tests {
             assert_eq!(std::fs::read_to_string(root.join(p)).unwrap(), text, "{p} changed on disk");
         }
         assert!(!root.join("out").exists());
-        assert_eq!(ctx.overlay.read(&root.join("src/b.rs")).unwrap(), "edited\n");
+        assert_eq!(ctx.overlay.read(&root.join("src/b.rs")).unwrap().as_str(), "edited\n");
     }
 
     #[test]

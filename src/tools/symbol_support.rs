@@ -117,7 +117,7 @@ pub fn line_of(
     ctx: &ToolContext,
     path: &str,
     line: u64,
-) -> Result<(std::path::PathBuf, String, String, String), ToolError> {
+) -> Result<(std::path::PathBuf, crate::workspace::Text, String, String), ToolError> {
     let abs = ctx.overlay.resolve(path)?;
     let text = ctx.overlay.read(&abs)?;
     let shown = ctx.overlay.workspace().display(&abs);

@@ -56,7 +56,9 @@ impl Tool for WriteFile {
         } else {
             format!("Created {shown} ({lines} lines).")
         };
-        out.push_str(&super::diagnostics_feedback(ctx, &path, before.as_deref(), &input.content).await);
+        out.push_str(
+            &super::diagnostics_feedback(ctx, &path, before.as_deref().map(String::as_str), &input.content).await,
+        );
         Ok(out)
     }
 }
@@ -73,7 +75,7 @@ mod tests {
         let input = |content: &str| WriteFileInput { path: "conf.py".into(), content: content.into(), reason: None };
         let e = WriteFile.run(input("KEY = \"[REDACTED]\"\nx = 2\n"), &ctx).await.unwrap_err();
         assert!(matches!(&e, ToolError::Respond(m) if m.contains("edit_file")), "{e:?}");
-        assert_eq!(ctx.overlay.read(&ctx.overlay.resolve("conf.py").unwrap()).unwrap(), text);
+        assert_eq!(ctx.overlay.read(&ctx.overlay.resolve("conf.py").unwrap()).unwrap().as_str(), text);
         // Without the placeholder, or in a file that had none to hide, writing works.
         WriteFile.run(input("KEY = None\nx = 2\n"), &ctx).await.unwrap();
         WriteFile.run(input("log = \"[REDACTED] is what we print\"\n"), &ctx).await.unwrap();

@@ -25,7 +25,7 @@ pub mod scratch;
 use std::path::{Path, PathBuf};
 
 pub use diff::{Edit, apply_hunks, hunks, sequential_hunks, unified_diff};
-pub use overlay::{EditReason, FileBase, FileChange, Overlay, OverlayError, Prefix, read_prefix};
+pub use overlay::{EditReason, FileBase, FileChange, Overlay, OverlayError, Prefix, Text, read_prefix};
 pub use paths::{DEFAULT_PROTECTED, PathError, Protected, RUNS_CODE, Workspace, normalize, real_path, runs_code};
 pub use rebase::{Conflict, Rebased, rebase};
 pub use scratch::Scratch;

@@ -74,19 +74,25 @@ fn read_regular(path: &Path, shown: &str) -> Result<Vec<u8>, OverlayError> {
     Ok(prefix.bytes)
 }
 
+/// A file's text in a run: shared, never copied by a read. The base and
+/// the run's current text are one allocation until the run changes the
+/// file, and every read hands out the same one (a 50 MB buffer read and
+/// searched by a run exists once here, not once per read).
+pub type Text = Arc<String>;
+
 /// Where a file's base text came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Base {
     /// An open editor buffer at this version (and this state of it).
-    Buffer { text: String, version: i32, pin: BufferPin },
+    Buffer { text: Text, version: i32, pin: BufferPin },
     /// The disk (no buffer open).
-    Disk { text: String },
+    Disk { text: Text },
     /// The file did not exist.
     Missing,
 }
 
 impl Base {
-    fn text(&self) -> Option<&str> {
+    fn text(&self) -> Option<&Text> {
         match self {
             Base::Buffer { text, .. } | Base::Disk { text } => Some(text),
             Base::Missing => None,
@@ -98,10 +104,22 @@ impl Base {
 struct Entry {
     base: Base,
     /// The run's current text; `None` while a missing file is not created.
-    current: Option<String>,
+    current: Option<Text>,
     /// The model's reasons for its edits of this file, with the text each
     /// edit inserted (to tell which hunk a reason belongs to).
     reasons: Vec<EditReason>,
+}
+
+impl Entry {
+    /// Whether the run's text is still its base (the same allocation, which
+    /// a read never copies, or an edit that put the text back).
+    fn unchanged(&self) -> bool {
+        match (&self.current, self.base.text()) {
+            (Some(now), Some(base)) => Arc::ptr_eq(now, base) || now == base,
+            (None, None) => true,
+            _ => false,
+        }
+    }
 }
 
 /// Why the model made one edit (the edit tools' optional `reason`).
@@ -137,7 +155,7 @@ pub struct FileBase {
     /// `buffer`, `disk` or `missing`.
     pub source: &'static str,
     pub version: Option<i32>,
-    pub text: Option<String>,
+    pub text: Option<Text>,
 }
 
 /// The overlay of one run.
@@ -188,10 +206,10 @@ impl Overlay {
             return Err(PathError::Protected(shown).into());
         }
         if let Some(buf) = self.buffers.buffer(path) {
-            return Ok(Base::Buffer { text: buf.text, version: buf.version, pin: buf.pin });
+            return Ok(Base::Buffer { text: Arc::new(buf.text), version: buf.version, pin: buf.pin });
         }
         if let Some(pinned) = self.buffers.disk_text(path) {
-            return Ok(pinned.map_or(Base::Missing, |text| Base::Disk { text }));
+            return Ok(pinned.map_or(Base::Missing, |text| Base::Disk { text: Arc::new(text) }));
         }
         match std::fs::metadata(path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Base::Missing),
@@ -204,7 +222,7 @@ impl Overlay {
         }
         let bytes = read_regular(path, &shown)?;
         let text = String::from_utf8(bytes).map_err(|_| OverlayError::NotText(shown))?;
-        Ok(Base::Disk { text })
+        Ok(Base::Disk { text: Arc::new(text) })
     }
 
     /// Runs `f` on the entry for `path`, pinning the base on first use.
@@ -220,14 +238,15 @@ impl Overlay {
         let mut files = self.lock();
         let entry = files.entry(path.to_path_buf()).or_insert_with(|| {
             let base = loaded.unwrap_or(Base::Missing);
-            let current = base.text().map(str::to_string);
+            let current = base.text().cloned();
             Entry { base, current, reasons: Vec::new() }
         });
         f(entry)
     }
 
-    /// The run's current text of `path` (absolute, already resolved).
-    pub fn read(&self, path: &Path) -> Result<String, OverlayError> {
+    /// The run's current text of `path` (absolute, already resolved):
+    /// shared, not a copy.
+    pub fn read(&self, path: &Path) -> Result<Text, OverlayError> {
         let shown = self.workspace.display(path);
         self.with_entry(path, |e| e.current.clone().ok_or(OverlayError::NotFound(shown)))
     }
@@ -266,7 +285,7 @@ impl Overlay {
         self.editable(path)?;
         self.with_entry(path, |e| {
             let existed = e.current.is_some();
-            e.current = Some(text);
+            e.current = Some(Arc::new(text));
             Ok(existed)
         })
     }
@@ -281,7 +300,7 @@ impl Overlay {
         let shown = self.workspace.display(path);
         self.with_entry(path, |e| {
             let current = e.current.as_deref().ok_or(OverlayError::NotFound(shown))?;
-            Ok(f(current).map(|new| e.current = Some(new)))
+            Ok(f(current).map(|new| e.current = Some(Arc::new(new))))
         })
     }
 
@@ -298,7 +317,7 @@ impl Overlay {
 
     /// Whether the run changed anything.
     pub fn is_dirty(&self) -> bool {
-        self.lock().values().any(|e| e.current.as_deref() != e.base.text())
+        self.lock().values().any(|e| !e.unchanged())
     }
 
     /// The files the run created or changed (their current text; `None`
@@ -306,12 +325,8 @@ impl Overlay {
     /// `list_files` so that the run sees its own edits. A file only read is
     /// not here, so reading a hidden or ignored file does not make later
     /// walks include it.
-    pub fn touched(&self) -> Vec<(PathBuf, Option<String>)> {
-        self.lock()
-            .iter()
-            .filter(|(_, e)| e.current.as_deref() != e.base.text())
-            .map(|(p, e)| (p.clone(), e.current.clone()))
-            .collect()
+    pub fn touched(&self) -> Vec<(PathBuf, Option<Text>)> {
+        self.lock().iter().filter(|(_, e)| !e.unchanged()).map(|(p, e)| (p.clone(), e.current.clone())).collect()
     }
 
     /// Every file the run read or wrote, with the base it started from.
@@ -334,13 +349,13 @@ impl Overlay {
         self.lock()
             .iter()
             .filter_map(|(path, e)| {
-                let new_text = e.current.clone()?;
-                if Some(new_text.as_str()) == e.base.text() {
+                if e.unchanged() {
                     return None;
                 }
+                let new_text = e.current.as_deref()?.clone();
                 let (version, pin, original) = match &e.base {
-                    Base::Buffer { text, version, pin } => (Some(*version), Some(*pin), Some(text.clone())),
-                    Base::Disk { text } => (None, None, Some(text.clone())),
+                    Base::Buffer { text, version, pin } => (Some(*version), Some(*pin), Some(text.to_string())),
+                    Base::Disk { text } => (None, None, Some(text.to_string())),
                     Base::Missing => (None, None, None),
                 };
                 Some(FileChange {
@@ -386,10 +401,10 @@ mod tests {
     #[test]
     fn buffers_win_over_disk_and_edits_stay_private() {
         let (_d, ov, open, closed) = setup();
-        assert_eq!(ov.read(&open).unwrap(), "buffer text\n");
-        assert_eq!(ov.read(&closed).unwrap(), "closed\n");
+        assert_eq!(ov.read(&open).unwrap().as_str(), "buffer text\n");
+        assert_eq!(ov.read(&closed).unwrap().as_str(), "closed\n");
         ov.write(&open, "changed\n".into()).unwrap();
-        assert_eq!(ov.read(&open).unwrap(), "changed\n");
+        assert_eq!(ov.read(&open).unwrap().as_str(), "changed\n");
         assert_eq!(std::fs::read_to_string(&open).unwrap(), "disk text\n");
         let changes = ov.changes();
         assert_eq!(changes.len(), 1);
@@ -419,7 +434,7 @@ mod tests {
         assert_eq!(r, Err("nope"));
         assert!(!ov.is_dirty());
         ov.update::<()>(&open, |t| Ok(t.replace("buffer", "edited"))).unwrap().unwrap();
-        assert_eq!(ov.read(&open).unwrap(), "edited text\n");
+        assert_eq!(ov.read(&open).unwrap().as_str(), "edited text\n");
         assert!(ov.is_dirty());
     }
 
@@ -440,7 +455,7 @@ mod tests {
         let root = closed.parent().unwrap().to_path_buf();
         std::fs::hard_link(&closed, root.join("twin.py")).unwrap();
         std::os::unix::fs::symlink("closed.py", root.join("alias.py")).unwrap();
-        assert_eq!(ov.read(&closed).unwrap(), "closed\n");
+        assert_eq!(ov.read(&closed).unwrap().as_str(), "closed\n");
         for p in [&closed, &root.join("twin.py"), &root.join("alias.py")] {
             let shown = ov.workspace().display(p);
             assert_eq!(ov.write(p, "x".into()), Err(OverlayError::HardLinked(shown.clone())));
@@ -476,7 +491,7 @@ mod tests {
         });
         let r = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("reading a FIFO must not block");
         assert_eq!(r, Err(OverlayError::NotRegular("pipe".into())));
-        assert_eq!(ov.read(&closed).unwrap(), "closed\n");
+        assert_eq!(ov.read(&closed).unwrap().as_str(), "closed\n");
         // A link out (to a device) is refused by resolve; the overlay refuses it too.
         std::os::unix::fs::symlink("/dev/zero", root.join("zero")).unwrap();
         assert_eq!(ov.read(&root.join("zero")), Err(OverlayError::Path(PathError::Outside("zero".into()))));

@@ -19,17 +19,21 @@ pub struct Server {
 
 impl Server {
     pub fn start(root: &std::path::Path) -> Server {
-        let mut child = Command::new(agentfix_bin())
+        Self::start_with(root, &[])
+    }
+
+    /// [`Server::start`] with more variables in the server's environment
+    /// (a provider's base URL and key, for a run against the mock model).
+    pub fn start_with(root: &std::path::Path, env: &[(&str, &str)]) -> Server {
+        let mut command = Command::new(agentfix_bin());
+        command
             .arg("--stdio")
             .current_dir(root)
             .env_remove("ANTHROPIC_API_KEY")
             .env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0")
             .env("AGENTFIX_TRANSCRIPTS", "0")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+            .envs(env.iter().copied());
+        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
         let stdin = child.stdin.take().unwrap();
         let stdout = super::server_frames(child.stdout.take().unwrap());
         Server { child, stdin, stdout, seen: Vec::new() }
@@ -64,6 +68,13 @@ impl Server {
 
     pub fn peak_kib(&self) -> u64 {
         super::rss::peak_kib(self.child.id()).unwrap()
+    }
+
+    /// Sets the process's peak RSS back to its RSS now (Linux's
+    /// `clear_refs` 5), so that a later [`Server::peak_kib`] is the peak of
+    /// what came after; `false` where the kernel does not allow it.
+    pub fn reset_peak(&self) -> bool {
+        std::fs::write(format!("/proc/{}/clear_refs", self.child.id()), "5").is_ok()
     }
 }
 

@@ -18,9 +18,13 @@
 // `editor.codeActionsOnSave: source.fixAll` starts no run, while "Agent
 // fix: all problems in this file" sends every diagnostic of the file in one
 // run, whose Refactor Preview labels each hunk with its problem, ticks them
-// all, and applies the rest when one problem is unticked; with
+// all, and applies the rest when one problem is unticked, then asks why the
+// other was rejected and tells the server (`agentfix.reviewed`), so that a
+// follow-up's request says per hunk "accepted in the review" and "rejected
+// in the review; the user's reason: …"; with
 // agentfix.review "unticked" the changes start unticked, and Apply with none
-// ticked says "nothing applied"; "Agent fix: best of N…" (3, the QuickPick's
+// ticked says "nothing applied" (Escape skips the question why, and the
+// rejection is reported without a reason); "Agent fix: best of N…" (3, the QuickPick's
 // default) with a verify command that only candidate 3 passes (the mock
 // answers each candidate by its note) opens the chosen proposal, its check
 // and "Best of 3" shown, then says which candidate was chosen and that 2
@@ -112,6 +116,9 @@ const MEAN_PROBLEM = 'ZeroDivisionError: mean of an empty list';
 const RATIO_PROBLEM = 'Possible division by zero when b == 0';
 const MEAN_FIXED = '    return sum(values) / len(values) if values else 0.0';
 const RATIO_FIXED = '    return a / b if b else 0.0';
+// Why the ratio's guard was rejected (typed after the review), and the follow-up that reads it.
+const REASON = 'ratio() must raise on b == 0';
+const FOLLOW_UP_3 = 'Keep the ratio as it is';
 // best.py: best of 3, where the test passes for candidate 3 only.
 const best = path.join(dirs.workspace, 'best.py');
 const BEST = `def safe_div(a, b):
@@ -410,6 +417,8 @@ step('set up the workspace, the settings and the mock model', async () => {
       ],
     },
     { text: 'Guarded both divisions.' },
+    // The follow-up on it, after the review said what became of each hunk.
+    { text: 'Understood: ratio() keeps raising.' },
     // With agentfix.review "unticked": a proposal nothing of which is applied.
     { tools: [['toolu_r', 'edit_file', { path: 'stats.py', old_text: '    return a / b', new_text: RATIO_FIXED }]] },
     { text: 'Guarded the ratio.' },
@@ -800,6 +809,14 @@ step('"Agent fix: all problems in this file" sends every diagnostic; the preview
   assert.ok(await hunkChecked('if values else 0.0'), 'the first problem\'s hunk stays ticked');
   await preview.locator('.monaco-button', { hasText: /^Apply$/ }).click();
   await preview.waitFor({ state: 'hidden', timeout: WAIT });
+  // Something was rejected: why? (optional), naming the problem rejected.
+  const why = page.locator('.quick-input-widget .quick-input-title', { hasText: `Agent fix: Why did you reject \u201c${ratioLabel}\u201d? (optional)` });
+  await why.waitFor({ state: 'visible', timeout: WAIT });
+  await screenshot('10a-why-rejected');
+  await answerInputBox(REASON);
+  await waitFor('the review reported to the server', async () =>
+    new RegExp(`reviewed run-\\d+: agentfix-0-problem-0 accepted, agentfix-0-problem-1 rejected \\("${REASON.replace(/[()]/g, '\\$&')}"\\); recorded 2\\n`).test(extensionLog()),
+  );
   await waitFor('the first fix in the editor', async () => (await editorText()).includes(MEAN_FIXED));
   const text = await editorText();
   assert.ok(text.includes('    return a / b\n'), 'the second problem is left as it was');
@@ -808,6 +825,20 @@ step('"Agent fix: all problems in this file" sends every diagnostic; the preview
   await waitFor('the run to end', async () => runsEnded() > before);
   await waitFor('one problem left', async () => (await page.locator('.monaco-editor .squiggly-error').count()) === 1);
   await screenshot('10-fix-all-one-problem-accepted');
+});
+
+step('a follow-up on the fix-all says per hunk what the review reported: accepted, rejected with the reason', async () => {
+  const before = runsEnded();
+  await page.locator('.monaco-editor .view-lines').first().click();
+  await goToLine('6');
+  await runCommand('Agent fix: follow up on the last run');
+  await answerInputBox(FOLLOW_UP_3);
+  await waitFor('the tenth model request', async () => requests().length === 10);
+  const report = messageText(plainMessages(requests()[9].body).at(-1));
+  assert.ok(report.includes(`(\`${MEAN_FIXED.trim()}\`): accepted in the review.`), report);
+  assert.ok(report.includes(`(\`${RATIO_FIXED.trim()}\`): rejected in the review; the user's reason: ${REASON}.`), report);
+  assert.ok(report.endsWith(`The user's request: ${FOLLOW_UP_3}`), report);
+  await waitFor('the follow-up to end', async () => runsEnded() > before);
 });
 
 step('agentfix.review "unticked": the changes start unticked; Apply with none ticked applies nothing and says so', async () => {
@@ -822,10 +853,18 @@ step('agentfix.review "unticked": the changes start unticked; Apply with none ti
   await preview.waitFor({ state: 'visible', timeout: WAIT });
   const hunk = preview.locator('.monaco-list-row', { hasText: 'if b else 0.0' }).first();
   await hunk.waitFor({ timeout: WAIT });
-  assert.equal(requests().length, 11, 'one more run: the edit, then the summary');
+  assert.equal(requests().length, 12, 'one more run: the edit, then the summary');
   assert.ok(!(await hunk.locator('.monaco-checkbox.checked').isVisible()), 'the change starts unticked');
   await preview.locator('.monaco-button', { hasText: /^Apply$/ }).click();
   await preview.waitFor({ state: 'hidden', timeout: WAIT });
+  // Escape skips the question: the rejection is reported without a reason.
+  const reported = (extensionLog().match(/\] reviewed run-/g) ?? []).length;
+  const why = page.locator('.quick-input-widget .quick-input-title', { hasText: 'Agent fix: Why did you reject' });
+  await why.waitFor({ state: 'visible', timeout: WAIT });
+  await page.locator('.quick-input-widget input').first().press('Escape');
+  await why.waitFor({ state: 'hidden', timeout: WAIT });
+  await waitFor('the rejection reported', async () => (extensionLog().match(/\] reviewed run-/g) ?? []).length > reported);
+  assert.match(extensionLog(), /reviewed run-\d+: agentfix-0-problem-0 rejected; recorded 1\n/);
   await page.locator('.notification-toast', { hasText: 'Agent fix: nothing applied.' }).first().waitFor({ timeout: WAIT });
   await waitFor('the run to end', async () => runsEnded() > before);
   await screenshot('11-nothing-applied');

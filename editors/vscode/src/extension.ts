@@ -10,7 +10,9 @@
 // proposal opens in VS Code's Refactor Preview with every hunk ticked (see
 // review.ts), the run's summary and cost are shown, and once the user
 // applied what they kept the extension says what was applied and answers
-// the server.
+// the server. When something was rejected it asks why (an InputBox that
+// Escape skips), and it tells the server what became of each hunk
+// (`agentfix.reviewed`) once the run's id is known, for a follow-up.
 
 import * as fs from 'node:fs';
 import * as vscode from 'vscode';
@@ -56,6 +58,8 @@ import {
   isFollowUp,
   modelList,
   pickFixArgument,
+  REVIEWED_COMMAND,
+  type ReviewedResult,
   resultStatus,
   runningStatus,
   tokensOf,
@@ -70,10 +74,14 @@ import {
   applyAnswer,
   fileHunks,
   type FileOutcome,
+  type HunkReview,
+  hunkReviews,
   type LspWorkspaceEdit,
   type OffsetHunk,
+  rejectionQuestion,
   sentinelTarget,
   ticked,
+  withReason,
 } from './review';
 import { resolveServerPath } from './serverPath';
 import { configurationFor, isOurSection, SECTION, serverSettingNames, serverSettings, type ServerSettings } from './settings';
@@ -112,6 +120,24 @@ interface ProgressPart {
   dispose: () => void;
 }
 
+/**
+ * A run, or an alternative being applied, whose review reports to the
+ * server: what the user did with each hunk goes out as `agentfix.reviewed`
+ * once both the review's outcomes and the run's id are there.
+ */
+interface ReviewOwner {
+  /** An `agentfix.applyAlternative` (its runId known from the start). */
+  alternative: boolean;
+  /** The run's document (a fix), to tell runs apart when a proposal comes. */
+  document?: string;
+  /** The run's id: an alternative's at once, a fix's with its result. */
+  runId?: string;
+  /** The run ended without one that the server keeps (failed, cancelled, restarted): nothing is sent. */
+  gone?: boolean;
+  /** Finished reviews waiting for the runId, one list of hunks each. */
+  reports: HunkReview[][];
+}
+
 class AgentFix {
   private readonly output: vscode.OutputChannel;
   private readonly status: vscode.StatusBarItem;
@@ -130,6 +156,8 @@ class AgentFix {
   private readonly lastRuns = new Map<string, string>();
   /** The candidates of the best-of-N runs pending, by document URI (for their review). */
   private readonly bestOf = new Map<string, number>();
+  /** The runs and alternatives waiting for their answer, whose proposals may come for review. */
+  private readonly owners = new Set<ReviewOwner>();
   /** The label of the proposal under review, while the Refactor Preview is open. */
   private reviewing: string | undefined;
   /** When the extension last answered a proposal with `applied: false` (after saying so itself). */
@@ -321,6 +349,9 @@ class AgentFix {
     this.client = undefined;
     // A new server keeps none of the old one's runs.
     this.lastRuns.clear();
+    for (const owner of this.owners) {
+      owner.gone = true;
+    }
     for (const cts of this.pending) {
       cts.cancel();
     }
@@ -401,6 +432,8 @@ class AgentFix {
     const candidates = typeof argument?.candidates === 'number' ? argument.candidates : 1;
     const cts = new vscode.CancellationTokenSource();
     this.pending.add(cts);
+    const owner: ReviewOwner = { alternative: false, document, reports: [] };
+    this.owners.add(owner);
     if (document && candidates > 1) {
       this.bestOf.set(document, candidates);
     }
@@ -416,6 +449,10 @@ class AgentFix {
       this.last = view;
       if (document && result?.runId) {
         this.lastRuns.set(document, result.runId);
+      }
+      // A cancelled run is not kept: its review has no one to tell.
+      if (result?.runId && result.stopReason !== 'cancelled') {
+        owner.runId = result.runId;
       }
       this.log(`run: ${result?.stopReason}, ${result?.turns} turns, ${result?.inputTokens} in / ${result?.outputTokens} out tokens: ${result?.message}`);
       const best = result && result.stopReason !== 'cancelled' ? bestOfSummary(result) : undefined;
@@ -445,6 +482,9 @@ class AgentFix {
       return undefined;
     } finally {
       this.pending.delete(cts);
+      this.owners.delete(owner);
+      owner.gone = owner.gone || owner.runId === undefined;
+      void this.sendReviews(owner);
       if (document && this.bestOf.get(document) === candidates) {
         this.bestOf.delete(document);
       }
@@ -466,6 +506,9 @@ class AgentFix {
     }
     const alternative = alternativeArgument(args[0]);
     this.log(`alternative ${alternative?.index ?? '?'} of ${alternative?.runId ?? '?'}`);
+    // Its review reports to the run it is an alternative of.
+    const owner: ReviewOwner = { alternative: true, runId: alternative?.runId, gone: !alternative, reports: [] };
+    this.owners.add(owner);
     try {
       const result = (await client.sendRequest(ExecuteCommandRequest.type, {
         command: ALTERNATIVE_COMMAND,
@@ -488,6 +531,7 @@ class AgentFix {
       }
       return undefined;
     } finally {
+      this.owners.delete(owner);
       this.refreshStatus();
     }
   }
@@ -829,6 +873,8 @@ class AgentFix {
         }
       }
     }
+    // Whose proposal this is: known now, while its request waits for the answer.
+    const owner = this.ownerOf(label, files.map((f) => documentKey(f.uri)));
     this.reviewing = label;
     this.refreshStatus();
     try {
@@ -840,7 +886,8 @@ class AgentFix {
           const offset = (position: { line: number; character: number }) =>
             document ? document.offsetAt(p2c.asPosition(position)) : 0;
           const hunks: OffsetHunk[] = f.hunks.map((h) => ({ start: offset(h.range.start), end: offset(h.range.end), newText: h.newText }));
-          return { uri, name: vscode.workspace.asRelativePath(uri), before: document?.getText() ?? '', hunks };
+          const ids = f.hunks.map((h) => h.annotationId);
+          return { uri, name: vscode.workspace.asRelativePath(uri), before: document?.getText() ?? '', hunks, ids };
         }),
       );
       const first = snapshots[0]?.uri;
@@ -861,10 +908,12 @@ class AgentFix {
       const note = n > 1 ? `Best of ${n}: the candidate agentfix ranked first; the others become code actions ("Agent fix: alternative K") after this review; ` : '';
       const ok = await this.withSummary(label, note, () => vscode.workspace.applyEdit(edit, { isRefactoring: true }));
       const outcomes: FileOutcome[] = [];
+      const fates: { annotationId?: string; applied: boolean | undefined }[] = [];
       for (const s of snapshots) {
         const after = (await openDocument(s.uri))?.getText() ?? '';
         const picks = appliedHunks(s.before, after, s.hunks);
         outcomes.push({ name: s.name, total: s.hunks.length, applied: picks?.filter(Boolean).length });
+        fates.push(...s.ids.map((annotationId, i) => ({ annotationId, applied: picks?.[i] })));
       }
       // An alternative says which one it was: "Agent fix: alternative 2: applied 1 of 1 change to calc.py."
       const message = alternative ? appliedMessage(outcomes).replace(/^Agent fix: /, `Agent fix: ${alternative}: `) : appliedMessage(outcomes);
@@ -874,10 +923,91 @@ class AgentFix {
         this.refusedAt = Date.now();
       }
       void vscode.window.showInformationMessage(message);
+      // Asks why when something was rejected, then tells the server; the answer does not wait for it.
+      void this.reportReview(owner, hunkReviews(fates), sent.changeAnnotations ?? {}).catch((e: unknown) =>
+        this.log(`review report: ${errorText(e)}`),
+      );
       return answer;
     } finally {
       this.reviewing = undefined;
       this.refreshStatus();
+    }
+  }
+
+  /**
+   * Whose review a proposal is: the alternative being applied (its label
+   * says "Agent fix: alternative K (…)"), else the pending run whose
+   * document the edit changes, else the only pending run; undefined when
+   * it cannot be told (nothing is reported then: the server works each
+   * hunk out from the file when a follow-up starts).
+   */
+  private ownerOf(label: string, documents: readonly string[]): ReviewOwner | undefined {
+    const alternative = /^Agent fix: alternative \d+ \(/.test(label);
+    const candidates = [...this.owners].filter((o) => o.alternative === alternative && !o.gone);
+    if (candidates.length <= 1) {
+      return candidates[0];
+    }
+    const theirs = candidates.filter((o) => o.document !== undefined && documents.includes(o.document));
+    return theirs.length === 1 ? theirs[0] : undefined;
+  }
+
+  /**
+   * After a review: when something was rejected, asks why in an InputBox
+   * (one line, optional: Escape or clicking elsewhere skips it), then
+   * queues what became of each hunk for `agentfix.reviewed`.
+   */
+  private async reportReview(
+    owner: ReviewOwner | undefined,
+    reviews: HunkReview[],
+    annotations: { [id: string]: { label?: string } },
+  ): Promise<void> {
+    if (reviews.length === 0) {
+      return;
+    }
+    if (!owner) {
+      this.log('review: several runs are pending and which one this proposal is cannot be told; what became of its hunks is not reported');
+      return;
+    }
+    const question = rejectionQuestion(reviews, annotations);
+    let reason: string | undefined;
+    if (question && vscode.workspace.getConfiguration(SECTION).get<boolean>('askRejectReason') !== false) {
+      reason = await vscode.window.showInputBox({
+        title: `Agent fix: ${question} (optional)`,
+        prompt: 'One line; a follow-up on this run tells the agent. Escape skips.',
+        placeHolder: 'e.g. mul must stay a float',
+        ignoreFocusOut: false,
+      });
+    }
+    owner.reports.push(withReason(reviews, reason));
+    await this.sendReviews(owner);
+  }
+
+  /** Sends the owner's finished reviews as `agentfix.reviewed`, once its runId is known. */
+  private async sendReviews(owner: ReviewOwner): Promise<void> {
+    if (owner.gone) {
+      if (owner.reports.length > 0) {
+        this.log('review: the run ended without a runId the server keeps; what became of its hunks is not reported');
+      }
+      owner.reports = [];
+      return;
+    }
+    const runId = owner.runId;
+    const client = this.client;
+    if (!runId || !client?.isRunning()) {
+      return;
+    }
+    for (const hunks of owner.reports.splice(0)) {
+      const said = hunks.map((h) => `${h.annotationId} ${h.outcome}${h.reason ? ` ("${h.reason}")` : ''}`).join(', ');
+      try {
+        const answer = (await client.sendRequest(ExecuteCommandRequest.type, {
+          command: REVIEWED_COMMAND,
+          arguments: [{ runId, hunks }],
+        })) as ReviewedResult | null;
+        const unknown = answer?.unknown?.length ? `; unknown: ${answer.unknown.join(', ')}` : '';
+        this.log(`reviewed ${runId}: ${said}; recorded ${answer?.recorded ?? 0}${unknown}`);
+      } catch (e) {
+        this.log(`reviewed ${runId}: ${said}; failed: ${errorText(e)}`);
+      }
     }
   }
 

@@ -1,6 +1,7 @@
 // Pure helpers of the review of a proposal (the server's one
 // `workspace/applyEdit`): the edit with every hunk ticked, what each file's
-// hunks are, which of them the user kept, and how that reads.
+// hunks are, which of them the user kept, how that reads, and what the
+// review tells the server of each hunk (`agentfix.reviewed`).
 //
 // Why a hidden "sentinel" change: VS Code opens its Refactor Preview only
 // when some change needs confirmation, and it leaves exactly those changes
@@ -68,11 +69,17 @@ export interface FileHunks {
   version?: number | null;
   /** The proposal creates the file (it did not exist). */
   created: boolean;
-  hunks: { range: Range; newText: string }[];
+  /** With the change annotation of each hunk's edit, when it has one. */
+  hunks: { range: Range; newText: string; annotationId?: string }[];
 }
 
 function compare(a: Position, b: Position): number {
   return a.line - b.line || a.character - b.character;
+}
+
+function hunkOf(e: LspTextEdit): FileHunks['hunks'][number] {
+  const hunk = { range: e.range, newText: e.newText };
+  return typeof e.annotationId === 'string' ? { ...hunk, annotationId: e.annotationId } : hunk;
 }
 
 /** Each file's hunks (text edits), in the order the files come. */
@@ -92,11 +99,11 @@ export function fileHunks(edit: LspWorkspaceEdit): FileHunks[] {
     } else if (change.textDocument && change.edits) {
       const f = file(change.textDocument.uri);
       f.version = change.textDocument.version;
-      f.hunks.push(...change.edits.map((e) => ({ range: e.range, newText: e.newText })));
+      f.hunks.push(...change.edits.map(hunkOf));
     }
   }
   for (const [uri, edits] of Object.entries(edit.changes ?? {})) {
-    file(uri).hunks.push(...edits.map((e) => ({ range: e.range, newText: e.newText })));
+    file(uri).hunks.push(...edits.map(hunkOf));
   }
   const result = [...files.values()].filter((f) => f.hunks.length > 0);
   for (const f of result) {
@@ -194,4 +201,86 @@ export function appliedMessage(files: readonly FileOutcome[]): string {
 export function applyAnswer(files: readonly FileOutcome[]): { applied: boolean; failureReason?: string } {
   const applied = files.some((f) => f.applied === undefined || f.applied > 0);
   return applied ? { applied: true } : { applied: false, failureReason: 'nothing was ticked in the Refactor Preview' };
+}
+
+/** What the user did with a hunk, as `agentfix.reviewed` says it. */
+export type HunkOutcome = 'accepted' | 'rejected' | 'changed';
+
+/** One entry of `agentfix.reviewed`'s `hunks`: a change annotation and what became of its hunks. */
+export interface HunkReview {
+  annotationId: string;
+  outcome: HunkOutcome;
+  reason?: string;
+}
+
+/** A hunk after the review: its change annotation, and whether it was applied (undefined: cannot be told). */
+export interface HunkFate {
+  annotationId?: string;
+  applied: boolean | undefined;
+}
+
+/**
+ * What the review tells the server (`agentfix.reviewed`), per change
+ * annotation, in the order the annotations first come: `accepted` when
+ * every hunk of it was applied, `rejected` when none was. Left out (the
+ * server then works each hunk out from the file when a follow-up starts):
+ * hunks without an annotation, an annotation whose hunks went different
+ * ways (unticked one by one in the preview), and hunks whose file changed
+ * otherwise as well (`applied` undefined). The Refactor Preview has no
+ * editable text and refuses to apply when a file changed while it was open,
+ * so this review never reports `changed`.
+ */
+export function hunkReviews(hunks: readonly HunkFate[]): HunkReview[] {
+  const groups = new Map<string, (boolean | undefined)[]>();
+  for (const h of hunks) {
+    if (h.annotationId !== undefined) {
+      groups.set(h.annotationId, [...(groups.get(h.annotationId) ?? []), h.applied]);
+    }
+  }
+  const reviews: HunkReview[] = [];
+  for (const [annotationId, applied] of groups) {
+    if (applied.every((a) => a === true)) {
+      reviews.push({ annotationId, outcome: 'accepted' });
+    } else if (applied.every((a) => a === false)) {
+      reviews.push({ annotationId, outcome: 'rejected' });
+    }
+  }
+  return reviews;
+}
+
+/** The most characters of a reason the server keeps (one line). */
+export const MAX_REASON_CHARS = 300;
+
+/**
+ * The reviews with the user's reason on every rejected one: made one line,
+ * at most 300 characters (as the server keeps it); a blank or absent
+ * reason changes nothing.
+ */
+export function withReason(reviews: readonly HunkReview[], reason: string | undefined): HunkReview[] {
+  const line = (reason ?? '').split(/\s+/).filter(Boolean).join(' ');
+  const text = [...line].slice(0, MAX_REASON_CHARS).join('');
+  return reviews.map((r) => (text && r.outcome === 'rejected' ? { ...r, reason: text } : { ...r }));
+}
+
+/**
+ * The question after a review that rejected something: the change by its
+ * label when one was rejected ("Why did you reject “stats.py:6: Possible
+ * division by zero when b == 0”?"), else how many ("Why did you reject 2
+ * of 3 changes?"). Undefined when nothing was rejected.
+ */
+export function rejectionQuestion(reviews: readonly HunkReview[], labels: { [id: string]: { label?: string } | undefined }): string | undefined {
+  const rejected = reviews.filter((r) => r.outcome === 'rejected');
+  if (rejected.length === 0) {
+    return undefined;
+  }
+  const label = labels[rejected[0].annotationId]?.label;
+  if (rejected.length === 1 && label) {
+    return `Why did you reject \u201c${label}\u201d?`;
+  }
+  if (reviews.length === 1) {
+    return 'Why did you reject the change?';
+  }
+  return rejected.length === reviews.length
+    ? `Why did you reject all ${reviews.length} changes?`
+    : `Why did you reject ${rejected.length} of ${changes(reviews.length)}?`;
 }

@@ -6,6 +6,8 @@
 export const FIX_COMMAND = 'agentfix.fix';
 /** The command of the code actions `Agent fix: alternative K (…)` (a best-of-N candidate not chosen). */
 export const ALTERNATIVE_COMMAND = 'agentfix.applyAlternative';
+/** The server's command a review ends with: what the user did with each hunk (docs/protocol.md, "Follow-ups"). */
+export const REVIEWED_COMMAND = 'agentfix.reviewed';
 /** The candidates "Agent fix: best of N…" offers first. */
 export const DEFAULT_BEST_OF = 3;
 /** The most candidates a run may make (the server refuses more). */
@@ -50,6 +52,12 @@ export interface Candidate {
 export interface AlternativeArgument {
   runId: string;
   index: number;
+}
+
+/** `agentfix.reviewed`'s answer: the hunks recorded, and the annotation ids the run's proposal has none of. */
+export interface ReviewedResult {
+  recorded?: number;
+  unknown?: string[];
 }
 
 /** `agentfix.applyAlternative`'s answer. */

@@ -25,7 +25,7 @@ export const SECTION = 'agentfix';
  * model…" offers, each run's choice going in the command's `model`;
  * `review` is how a proposal opens in the Refactor Preview.
  */
-export const CLIENT_ONLY: ReadonlySet<string> = new Set(['serverPath', 'trace.server', 'models', 'review']);
+export const CLIENT_ONLY: ReadonlySet<string> = new Set(['serverPath', 'trace.server', 'models', 'review', 'askRejectReason']);
 
 /** Scopes whose values VS Code takes from user (or remote) settings only. */
 const USER_ONLY_SCOPES: ReadonlySet<string> = new Set(['application', 'machine']);

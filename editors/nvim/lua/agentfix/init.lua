@@ -10,6 +10,7 @@ local M = {}
 
 local FIX = "agentfix.fix"
 local ALTERNATIVE = "agentfix.applyAlternative"
+local REVIEWED = "agentfix.reviewed"
 
 local defaults = {
   cmd = { "agentfix", "--stdio" },
@@ -48,9 +49,11 @@ M.config = vim.deepcopy(defaults)
 M.last_result = nil -- the last agentfix.fix result (or {error = …})
 M.last_run_ids = {} -- bufnr → runId of the last finished run on that buffer (for follow-ups)
 M.last_alternative = nil -- the last agentfix.applyAlternative answer (or {error = …})
+M.last_reviewed = nil -- the last agentfix.reviewed sent: {runId, hunks, answer?, error?}
 
 local clients_by_root = {} -- root → client id (0.7 path; 0.8+ lets vim.lsp.start reuse)
 local runs = {} -- active runs, in start order
+local alternatives = {} -- agentfix.applyAlternative requests waiting for their answer
 local augroup
 
 -- A non-empty string (not nil, vim.NIL or blanks).
@@ -199,6 +202,35 @@ function M.best_of_summary(result)
   return text
 end
 
+-- Sends what the finished reviews of `owner` (a run, or an alternative being
+-- applied) did with each hunk as `agentfix.reviewed`, once its runId is
+-- known: at once for an alternative, with agentfix.fix's result for a run.
+-- The server keeps it for a follow-up on the run, which then says per hunk
+-- "accepted in the review" or "rejected in the review; the user's reason: …".
+local function send_reviews(owner)
+  if not present(owner.run_id) then
+    return
+  end
+  local client = vim.lsp.get_client_by_id(owner.client_id)
+  while owner.reviews and #owner.reviews > 0 do
+    local session = table.remove(owner.reviews, 1)
+    -- Read now, so that a reason typed after q (an asynchronous vim.ui.input) counts.
+    local hunks = session:reviewed()
+    if client and #hunks > 0 then
+      local sent = { runId = owner.run_id, hunks = hunks }
+      M.last_reviewed = sent
+      compat.request(client, "workspace/executeCommand", {
+        command = REVIEWED,
+        arguments = { { runId = owner.run_id, hunks = hunks } },
+      }, function(err, answer)
+        -- Nothing for the user to do either way: kept for :lua =require("agentfix").last_reviewed.
+        sent.answer = answer
+        sent.error = err
+      end)
+    end
+  end
+end
+
 local function finish_run(run, result, err)
   if run.done then
     return
@@ -229,6 +261,10 @@ local function finish_run(run, result, err)
     -- Cancelled runs are not kept by the server; every other one can be
     -- followed up on.
     if type(result) == "table" and type(result.runId) == "string" and result.stopReason ~= "cancelled" then
+      -- Its review (over by now, unless the server stopped waiting) says
+      -- what became of each hunk.
+      run.run_id = result.runId
+      send_reviews(run)
       -- The buffer of the run's document (without creating one).
       local b = run.bufnr
       if type(run.arg) == "table" and type(run.arg.uri) == "string" then
@@ -268,7 +304,7 @@ end
 --- instruction?, model?, followUp?, candidates?}) on `client`; returns the
 --- run record.
 function M.run(client, bufnr, arg)
-  local run = { client_id = client.id, bufnr = bufnr, message = "starting", arg = arg }
+  local run = { client_id = client.id, bufnr = bufnr, message = "starting", arg = arg, reviews = {} }
   local ok, id = compat.request(client, "workspace/executeCommand", {
     command = FIX,
     arguments = { arg },
@@ -291,10 +327,19 @@ end
 --- `workspace/executeCommand`; the server's `workspace/applyEdit` of the
 --- alternative goes through the review like any proposal.
 function M.apply_alternative(client, bufnr, arg)
+  -- Its review reports to the run it is an alternative of.
+  local pending = { client_id = client.id, run_id = arg.runId, reviews = {} }
+  table.insert(alternatives, pending)
   local ok = compat.request(client, "workspace/executeCommand", {
     command = ALTERNATIVE,
     arguments = { arg },
   }, function(err, result)
+    for i, a in ipairs(alternatives) do
+      if a == pending then
+        table.remove(alternatives, i)
+        break
+      end
+    end
     if err then
       M.last_alternative = { error = err }
       vim.api.nvim_echo({ { "agentfix: " .. tostring(err.message or err), "ErrorMsg" } }, true, {})
@@ -313,6 +358,7 @@ function M.apply_alternative(client, bufnr, arg)
     pcall(vim.cmd, "doautocmd <nomodeline> User AgentFixDone")
   end, bufnr)
   if not ok then
+    table.remove(alternatives)
     vim.api.nvim_echo({ { "agentfix: the server is not running", "ErrorMsg" } }, true, {})
     return
   end
@@ -456,6 +502,28 @@ local function run_of_edit(client_id, edit)
   return nil
 end
 
+-- Whose review a `workspace/applyEdit` is: the alternative being applied
+-- (its label says "Agent fix: alternative K (…)"), else the active run
+-- whose document the edit changes, else the only active run; nil when it
+-- cannot be told (then nothing is reported: the server works each hunk out
+-- from the file when a follow-up starts).
+local function owner_of(client_id, params)
+  if type(params.label) == "string" and params.label:match("^Agent fix: alternative %d+ %(") then
+    for i = #alternatives, 1, -1 do
+      if alternatives[i].client_id == client_id then
+        return alternatives[i]
+      end
+    end
+    return nil
+  end
+  local run = run_of_edit(client_id, params.edit)
+  if run then
+    return run
+  end
+  local active = active_runs(client_id)
+  return #active == 1 and active[1] or nil
+end
+
 local function capabilities()
   local caps = vim.lsp.protocol.make_client_capabilities()
   -- Neovim handles documentChanges but (0.7–0.11) does not declare it; the
@@ -491,6 +559,7 @@ local function client_config(root)
         end
         local run = run_of_edit(ctx.client_id, params.edit)
         local n = run and tonumber(run.arg.candidates) or 1
+        local owner = owner_of(ctx.client_id, params)
         return review.handle(params, client, {
           review = M.config.review,
           root = root,
@@ -511,6 +580,14 @@ local function client_config(root)
           on_summary = function(text)
             for _, r in ipairs(active_runs(ctx.client_id)) do
               r.summary = text
+            end
+          end,
+          -- What the review did with each hunk goes to the server
+          -- (agentfix.reviewed) once the run's id is known.
+          on_reviewed = function(session)
+            if owner then
+              table.insert(owner.reviews, session)
+              send_reviews(owner)
             end
           end,
         })

@@ -10,13 +10,18 @@
 -- sides, as wide as the tab, holds the proposal's label, the counts and the
 -- keys, wrapped to its width. Keys (in both windows):
 --   a  accept the hunk (group) under the cursor     r  reject it
---      (both then move the cursor to the next pending hunk)
+--   x  reject it and say why (vim.ui.input; the reason goes to a follow-up)
+--      (all three then move the cursor to the next pending hunk)
 --   A  accept every hunk                    R  reject every hunk
 --   ]f [f  next / previous file             q  finish: apply the accepted hunks
 --   ?  help
 -- Closing the tab any other way rejects everything. The answer goes to the
 -- server when the review finishes: `{applied = true}` if a hunk was accepted
 -- (and applied), else `{applied = false, failureReason = "rejected by the user"}`.
+-- What became of each group (accepted, rejected with the reason typed) is
+-- `Session:reviewed()`, which init.lua sends as `agentfix.reviewed` once
+-- the run's id is known. The review's buffers are not editable, so a hunk
+-- is never "changed" in it.
 --
 -- Neovim 0.10+ runs server-request handlers inside a coroutine, so the
 -- handler yields and the answer is sent when the user finishes; the editor
@@ -347,6 +352,9 @@ function Session:set(h, state)
   if h and not self.done then
     for _, x in ipairs(self:group_of(h)) do
       x.state = state
+      if state ~= "rejected" then
+        x.reason = nil
+      end
     end
     self:render()
   end
@@ -358,6 +366,9 @@ function Session:set_all(state)
   end
   for _, h in ipairs(self:all_hunks()) do
     h.state = state
+    if state ~= "rejected" then
+      h.reason = nil
+    end
   end
   self:render()
 end
@@ -421,10 +432,59 @@ function Session:reject_at_cursor()
   self:decide_at_cursor("rejected")
 end
 
+--- Rejects the hunk (group) under the cursor, asks why with vim.ui.input
+--- (one line; empty or cancelled: no reason) and moves on as `r` does. The
+--- reason is shown on the hunk and goes to the server with the review's
+--- outcomes (a follow-up tells the model).
+function Session:reject_with_reason_at_cursor()
+  local h = self:hunk_at_cursor()
+  if not h or self.done then
+    return
+  end
+  local win = vim.api.nvim_get_current_win()
+  self:set(h, "rejected")
+  local group = self:group_of(h)
+  vim.ui.input({ prompt = "Why reject it? (optional, for a follow-up) " }, function(text)
+    local reason = type(text) == "string" and vim.trim((text:gsub("%s+", " "))) or ""
+    for _, x in ipairs(group) do
+      if x.state == "rejected" then
+        x.reason = reason ~= "" and reason or nil
+      end
+    end
+    self:render()
+  end)
+  local nxt = self:next_pending(h)
+  if nxt and not self.done and vim.api.nvim_win_is_valid(win) then
+    self:goto_hunk(nxt, win)
+  end
+end
+
+--- What the review did with each group of hunks, for `agentfix.reviewed`:
+--- `{annotationId, outcome = "accepted" | "rejected", reason?}` per change
+--- annotation, in hunk order (hunks still pending count as rejected, as
+--- q leaves them out). Hunks without an annotation are left out (the server
+--- works them out from the file).
+function Session:reviewed()
+  local out = {}
+  for _, g in ipairs(self:groups()) do
+    if g.id then
+      local accepted = g.state == "accepted"
+      local entry = { annotationId = g.id, outcome = accepted and "accepted" or "rejected" }
+      if not accepted then
+        for _, h in ipairs(g.hunks) do
+          entry.reason = entry.reason or h.reason
+        end
+      end
+      table.insert(out, entry)
+    end
+  end
+  return out
+end
+
 -- At most 80 columns with the "agentfix: " before it.
-local help = "a/r hunk (with its problem's) · A/R all · ]f/[f file · q finish"
+local help = "a/r/x accept/reject/reject+why hunk · A/R all · ]f/[f file · q finish"
 -- The key line of the review's header, in pieces that wrap between them.
-local keys = { "a/r accept/reject hunk", "A/R all", "]f/[f file", "q finish", "? help" }
+local keys = { "a/r accept/reject hunk", "x reject, say why", "A/R all", "]f/[f file", "q finish", "? help" }
 
 --- Joins `pieces` with `sep` into lines of at most `width` display cells
 --- (a piece longer than a line gets a line of its own, cut by 'wrap').
@@ -482,7 +542,7 @@ function Session:header_lines(width)
   vim.list_extend(lines, wrap_pieces({ where, counts }, width))
   local k = vim.deepcopy(keys)
   if #self.files < 2 then
-    table.remove(k, 3) -- ]f/[f
+    table.remove(k, 4) -- ]f/[f
   end
   local nkeys = #lines
   vim.list_extend(lines, wrap_pieces(k, width))
@@ -538,14 +598,16 @@ function Session:render()
       if fi == self.file_index then
         local hl = ({ pending = "AgentfixPending", accepted = "AgentfixAccepted", rejected = "AgentfixRejected" })[h.state]
         -- The state first: the end of a long label goes past a half-screen window.
-        local text = string.format(" %s · hunk %d/%d ", h.state, n, total)
+        -- A rejected hunk shows the reason typed with x.
+        local state = h.reason and string.format("%s (%s)", h.state, h.reason) or h.state
+        local text = string.format(" %s · hunk %d/%d ", state, n, total)
         local a = self:annotation_of(h)
         local chunks
         if a then
           local size = #self:group_of(h)
           text = string.format(
             " %s · hunk %d/%d · %s%s ",
-            h.state,
+            state,
             n,
             total,
             a.label,
@@ -633,6 +695,9 @@ function Session:actions()
     end,
     ["r"] = function()
       self:reject_at_cursor()
+    end,
+    ["x"] = function()
+      self:reject_with_reason_at_cursor()
     end,
     ["A"] = function()
       self:set_all("accepted")
@@ -922,6 +987,12 @@ function Session:finish()
   if self.on_summary then
     self.on_summary(M.last_summary)
   end
+  -- What the review did with each hunk (agentfix.reviewed), when the
+  -- buffers hold what was decided: the accepted hunks applied, or nothing
+  -- because everything was rejected.
+  if self.on_reviewed and (result.applied or result.failureReason == "rejected by the user") then
+    self.on_reviewed(self)
+  end
   if self.on_done then
     self.on_done(result)
   end
@@ -996,7 +1067,10 @@ end
 --- The `workspace/applyEdit` handler for the agentfix client.
 --- `opts`: { review = "diff" | "apply", root = path, on_state = function(state)?,
 --- on_summary = function(text)? (what was applied, when the review ends),
---- note = string? (a line of the header under the label) }
+--- on_reviewed = function(session)? (the review ended with the buffers
+--- holding what it decided: `session:reviewed()` says it per hunk; not
+--- called with review = "apply"), note = string? (a line of the header
+--- under the label) }
 function M.handle(params, client, opts)
   local enc = client.offset_encoding or "utf-16"
   local files, problem = parse(params.edit or {}, enc, opts.root)
@@ -1015,6 +1089,7 @@ function M.handle(params, client, opts)
     note = opts.note,
     client_id = client.id,
     on_summary = opts.on_summary,
+    on_reviewed = opts.on_reviewed,
   }, Session)
   next_id = next_id + 1
   for _, h in ipairs(s:all_hunks()) do

@@ -15,9 +15,13 @@ import {
   appliedMessage,
   applyAnswer,
   fileHunks,
+  hunkReviews,
   type LspWorkspaceEdit,
+  MAX_REASON_CHARS,
+  rejectionQuestion,
   sentinelTarget,
   ticked,
+  withReason,
 } from '../review';
 
 const at = (l1: number, c1: number, l2: number, c2: number) => ({ start: { line: l1, character: c1 }, end: { line: l2, character: c2 } });
@@ -69,8 +73,8 @@ test('each file\'s hunks in document order; a created file is marked; the sentin
       version: 4,
       created: false,
       hunks: [
-        { range: at(1, 0, 1, 36), newText: '    return sum(values) / len(values) if values else 0.0' },
-        { range: at(5, 0, 5, 16), newText: '    return a / b if b else 0.0' },
+        { range: at(1, 0, 1, 36), newText: '    return sum(values) / len(values) if values else 0.0', annotationId: 'p1' },
+        { range: at(5, 0, 5, 16), newText: '    return a / b if b else 0.0', annotationId: 'p2' },
       ],
     },
   ]);
@@ -133,4 +137,71 @@ test('the server hears applied when anything was; nothing applied is a refusal w
   assert.deepEqual(applyAnswer([{ name: 'calc.py', total: 3, applied: 1 }]), { applied: true });
   assert.deepEqual(applyAnswer([{ name: 'calc.py', total: 3, applied: 0 }]), { applied: false, failureReason: 'nothing was ticked in the Refactor Preview' });
   assert.deepEqual(applyAnswer([{ name: 'calc.py', total: 3, applied: undefined }]), { applied: true });
+});
+
+test('what the review tells the server: each hunk mapped back to its change annotation, accepted or rejected', () => {
+  // The fix-all proposal: its hunks sorted as the review offsets them, each with its annotation.
+  const [file] = fileHunks(proposal());
+  const before = 'def mean(values):\n    return sum(values) / len(values)\n\n\ndef ratio(a, b):\n    return a / b\n';
+  const offset = (p: { line: number; character: number }) =>
+    before.split('\n').slice(0, p.line).reduce((n, l) => n + l.length + 1, 0) + p.character;
+  const hunks = file.hunks.map((h) => ({ start: offset(h.range.start), end: offset(h.range.end), newText: h.newText }));
+  // The first problem ticked, the second unticked in the preview.
+  const after = before.replace('    return sum(values) / len(values)', file.hunks[0].newText);
+  const picks = appliedHunks(before, after, hunks);
+  const fates = file.hunks.map((h, i) => ({ annotationId: h.annotationId, applied: picks?.[i] }));
+  assert.deepEqual(hunkReviews(fates), [
+    { annotationId: 'p1', outcome: 'accepted' },
+    { annotationId: 'p2', outcome: 'rejected' },
+  ]);
+  // Hunks of one annotation go together; one that went both ways, one that
+  // cannot be told (the file changed otherwise) and one without an
+  // annotation are left for the server to work out.
+  assert.deepEqual(
+    hunkReviews([
+      { annotationId: 'a', applied: true },
+      { annotationId: 'b', applied: true },
+      { annotationId: 'a', applied: true },
+      { annotationId: 'b', applied: false },
+      { annotationId: 'c', applied: undefined },
+      { applied: false },
+      { annotationId: 'd', applied: false },
+      { annotationId: 'd', applied: false },
+    ]),
+    [
+      { annotationId: 'a', outcome: 'accepted' },
+      { annotationId: 'd', outcome: 'rejected' },
+    ],
+  );
+  assert.deepEqual(hunkReviews([]), []);
+});
+
+test('the reason goes on the rejected hunks only, one line, as long as the server keeps it', () => {
+  const reviews = [
+    { annotationId: 'p1', outcome: 'accepted' as const },
+    { annotationId: 'p2', outcome: 'rejected' as const },
+  ];
+  assert.deepEqual(withReason(reviews, '  mean() of nothing\n must raise '), [
+    { annotationId: 'p1', outcome: 'accepted' },
+    { annotationId: 'p2', outcome: 'rejected', reason: 'mean() of nothing must raise' },
+  ]);
+  // Escape (undefined) or a blank answer: no reason.
+  assert.deepEqual(withReason(reviews, undefined), reviews);
+  assert.deepEqual(withReason(reviews, ' \n '), reviews);
+  assert.equal(withReason(reviews, 'x'.repeat(400))[1].reason?.length, MAX_REASON_CHARS);
+  assert.equal(reviews[1].outcome, 'rejected', 'the input is left as it is');
+  assert.equal((reviews[1] as { reason?: string }).reason, undefined);
+});
+
+test('the question after a review names the change rejected, or how many', () => {
+  const labels = proposal().changeAnnotations ?? {};
+  const a = (annotationId: string, outcome: 'accepted' | 'rejected') => ({ annotationId, outcome });
+  assert.equal(rejectionQuestion([a('p1', 'accepted'), a('p2', 'accepted')], labels), undefined, 'nothing rejected: no question');
+  assert.equal(
+    rejectionQuestion([a('p1', 'accepted'), a('p2', 'rejected')], labels),
+    'Why did you reject \u201cstats.py:6: Possible division by zero when b == 0\u201d?',
+  );
+  assert.equal(rejectionQuestion([a('x', 'rejected')], {}), 'Why did you reject the change?');
+  assert.equal(rejectionQuestion([a('p1', 'rejected'), a('p2', 'rejected')], labels), 'Why did you reject all 2 changes?');
+  assert.equal(rejectionQuestion([a('p1', 'rejected'), a('p2', 'rejected'), a('p3', 'accepted')], labels), 'Why did you reject 2 of 3 changes?');
 });

@@ -14,9 +14,16 @@
 //! what became of each proposed file (`Fate`: applied, rejected, changed with
 //! the diff), the follow-up's user message, the conversation continued so
 //! that roles alternate and every call is answered;
-//! `ProposedFile::touched_lines` (where a follow-up is offered)
+//! `ProposedFile::touched_lines` (where a follow-up is offered);
+//! `hunks`: what became of each hunk (the editor's review, else worked out
+//! from the file), said per hunk with the user's reason.
 
+mod hunks;
+
+use std::collections::HashMap;
 use std::path::PathBuf;
+
+pub use hunks::{HunkFate, HunkOutcome, MAX_REASON_CHARS, Review, SentFile};
 
 use crate::model::{Block, Message, Role};
 use crate::position::LineRange;
@@ -72,12 +79,33 @@ impl ProposedFile {
 }
 
 /// An earlier run, as a follow-up needs it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PastRun {
     /// Its whole conversation.
     pub messages: Vec<Message>,
     /// What it proposed (empty when it proposed nothing).
     pub proposed: Vec<ProposedFile>,
+    /// Its proposal as the editor got it, per file (empty when it was not
+    /// sent to an editor: the hunks are then made from `proposed`).
+    pub sent: Vec<SentFile>,
+    /// What the editor's review reported, by change annotation id.
+    pub reviews: HashMap<String, Review>,
+}
+
+impl PastRun {
+    /// The hunks of `file` as sent, else made from what it proposed.
+    fn sent_file(&self, file: &ProposedFile) -> SentFile {
+        self.sent.iter().find(|s| s.path == file.path).cloned().unwrap_or_else(|| {
+            let base = file.original.clone().unwrap_or_default();
+            SentFile {
+                path: file.path.clone(),
+                display: file.display.clone(),
+                hunks: crate::workspace::hunks(&base, &file.proposed),
+                base,
+                ids: Vec::new(),
+            }
+        })
+    }
 }
 
 /// What became of one proposed file.
@@ -110,7 +138,8 @@ impl Fate {
     }
 }
 
-/// The follow-up's user message: what became of each proposed file, a
+/// The follow-up's user message: what became of each proposed file and
+/// each of its hunks (with the user's reason when the review gave one), a
 /// reminder that earlier tool results may be stale, and the instruction.
 pub fn report(past: &PastRun, overlay: &Overlay, instruction: Option<&str>) -> String {
     let mut text = String::from("The user follows up on your previous fix.\n");
@@ -119,7 +148,8 @@ pub fn report(past: &PastRun, overlay: &Overlay, instruction: Option<&str>) -> S
     }
     for file in &past.proposed {
         let current = overlay.read(&file.path).ok();
-        let fate = Fate::of(file, current.as_deref());
+        let current = current.as_deref().map(String::as_str);
+        let fate = Fate::of(file, current);
         let name = &file.display;
         match fate {
             Fate::Applied => text.push_str(&format!("- `{name}`: your proposal was applied in full.\n")),
@@ -132,6 +162,9 @@ pub fn report(past: &PastRun, overlay: &Overlay, instruction: Option<&str>) -> S
             Fate::Changed { diff: None } => text.push_str(&format!(
                 "- `{name}`: your proposal was applied in part or changed a lot since; read the file to see its current text.\n"
             )),
+        }
+        for hunk in past.sent_file(file).fates(current, &past.reviews) {
+            text.push_str(&format!("  - {}.\n", hunk.sentence()));
         }
     }
     text.push_str(
@@ -212,12 +245,15 @@ mod tests {
             original: Some("old\n".into()),
             proposed: "new\n".into(),
         };
-        let past = PastRun { messages: vec![], proposed: vec![file("kept.py"), file("undone.py")] };
+        let past = PastRun { proposed: vec![file("kept.py"), file("undone.py")], ..PastRun::default() };
         let text = report(&past, &overlay, Some("  also handle negative numbers "));
         assert!(text.contains("- `kept.py`: your proposal was applied in full."), "{text}");
         assert!(text.contains("- `undone.py`: your proposal was rejected"), "{text}");
+        // And per hunk.
+        assert!(text.contains("\n  - line 1 (`new`): accepted: the file holds your text there.\n"), "{text}");
+        assert!(text.contains("\n  - line 1 (`new`): not taken: the file holds its old text there.\n"), "{text}");
         assert!(text.ends_with("The user's request: also handle negative numbers"), "{text}");
-        let text = report(&PastRun { messages: vec![], proposed: vec![] }, &overlay, None);
+        let text = report(&PastRun::default(), &overlay, None);
         assert!(text.contains("proposed no change") && text.contains(NO_INSTRUCTION), "{text}");
     }
 
