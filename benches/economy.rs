@@ -11,7 +11,11 @@
 //! (`candidatesFrom: first-edit`), against three separate runs (three times the defaults
 //! row: each its own session, its own cache). It measures tokens, not time, so it is a plain
 //! `main`: it prints a table, then checks the issue's targets and exits non-zero when one is
-//! missed. `cargo bench --bench economy`.
+//! missed. Then the first request of a run on one problem, the diagnostic thin (start,
+//! severity, message, source, code: what the first message had before issue 25) against
+//! whole (its range and the text it covers, its code's link, two related places with their
+//! lines, two quick fixes from a language server): what the whole diagnostic adds to it.
+//! `cargo bench --bench economy`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,7 +26,10 @@ use agentfix::config::candidates::CandidatesFrom;
 use agentfix::config::limits::{ContextEditing, DEFAULT_CONTEXT_BUDGET};
 use agentfix::config::provider::ProviderKind;
 use agentfix::config::settings::Settings;
+use agentfix::diagnostic::{Diagnostic, Related, Severity};
+use agentfix::downstream::{DownstreamError, FixChange, Location, QuickFix, Symbol, SymbolSource};
 use agentfix::fix::{self, Request, Roots, Services, Setup, Target, Verdict};
+use agentfix::position::{LineCol, Span};
 use agentfix::pricing::{TokenCounts, format_usd, price_of};
 use agentfix::workspace::NoBuffers;
 use agentfix_mock_model::{self as mock_model, MockModel, UsageModel, UsageStats};
@@ -265,6 +272,7 @@ fn main() {
         ),
         ("best of 3 proposes the right edit".to_string(), rows[5..].iter().all(|r| r.right_edit)),
     ];
+    print_first_request(&runtime);
     println!("targets (issue \"fix economy\"):");
     for (what, met) in &checks {
         println!("  {} {what}", if *met { "met:   " } else { "MISSED:" });
@@ -323,4 +331,139 @@ fn print_table(rows: &[Row]) {
             println!("{:<20} {} request(s) refused: prompt is too long", "", s.too_long);
         }
     }
+}
+
+/// A language server that offers the problem's two quick fixes and
+/// nothing else (no outline, no diagnostics): the same tools in both runs
+/// of [`print_first_request`], so only the first message differs.
+struct Fixes {
+    target: PathBuf,
+    offer: bool,
+}
+
+#[async_trait::async_trait]
+impl SymbolSource for Fixes {
+    fn available(&self, _: &Path) -> bool {
+        true
+    }
+    async fn document_symbols(&self, _: &Path, _: &str) -> Result<Vec<Symbol>, DownstreamError> {
+        Ok(Vec::new())
+    }
+    async fn workspace_symbols(&self, _: &Path, _: &str) -> Result<Vec<Location>, DownstreamError> {
+        Ok(Vec::new())
+    }
+    async fn definition(&self, _: &Path, _: &str, _: u32, _: u32) -> Result<Vec<Location>, DownstreamError> {
+        Ok(Vec::new())
+    }
+    async fn references(&self, _: &Path, _: &str, _: u32, _: u32) -> Result<Vec<Location>, DownstreamError> {
+        Ok(Vec::new())
+    }
+    async fn hover(&self, _: &Path, _: &str, _: u32, _: u32) -> Result<Option<String>, DownstreamError> {
+        Ok(None)
+    }
+    async fn diagnostics(&self, _: &Path, _: &str) -> Result<Vec<Diagnostic>, DownstreamError> {
+        Ok(Vec::new())
+    }
+    async fn release(&self, _: &[(PathBuf, Option<String>)]) {}
+    async fn quick_fixes(&self, _: &Path, _: &str, spans: &[Span]) -> Result<Vec<Vec<QuickFix>>, DownstreamError> {
+        if !self.offer {
+            return Ok(vec![Vec::new(); spans.len()]);
+        }
+        let guard = FixChange::Edit {
+            path: self.target.clone(),
+            span: Span::new(LineCol::new(6, 0), LineCol::new(6, 0)),
+            text: "    if count == 0:\n        return 0.0\n".into(),
+        };
+        let fixes = vec![
+            QuickFix { title: "Guard the division".into(), preferred: true, changes: vec![guard], command: false },
+            QuickFix {
+                title: "Ignore zero-division for this line".into(),
+                preferred: false,
+                changes: vec![],
+                command: true,
+            },
+        ];
+        Ok(vec![fixes; spans.len()])
+    }
+}
+
+/// The problem of the target's line 7, thin or whole.
+fn problem(root: &Path, whole: bool) -> Diagnostic {
+    let thin = Diagnostic {
+        at: LineCol::new(6, 11),
+        severity: Some(Severity::Error),
+        message: "Possible division by zero: `count` is 0 when `values` is empty".into(),
+        source: Some("lint".into()),
+        code: Some("zero-division".into()),
+        ..Default::default()
+    };
+    if !whole {
+        return thin;
+    }
+    Diagnostic {
+        end: Some(LineCol::new(6, 24)),
+        code_link: Some("https://lint.example/rules/zero-division".into()),
+        related: vec![
+            Related {
+                path: root.join(mock_model::ECONOMY_TARGET),
+                line: 5,
+                message: "`count` is assigned here".into(),
+            },
+            Related {
+                path: root.join(mock_model::economy_module_path(0)),
+                line: 2,
+                message: "`mean` is called here with a list that may be empty".into(),
+            },
+        ],
+        ..thin
+    }
+}
+
+/// The tokens of the first request of a one-request run on the problem
+/// (the mock's count: bytes / 4 of the canonical prompt).
+fn first_request(runtime: &tokio::runtime::Runtime, whole: bool) -> (u64, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let root: PathBuf = std::fs::canonicalize(dir.path()).unwrap();
+    write_workspace(&root);
+    let mock = MockModel::start();
+    mock.set_usage_model(UsageModel::cached());
+    mock.push(mock_model::text_reply("Nothing to change."));
+    let env = |var: &str| (var == "ANTHROPIC_API_KEY").then(|| mock_model::API_KEY.to_string());
+    let session = Session::plain("first request", None, DEFAULT_CONTEXT_BUDGET, None);
+    let config =
+        Config::resolve(&Settings::default(), &settings(mock.base_url(), &session), &env).expect("configuration");
+    let target = root.join(mock_model::ECONOMY_TARGET);
+    let request = Request::new(Target {
+        path: target.clone(),
+        lines: agentfix::position::LineRange::from_numbers(7, 7),
+        problems: vec![problem(&root, whole)],
+        instruction: None,
+    });
+    let prepared = Setup::new(config)
+        .prepare(Roots::Containing(vec![root.clone()]), &request, Arc::new(NoBuffers))
+        .expect("a target");
+    let model = prepared.model().expect("provider");
+    let symbols: Arc<dyn SymbolSource> = Arc::new(Fixes { target, offer: whole });
+    let services = Services { symbols: Some(symbols), ..Services::model_only(model, &|_| {}) };
+    runtime.block_on(fix::run(&prepared, services, request));
+    let requests = mock.requests();
+    let message = requests[0].body["messages"][0]["content"][0]["text"].as_str().unwrap_or("").len() as u64 / 4;
+    (mock.usage_stats().largest_request, message)
+}
+
+/// The first request with the problem thin and whole.
+fn print_first_request(runtime: &tokio::runtime::Runtime) {
+    let (thin, thin_message) = first_request(runtime, false);
+    let (whole, whole_message) = first_request(runtime, true);
+    println!("the first request of a run on one problem (tokens, the mock's count):");
+    println!("  {:<44} {:>8} {:>14}", "", "request", "first message");
+    println!("  {:<44} {:>8} {:>14}", "thin diagnostic (before issue 25)", thin, thin_message);
+    println!("  {:<44} {:>8} {:>14}", "whole: range, link, 2 related, 2 quick fixes", whole, whole_message);
+    println!(
+        "  {:<44} {:>8} {:>14}  ({:+.1} % of the request)",
+        "added",
+        whole as i64 - thin as i64,
+        whole_message as i64 - thin_message as i64,
+        100.0 * (whole as f64 - thin as f64) / thin as f64
+    );
 }

@@ -3,14 +3,20 @@
 //! `def f(…):` lines are symbols (nested by indentation), a word's definition
 //! is the line that defines it, references are whole-word occurrences in the
 //! open documents and the `.py` files of the root, and every line containing
-//! `ERROR` gets an error diagnostic (published with the document version).
+//! `ERROR` gets an error diagnostic (published with the document version,
+//! UTF-16 columns, a `codeDescription` link and a related place: the
+//! document's first line). Code actions: for each diagnostic of the
+//! request's context, a quick fix replacing its range with `0`; then a
+//! command-only action and a refactoring (which clients asking for quick
+//! fixes only should drop).
 //!
 //! Faults, by environment variable:
 //! - `FAKE_LSP_CRASH_ON=method`: exit(1) on receiving that request;
 //!   with `FAKE_LSP_CRASH_ONCE=path`, only if `path` does not exist yet (it
 //!   is created), so a restarted server works;
 //! - `FAKE_LSP_HANG_ON=method`: never answer that request;
-//! - `FAKE_LSP_LOG=path`: append every method received, one per line;
+//! - `FAKE_LSP_LOG=path`: append every method received, one per line (a
+//!   code action request with its `context`);
 //! - `FAKE_LSP_ENV_TO=path`: write its environment there at start, `K=V` a line;
 //! - `FAKE_LSP_STDERR_FLOOD=bytes`: write that many bytes to stderr at start,
 //!   without a line break.
@@ -205,14 +211,35 @@ fn publish(uri: &str, version: i64, text: &str) {
         .enumerate()
         .filter(|(_, l)| l.contains("ERROR"))
         .map(|(i, l)| {
-            let c = l.find("ERROR").unwrap_or(0);
+            // UTF-16 units, as the server declares.
+            let c = l[..l.find("ERROR").unwrap_or(0)].encode_utf16().count();
             json!({"range": {"start": {"line": i, "character": c}, "end": {"line": i, "character": c + 5}},
-                   "severity": 1, "source": "fake", "code": "E1", "message": format!("ERROR is not allowed here")})
+                   "severity": 1, "source": "fake", "code": "E1", "message": format!("ERROR is not allowed here"),
+                   "codeDescription": {"href": "https://fake.example/rules/E1"},
+                   "relatedInformation": [{"location": loc(uri, 0), "message": "the file starts here"}]})
         })
         .collect();
     send(
         &json!({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": uri, "version": version, "diagnostics": diags}}),
     );
+}
+
+/// A quick fix for each diagnostic of the context (its range becomes `0`),
+/// a command-only action, and a refactoring.
+fn code_actions(uri: &str, p: &Value) -> Value {
+    let mut out: Vec<Value> = p["context"]["diagnostics"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|d| {
+            json!({"title": "Replace `ERROR` with `0`", "kind": "quickfix", "isPreferred": true, "diagnostics": [d],
+                   "edit": {"changes": {uri: [{"range": d["range"], "newText": "0"}]}}})
+        })
+        .collect();
+    out.push(json!({"title": "Explain E1", "command": "fake.explain", "arguments": []}));
+    out.push(json!({"title": "Extract variable", "kind": "refactor.extract",
+        "edit": {"changes": {uri: [{"range": p["range"], "newText": "x"}]}}}));
+    Value::Array(out)
 }
 
 fn main() {
@@ -232,7 +259,11 @@ fn main() {
         {
             let version =
                 msg["params"]["textDocument"]["version"].as_i64().map(|v| format!(" v{v}")).unwrap_or_default();
-            let _ = writeln!(f, "{method}{version}");
+            let context = match method.as_str() {
+                "textDocument/codeAction" => format!(" {}", msg["params"]["context"]),
+                _ => String::new(),
+            };
+            let _ = writeln!(f, "{method}{version}{context}");
         }
         if method.is_empty() {
             continue; // A response to one of our requests.
@@ -305,7 +336,8 @@ fn answer(state: &mut State, method: &str, p: &Value, uri: String) -> Answer {
                 state.root = uri_to_path(r);
             }
             json!({"capabilities": {"positionEncoding": "utf-16", "textDocumentSync": 1, "documentSymbolProvider": true,
-                "definitionProvider": true, "referencesProvider": true, "hoverProvider": true, "workspaceSymbolProvider": true},
+                "definitionProvider": true, "referencesProvider": true, "hoverProvider": true, "workspaceSymbolProvider": true,
+                "codeActionProvider": true},
                 "serverInfo": {"name": "fake_lsp"}})
         }
         "initialized" => {
@@ -367,6 +399,7 @@ fn answer(state: &mut State, method: &str, p: &Value, uri: String) -> Answer {
             }
         }
         "workspace/symbol" => state.workspace_symbols(p["query"].as_str().unwrap_or("")),
+        "textDocument/codeAction" => code_actions(&uri, p),
         "shutdown" => Value::Null,
         "exit" => std::process::exit(0),
         _ => return Answer::NotHandled,

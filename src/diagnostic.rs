@@ -7,15 +7,18 @@
 //! the `diagnostics` tool and the feedback after edits.
 //!
 //! Its parts:
-//! the one diagnostic type: `Diagnostic` (start `LineCol`,
-//! `Option<Severity>`, message, source, code) and `Severity { Error, Warning,
-//! Information, Hint }` with its names (`error`, `warning`, `info`, `hint`).
+//! the one diagnostic type: `Diagnostic` (start and end `LineCol` in
+//! characters, `Option<Severity>`, message, source, code and its
+//! documentation link, the `Related` places and the notes without a place)
+//! and `Severity { Error, Warning, Information, Hint }` with its names
+//! (`error`, `warning`, `info`, `hint`).
 //! Below `downstream` (which decodes servers' diagnostics into it) and
 //! `tools`/`fix` (which render it 1-based for the model: the first message,
 //! the `diagnostics` tool, the feedback after edits), so the loop's side
 //! never sees LSP types; `lsp::convert` makes the editor's
 
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::position::LineCol;
@@ -67,15 +70,44 @@ impl FromStr for Severity {
     }
 }
 
-/// A diagnostic at its start position (0-based).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// A problem in a file: where it starts and ends (0-based lines, columns in
+/// characters of the line, as the model counts them: each producer turns its
+/// own unit into characters where it knows the text), what it says, and
+/// what comes with it. Build one with `..Default::default()` for the parts
+/// a producer does not have.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Diagnostic {
     pub at: LineCol,
+    /// Where it ends (exclusive, as an LSP range); `None` when the producer
+    /// gave only a start (plain `path:line:col` text, mypy).
+    pub end: Option<LineCol>,
     /// `None` when the sender left it out (LSP leaves its meaning to the client).
     pub severity: Option<Severity>,
     pub message: String,
     pub source: Option<String>,
     pub code: Option<String>,
+    /// The documentation of the code (LSP's `codeDescription.href`, a SARIF
+    /// rule's `helpUri`, rustc's error index).
+    pub code_link: Option<String>,
+    /// Other places that bear on it: where the conflicting definition is,
+    /// the other side of a mismatch (LSP's `relatedInformation`, rustc's
+    /// secondary spans and children with a span, SARIF's `relatedLocations`).
+    pub related: Vec<Related>,
+    /// What comes with it without a place (rustc's `help:` and `note:`
+    /// children without a span), each with its word: `help: consider …`.
+    pub notes: Vec<String>,
+}
+
+/// A place related to a diagnostic, and what it says there.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Related {
+    /// Absolute, as its producer named it (not yet confined: the first
+    /// message reads it through the run's view, which refuses what is
+    /// outside the workspace or protected).
+    pub path: PathBuf,
+    /// 0-based.
+    pub line: u32,
+    pub message: String,
 }
 
 impl Diagnostic {
@@ -96,7 +128,7 @@ mod tests {
             assert_eq!(s.to_string(), s.name());
         }
         assert_eq!("information".parse::<Severity>(), Err(UnknownSeverity("information".into())));
-        let d = Diagnostic { at: LineCol::new(0, 0), severity: None, message: "m".into(), source: None, code: None };
+        let d = Diagnostic { message: "m".into(), ..Default::default() };
         assert_eq!(d.shown_severity(), Severity::Error);
     }
 }

@@ -183,6 +183,7 @@ fn target_of(t: &TargetRecord, rebase: &Rebase) -> Target {
                 source: p.source.clone(),
                 code: p.code.clone(),
                 message: p.message.clone(),
+                ..Default::default()
             })
             .collect(),
     }

@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 
 use common::mock_model::{self, MockModel, text_reply, tool_reply};
 use common::{agentfix_bin, without_provider_env};
-use serde_json::json;
+use serde_json::{Value, json};
 
 const CALC: &str = "def div(a, b):\n    return a / b\n\n\ndef mul(a, b):\n    return a * c\n";
 
@@ -113,22 +113,53 @@ fn all_cargo_diagnostics_from_stdin_become_the_problems_and_span_the_lines() {
         "pub fn f() -> u32 {\n    \"a\"\n}\n\npub fn g() {\n    let x = 1;\n}\n",
     )
     .unwrap();
-    let message = |file: &str, line: u32, col: u32, level: &str, code: &str, msg: &str, label: &str| {
+    let span = |file: &str, line: u32, (from, to): (u32, u32), primary: bool, label: &str, replacement: Value| {
+        json!({"file_name": file, "byte_start": 0, "byte_end": 1, "line_start": line, "line_end": line,
+            "column_start": from, "column_end": to, "is_primary": primary, "text": [], "label": label,
+            "suggested_replacement": replacement, "suggestion_applicability": null, "expansion": null})
+    };
+    let message = |level: &str, code: &str, msg: &str, spans: Vec<Value>, children: Value| {
         json!({"reason": "compiler-message", "package_id": "path+file:///w#demo@0.1.0", "manifest_path": "/w/Cargo.toml",
             "target": {"kind": ["lib"], "name": "demo"},
             "message": {"$message_type": "diagnostic", "message": msg, "code": {"code": code, "explanation": null},
-                "level": level, "children": [], "rendered": msg,
-                "spans": [{"file_name": file, "byte_start": 0, "byte_end": 1, "line_start": line, "line_end": line,
-                    "column_start": col, "column_end": col + 1, "is_primary": true, "text": [], "label": label,
-                    "suggested_replacement": null, "suggestion_applicability": null, "expansion": null}]}})
+                "level": level, "children": children, "rendered": msg, "spans": spans}})
         .to_string()
     };
+    // As rustc 1.95 reports them (abridged): the mismatch with the return
+    // type's span, the unused variable with its note and suggestion.
+    let unused = message(
+        "warning",
+        "unused_variables",
+        "unused variable: `x`",
+        vec![span("src/lib.rs", 6, (9, 10), true, "", Value::Null)],
+        json!([{"message": "`#[warn(unused_variables)]` on by default", "code": null, "level": "note", "spans": [],
+                "children": [], "rendered": null},
+               {"message": "if this is intentional, prefix it with an underscore", "code": null, "level": "help",
+                "spans": [span("src/lib.rs", 6, (9, 10), true, "", json!("_x"))], "children": [], "rendered": null}]),
+    );
+    let mismatch = message(
+        "error",
+        "E0308",
+        "mismatched types",
+        vec![
+            span("src/lib.rs", 1, (15, 18), false, "expected `u32` because of return type", Value::Null),
+            span("src/lib.rs", 2, (5, 8), true, "expected `u32`, found `&str`", Value::Null),
+        ],
+        json!([]),
+    );
+    let dep = message(
+        "warning",
+        "dead_code",
+        "unused",
+        vec![span("/home/u/.cargo/registry/src/dep-1.0/src/lib.rs", 1, (1, 2), true, "", Value::Null)],
+        json!([]),
+    );
     let stdin = [
         json!({"reason": "compiler-artifact", "package_id": "dep", "target": {"name": "dep"}, "fresh": true})
             .to_string(),
-        message("src/lib.rs", 6, 9, "warning", "unused_variables", "unused variable: `x`", ""),
-        message("src/lib.rs", 2, 5, "error", "E0308", "mismatched types", "expected `u32`, found `&str`"),
-        message("/home/u/.cargo/registry/src/dep-1.0/src/lib.rs", 1, 1, "warning", "dead_code", "unused", ""),
+        unused,
+        mismatch,
+        dep,
         json!({"reason": "build-finished", "success": false}).to_string(),
     ]
     .join("\n");
@@ -146,8 +177,16 @@ fn all_cargo_diagnostics_from_stdin_become_the_problems_and_span_the_lines() {
     assert!(
         first.starts_with(
             "Fix these problems in `src/lib.rs`:\n\
-             - line 2, column 5: error: mismatched types: expected `u32`, found `&str` [rustc E0308]\n\
-             - line 6, column 9: warning: unused variable: `x` [rustc unused_variables]\n\n"
+             - line 2, column 5: error: mismatched types: expected `u32`, found `&str` [rustc E0308]\n  \
+             range 2:5-2:8 covers `\"a\"`\n  \
+             E0308 is documented at https://doc.rust-lang.org/error_codes/E0308.html\n  \
+             related: src/lib.rs:1: expected `u32` because of return type\n    \
+             | pub fn f() -> u32 {\n\
+             - line 6, column 9: warning: unused variable: `x` [rustc unused_variables]\n  \
+             range 6:9-6:10 covers `x`\n  \
+             related: src/lib.rs:6: help: if this is intentional, prefix it with an underscore (replace 6:9-6:10 with `_x`)\n    \
+             |     let x = 1;\n  \
+             note: `#[warn(unused_variables)]` on by default\n\n"
         ),
         "{first}"
     );
@@ -292,4 +331,33 @@ fn diagnostics_of_a_file_under_a_symlinked_folder_match_the_target() {
     let out = ws.run(Some(&mock), &["fix", "real/calc.py", "--diagnostics", "-"], "link/calc.py:6:16: error: c\n", &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(first_message(&mock).starts_with("Fix this problem in `real/calc.py`:\n- line 6, column 16: error: c\n"));
+}
+
+/// A SARIF log (as CodeQL writes one): the result's region end, its rule's
+/// `helpUri` and a related location in another file, whose line the first
+/// message quotes.
+#[test]
+fn sarif_related_locations_reach_the_first_message() {
+    let ws = workspace();
+    std::fs::write(ws.root.join("util.py"), "def mul(x, y):\n    return x * y\n").unwrap();
+    let sarif = json!({"version": "2.1.0", "runs": [{
+        "tool": {"driver": {"name": "CodeQL", "rules": [{"id": "py/undefined", "helpUri": "https://codeql.example/py-undefined"}]}},
+        "results": [{"ruleId": "py/undefined", "level": "error", "message": {"text": "Name `c` is not defined."},
+            "locations": [{"physicalLocation": {"artifactLocation": {"uri": "calc.py"},
+                "region": {"startLine": 6, "startColumn": 16, "endColumn": 17}}}],
+            "relatedLocations": [{"id": 1, "message": {"text": "a `mul` that multiplies its own parameters"},
+                "physicalLocation": {"artifactLocation": {"uri": "util.py"}, "region": {"startLine": 2, "startColumn": 5}}}]}]}]});
+    let mock = MockModel::start();
+    push_mul_fix(&mock, "calc.py");
+    let out = ws.run(Some(&mock), &["fix", "calc.py", "--diagnostics", "-"], &sarif.to_string(), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let first = first_message(&mock);
+    assert!(
+        first.starts_with(
+            "Fix this problem in `calc.py`:\n- line 6, column 16: error: Name `c` is not defined. [CodeQL py/undefined]\n  \
+             range 6:16-6:17 covers `c`\n  py/undefined is documented at https://codeql.example/py-undefined\n  \
+             related: util.py:2: a `mul` that multiplies its own parameters\n    |     return x * y\n\n"
+        ),
+        "{first}"
+    );
 }

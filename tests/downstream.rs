@@ -50,8 +50,13 @@ fn fix(ws: &Ws, mock: &MockModel, extra: &[(&str, &str)], line: &str) -> Output 
 }
 
 fn fix_command(ws: &Ws, mock: &MockModel, extra: &[(&str, &str)], line: &str) -> Command {
+    fix_command_with(ws, mock, extra, &["--line", line])
+}
+
+/// `agentfix fix calc.py ARGS…` with the fake server.
+fn fix_command_with(ws: &Ws, mock: &MockModel, extra: &[(&str, &str)], args: &[&str]) -> Command {
     let mut cmd = Command::new(agentfix_bin());
-    cmd.current_dir(&ws.root).args(["fix", "calc.py", "--line", line]);
+    cmd.current_dir(&ws.root).args(["fix", "calc.py"]).args(args);
     for (k, _) in std::env::vars() {
         if k.starts_with("ANTHROPIC_") || k.starts_with("AGENTFIX_") || k.starts_with("FAKE_LSP") {
             cmd.env_remove(k);
@@ -370,4 +375,74 @@ fn a_server_flooding_stderr_without_a_line_break_costs_no_memory() {
     let flooded = measure(&(64 * 1024 * 1024).to_string());
     // 64 MB of stderr used to cost about 67 MB.
     assert!(flooded < baseline + 16 * 1024, "peak RSS {flooded} KiB with the flood, {baseline} KiB without");
+}
+
+/// The first message of the run `mock` answered.
+fn first_message(mock: &MockModel) -> String {
+    mock.requests()[0].body["messages"][0]["content"][0]["text"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn the_first_message_carries_the_servers_quick_fixes_for_the_problem() {
+    let ws = workspace();
+    // CJK and an emoji before the problem: the server counts UTF-16 units
+    // (`ERROR` at 16..21), the model reads characters (15..20, 1-based 16-21).
+    let calc = CALC.replace("value = ERROR", "value = \"漢😀\" + ERROR");
+    std::fs::write(ws.root.join("calc.py"), &calc).unwrap();
+    std::fs::write(ws.root.join("errors.txt"), "calc.py:8:16: error: ERROR is not allowed here\n").unwrap();
+    let mock = MockModel::start();
+    mock.push(text_reply("Nothing to change."));
+    let out = fix_command_with(&ws, &mock, &[], &["--diagnostics", "errors.txt"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let first = first_message(&mock);
+    assert!(
+        first.starts_with(
+            "Fix this problem in `calc.py`:\n- line 8, column 16: error: ERROR is not allowed here\n  \
+             quick fixes the language server offers for it (none is applied; make your own edit):\n  \
+             - \"Replace `ERROR` with `0`\" (preferred): in `calc.py`: replace 8:16-8:21 (`ERROR`) with `0`\n  \
+             - \"Explain E1\": runs a command on the language server; it has no edit to show\n\n"
+        ),
+        "{first}"
+    );
+    // The refactoring is not a quick fix.
+    assert!(!first.contains("Extract variable"), "{first}");
+    // The request carried what the server published for that range, and asked for quick fixes only.
+    let log = log_of(&ws);
+    let asked = log.lines().find(|l| l.starts_with("textDocument/codeAction ")).expect("a code action request");
+    let context: Value = serde_json::from_str(asked.trim_start_matches("textDocument/codeAction ")).unwrap();
+    assert_eq!(context["only"], json!(["quickfix"]));
+    assert_eq!(context["triggerKind"], 1);
+    let diagnostics = context["diagnostics"].as_array().unwrap();
+    assert_eq!(diagnostics.len(), 1, "{context}");
+    assert_eq!(diagnostics[0]["message"], "ERROR is not allowed here");
+    assert_eq!(diagnostics[0]["range"]["start"], json!({"line": 7, "character": 16}));
+    assert_eq!(diagnostics[0]["relatedInformation"][0]["message"], "the file starts here");
+    // Nothing was applied.
+    assert_eq!(std::fs::read_to_string(ws.root.join("calc.py")).unwrap(), calc);
+}
+
+#[test]
+fn a_server_that_never_answers_code_actions_does_not_stall_the_run() {
+    let ws = workspace();
+    std::fs::write(ws.root.join("errors.txt"), "calc.py:8:9: error: ERROR is not allowed here\n").unwrap();
+    let mock = MockModel::start();
+    mock.push(text_reply("Nothing to change."));
+    let started = std::time::Instant::now();
+    let out = fix_command_with(
+        &ws,
+        &mock,
+        &[("FAKE_LSP_HANG_ON", "textDocument/codeAction")],
+        &["--diagnostics", "errors.txt"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let first = first_message(&mock);
+    assert!(
+        first.starts_with("Fix this problem in `calc.py`:\n- line 8, column 9: error: ERROR is not allowed here\n\n"),
+        "{first}"
+    );
+    // The request gave up after its timeout (5 s), not the outline's 15 s.
+    assert!(started.elapsed() < Duration::from_secs(14), "{:?}", started.elapsed());
+    assert!(log_of(&ws).contains("textDocument/codeAction"), "{}", log_of(&ws));
 }

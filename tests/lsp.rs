@@ -481,6 +481,47 @@ fn end_position(text: &str) -> (u32, u32) {
 }
 
 #[test]
+fn the_editors_diagnostic_reaches_the_model_whole() {
+    for encoding in ["utf-16", "utf-8"] {
+        let mut caps = Editor::full_capabilities();
+        caps["general"]["positionEncodings"] = json!([encoding]);
+        let mut f = start(Setup {
+            caps,
+            files: &[("app.py", "x = 1\n"), ("lib.py", "def helper():\n    pass\n")],
+            ..Default::default()
+        });
+        // The target, unsaved, with CJK and an emoji before the problem and
+        // CRLF ends; lib.py unsaved too: its related line comes from the buffer.
+        let app = f.path("app.py");
+        let text = "import lib\r\nname = '漢😀' + lib.helper(1)\r\n";
+        f.editor.open(&app, "python", 4, text);
+        f.editor.open(&f.path("lib.py"), "python", 2, "def helper(n: int) -> int:  # unsaved\n    return n\n");
+        let before = "name = '漢😀' + ";
+        let col = |s: &str| if encoding == "utf-8" { s.len() } else { s.encode_utf16().count() } as u32;
+        let (from, to) = (col(before), col(&format!("{before}lib.helper(1)")));
+        let diagnostic = json!({
+            "range": {"start": {"line": 1, "character": from}, "end": {"line": 1, "character": to}},
+            "severity": 1, "source": "pyright", "code": "reportCallIssue", "message": "Expected 0 positional arguments",
+            "codeDescription": {"href": "https://github.com/microsoft/pyright/blob/main/docs/configuration.md#reportCallIssue"},
+            "relatedInformation": [{"location": {"uri": file_uri(&f.path("lib.py")),
+                "range": {"start": {"line": 0, "character": 4}, "end": {"line": 0, "character": 10}}},
+                "message": "Function \"helper\" is defined here"}]});
+        f.mock.push(text_reply("Nothing to change."));
+        let result = f.fix("app.py", diagnostic);
+        assert!(result["result"].is_object(), "{result}");
+        f.assert_no_violations();
+        let first = f.mock.requests()[0].body["messages"][0]["content"][0]["text"].as_str().unwrap().to_string();
+        let expected = "Fix this problem in `app.py`:\n\
+            - line 2, column 15: error: Expected 0 positional arguments [pyright reportCallIssue]\n  \
+            range 2:15-2:28 covers `lib.helper(1)`\n  \
+            reportCallIssue is documented at https://github.com/microsoft/pyright/blob/main/docs/configuration.md#reportCallIssue\n  \
+            related: lib.py:1: Function \"helper\" is defined here\n    \
+            | def helper(n: int) -> int:  # unsaved\n\n";
+        assert!(first.starts_with(expected), "{encoding}: {first}");
+    }
+}
+
+#[test]
 fn edits_and_new_files_use_positions_in_the_negotiated_encoding() {
     for encoding in ["utf-16", "utf-8"] {
         let mut caps = Editor::full_capabilities();

@@ -207,8 +207,7 @@ fn problem(message: &str, line: u32, column: u32) -> Diagnostic {
         at: LineCol::new(line.saturating_sub(1), column.saturating_sub(1)),
         severity,
         message: message.to_string(),
-        source: None,
-        code: None,
+        ..Default::default()
     }
 }
 

@@ -129,8 +129,8 @@ pub async fn demo() -> ExitCode {
         at: LineCol::new(1, 11),
         severity: Some(Severity::Error),
         source: Some("demo".into()),
-        code: None,
         message: "ZeroDivisionError: division by zero when `values` is empty".into(),
+        ..Default::default()
     };
     eprintln!("  {SAMPLE_NAME}:2:12: error: {}", problem.message);
     let request = Request::new(Target { path, lines: LineRange::line(1), problems: vec![problem], instruction: None });

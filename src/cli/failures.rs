@@ -14,10 +14,13 @@
 //!   naming its first line.
 //! - `cargo … --message-format=json` lines (`reason: compiler-message`; other
 //!   reasons are skipped) and `rustc --error-format=json` lines: the first
-//!   primary span of each diagnostic.
+//!   primary span of each diagnostic, to its end; the other labelled spans
+//!   and the children with a span (their suggestion said) as related
+//!   places, the children without one as notes, the code's link.
 //! - `pyright --outputjson`: `generalDiagnostics`, ranges 0-based.
 //! - `mypy -O json`: one object per line, `line` 1-based, `column` 0-based.
-//! - SARIF 2.1.0: `runs[].results[]`, the first physical location of each.
+//! - SARIF 2.1.0: `runs[].results[]`, the first physical location of each,
+//!   its region's end, its rule's `helpUri`, its `relatedLocations`.
 //!
 //! Paths are resolved against the workspace root, lexically: nothing here
 //! touches the file system, so a path that leads outside the root is never
@@ -41,7 +44,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
-use crate::diagnostic::{Diagnostic, Severity};
+use crate::diagnostic::{Diagnostic, Related, Severity};
 use crate::position::LineCol;
 use crate::workspace::normalize;
 
@@ -134,14 +137,25 @@ struct Sink<'a> {
 impl Sink<'_> {
     /// Adds a diagnostic about `path` (relative to the root, or absolute).
     fn add(&mut self, path: &str, diagnostic: Diagnostic) {
+        match self.resolve(path) {
+            Some(path) => self.found.push(Located { path, diagnostic }),
+            None => self.reject(path),
+        }
+    }
+
+    /// `path` (relative to the root, or absolute) lexically normalised;
+    /// `None` when it leads outside the root.
+    fn resolve(&self, path: &str) -> Option<PathBuf> {
         let given = Path::new(path);
         let joined = if given.is_absolute() { given.to_path_buf() } else { self.root.join(given) };
         let lexical = normalize(&joined);
-        if path.contains('\0') || !lexical.starts_with(self.root) {
-            self.reject(path);
-        } else {
-            self.found.push(Located { path: lexical, diagnostic });
-        }
+        (!path.contains('\0') && lexical.starts_with(self.root)).then_some(lexical)
+    }
+
+    /// A related place at `path` (as `resolve`), 0-based `line`; one
+    /// outside the root is left out, as its diagnostics would be.
+    fn related(&self, path: &str, line: u32, message: String) -> Option<Related> {
+        Some(Related { path: self.resolve(path)?, line, message })
     }
 
     fn reject(&mut self, path: &str) {
@@ -175,6 +189,7 @@ fn diagnostic(
         message,
         source: source.map(str::to_string),
         code: code.filter(|c| !c.is_empty()),
+        ..Default::default()
     }
 }
 
@@ -343,14 +358,19 @@ struct CargoMessage {
     message: RustcDiagnostic,
 }
 
-/// A line of `rustc --error-format=json` (and the `message` of a cargo line).
+/// A line of `rustc --error-format=json` (and the `message` of a cargo
+/// line, and each of its children).
 #[derive(Deserialize)]
 struct RustcDiagnostic {
     message: String,
+    #[serde(default)]
     code: Option<RustcCode>,
     level: String,
     #[serde(default)]
     spans: Vec<RustcSpan>,
+    /// `help:` and `note:` lines, some with a span and a suggestion.
+    #[serde(default)]
+    children: Vec<RustcDiagnostic>,
 }
 
 #[derive(Deserialize)]
@@ -365,12 +385,43 @@ struct RustcSpan {
     line_start: u64,
     /// 1-based, in characters.
     column_start: u64,
+    /// 1-based (absent: the span ends where it starts).
+    #[serde(default)]
+    line_end: u64,
+    /// 1-based, in characters, exclusive.
+    #[serde(default)]
+    column_end: u64,
     is_primary: bool,
     label: Option<String>,
+    /// What a suggestion puts over the span.
+    #[serde(default)]
+    suggested_replacement: Option<String>,
 }
 
-/// A rustc diagnostic at its first primary span; one without a span
-/// (`aborting due to 1 previous error`) names no place and is skipped.
+impl RustcSpan {
+    fn start(&self) -> LineCol {
+        LineCol::new(zero_based(self.line_start), zero_based(self.column_start))
+    }
+
+    fn end(&self) -> LineCol {
+        LineCol::new(zero_based(self.line_end), zero_based(self.column_end)).max(self.start())
+    }
+}
+
+/// Where rustc and clippy document a code: the error index, the lint list.
+fn rustc_code_link(code: &str) -> Option<String> {
+    if let Some(lint) = code.strip_prefix("clippy::") {
+        return Some(format!("https://rust-lang.github.io/rust-clippy/master/index.html#{lint}"));
+    }
+    let is_error_code = code.len() == 5 && code.starts_with('E') && code[1..].bytes().all(|b| b.is_ascii_digit());
+    is_error_code.then(|| format!("https://doc.rust-lang.org/error_codes/{code}.html"))
+}
+
+/// A rustc diagnostic at its first primary span, to its end; its other
+/// labelled spans and its children with a span (a suggestion's
+/// replacement said) are related places, its children without one notes.
+/// One without a span (`aborting due to 1 previous error`) names no place
+/// and is skipped.
 fn rustc(d: RustcDiagnostic, sink: &mut Sink) {
     let Some(span) = d.spans.iter().find(|s| s.is_primary) else { return };
     let severity = match d.level.as_str() {
@@ -385,9 +436,41 @@ fn rustc(d: RustcDiagnostic, sink: &mut Sink) {
         Some(label) => format!("{}: {label}", d.message),
         None => d.message,
     };
-    let line = zero_based(span.line_start);
-    let column = zero_based(span.column_start);
-    sink.add(&span.file_name, diagnostic(line, column, Some(severity), message, Some(source), code));
+    let mut found = diagnostic(span.start().line, span.start().column, Some(severity), message, Some(source), code);
+    found.end = Some(span.end());
+    found.code_link = found.code.as_deref().and_then(rustc_code_link);
+    let others = d.spans.iter().filter(|s| !std::ptr::eq(*s, span));
+    for s in others {
+        if let Some(label) = s.label.as_deref().filter(|l| !l.is_empty()) {
+            found.related.extend(sink.related(&s.file_name, s.start().line, label.to_string()));
+        }
+    }
+    for child in &d.children {
+        let said = format!("{}: {}", child.level, child.message);
+        let spans: Vec<&RustcSpan> = child.spans.iter().filter(|s| s.is_primary).collect();
+        if spans.is_empty() {
+            found.notes.push(said);
+            continue;
+        }
+        for s in spans {
+            let mut message = said.clone();
+            if let Some(label) = s.label.as_deref().filter(|l| !l.is_empty()) {
+                message.push_str(&format!(": {label}"));
+            }
+            if let Some(r) = &s.suggested_replacement {
+                let (a, b) = (s.start(), s.end());
+                let r = r.replace('\n', "\\n");
+                message.push_str(&if a == b {
+                    format!(" (insert `{r}` at {}:{})", a.line_number(), a.column_number())
+                } else {
+                    let (a, b) = ((a.line_number(), a.column_number()), (b.line_number(), b.column_number()));
+                    format!(" (replace {}:{}-{}:{} with `{r}`)", a.0, a.1, b.0, b.1)
+                });
+            }
+            found.related.extend(sink.related(&s.file_name, s.start().line, message));
+        }
+    }
+    sink.add(&span.file_name, found);
 }
 
 // pyright ----------------------------------------------------------------------
@@ -422,6 +505,7 @@ enum PyrightSeverity {
 #[derive(Deserialize)]
 struct PyrightRange {
     start: PyrightPosition,
+    end: Option<PyrightPosition>,
 }
 
 /// 0-based, as LSP.
@@ -443,10 +527,13 @@ fn pyright(report: PyrightReport, sink: &mut Sink) {
             PyrightSeverity::Information => Some(Severity::Information),
             PyrightSeverity::Other => None,
         };
-        let at = range.start;
-        let line = u32::try_from(at.line).unwrap_or(u32::MAX);
-        let column = u32::try_from(at.character).unwrap_or(u32::MAX);
-        sink.add(&d.file, diagnostic(line, column, severity, d.message, Some("pyright"), d.rule));
+        let place = |p: &PyrightPosition| {
+            LineCol::new(u32::try_from(p.line).unwrap_or(u32::MAX), u32::try_from(p.character).unwrap_or(u32::MAX))
+        };
+        let at = place(&range.start);
+        let mut found = diagnostic(at.line, at.column, severity, d.message, Some("pyright"), d.rule);
+        found.end = range.end.as_ref().map(place);
+        sink.add(&d.file, found);
     }
 }
 
@@ -522,6 +609,16 @@ struct SarifTool {
 #[derive(Deserialize)]
 struct SarifDriver {
     name: String,
+    /// The rules, for their `helpUri`.
+    #[serde(default)]
+    rules: Vec<SarifRule>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SarifRule {
+    id: Option<String>,
+    help_uri: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -532,6 +629,11 @@ struct SarifResult {
     message: SarifMessage,
     #[serde(default)]
     locations: Vec<SarifLocation>,
+    /// Other places that bear on the result, each with its message.
+    #[serde(default)]
+    related_locations: Vec<SarifLocation>,
+    /// Into `tool.driver.rules`, when `ruleId` does not name one.
+    rule_index: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -556,6 +658,8 @@ struct SarifMessage {
 #[serde(rename_all = "camelCase")]
 struct SarifLocation {
     physical_location: Option<SarifPhysicalLocation>,
+    /// What a related location says.
+    message: Option<SarifMessage>,
 }
 
 #[derive(Deserialize)]
@@ -585,6 +689,11 @@ struct SarifRegion {
     start_line: Option<u64>,
     /// 1-based, default 1.
     start_column: Option<u64>,
+    /// 1-based, default `startLine`.
+    end_line: Option<u64>,
+    /// 1-based, exclusive; absent: to the end of the line (left open here:
+    /// the line is not read).
+    end_column: Option<u64>,
 }
 
 fn sarif(log: SarifLog, sink: &mut Sink) -> Result<(), String> {
@@ -612,7 +721,28 @@ fn sarif(log: SarifLog, sink: &mut Sink) -> Result<(), String> {
                 .or_else(|| result.message.id.clone())
                 .or_else(|| result.rule_id.clone())
                 .unwrap_or_else(|| "(no message)".into());
-            let d = diagnostic(zero_based(line), zero_based(column), severity, message, source, result.rule_id.clone());
+            let mut d =
+                diagnostic(zero_based(line), zero_based(column), severity, message, source, result.rule_id.clone());
+            let region = physical.region.as_ref();
+            d.end = region
+                .and_then(|r| Some(LineCol::new(zero_based(r.end_line.unwrap_or(line)), zero_based(r.end_column?))));
+            let rules = run.tool.as_ref().map_or(&[][..], |t| t.driver.rules.as_slice());
+            let rule = match &result.rule_id {
+                Some(id) => rules.iter().find(|r| r.id.as_ref() == Some(id)),
+                None => result.rule_index.and_then(|i| rules.get(i)),
+            };
+            d.code_link = rule.and_then(|r| r.help_uri.clone());
+            for r in &result.related_locations {
+                let Some(p) = &r.physical_location else { continue };
+                let (Some(location), Some(line)) = (&p.artifact_location, p.region.as_ref().and_then(|r| r.start_line))
+                else {
+                    continue;
+                };
+                let said = r.message.as_ref().and_then(|m| m.text.clone()).unwrap_or_default();
+                if let Ok(path) = sarif_path(location, run) {
+                    d.related.extend(sink.related(&path, zero_based(line), said));
+                }
+            }
             match sarif_path(location, run) {
                 Ok(path) => sink.add(&path, d),
                 Err(shown) => sink.reject(&shown),
@@ -1060,5 +1190,73 @@ src/main.rs:5: warning: unused variable: `y`
         // A huge line number clamps instead of failing.
         let f = parsed("a.py:99999999999999999999999: error: far\n");
         assert_eq!(f.diagnostics[0].diagnostic.at.line, u32::MAX);
+    }
+
+    /// `rustc --error-format=json m.rs` (rustc 1.95, the explanation cut):
+    /// a use after move, its secondary spans, a note with a span and a help
+    /// with a machine-applicable suggestion; cargo's `help:` without a span.
+    #[test]
+    fn rustc_spans_and_children_are_kept() {
+        let text = r#"{"$message_type": "diagnostic", "message": "borrow of moved value: `v`", "code": {"code": "E0382", "explanation": "A variable was used after its contents have been moved elsewhere.\n"}, "level": "error", "spans": [{"file_name": "m.rs", "byte_start": 95, "byte_end": 96, "line_start": 7, "line_end": 7, "column_start": 10, "column_end": 11, "is_primary": false, "text": [{"text": "    take(v);", "highlight_start": 10, "highlight_end": 11}], "label": "value moved here", "suggested_replacement": null, "suggestion_applicability": null, "expansion": null}, {"file_name": "m.rs", "byte_start": 118, "byte_end": 119, "line_start": 8, "line_end": 8, "column_start": 20, "column_end": 21, "is_primary": true, "text": [{"text": "    println!(\"{}\", v.len());", "highlight_start": 20, "highlight_end": 21}], "label": "value borrowed here after move", "suggested_replacement": null, "suggestion_applicability": null, "expansion": null}, {"file_name": "m.rs", "byte_start": 67, "byte_end": 68, "line_start": 6, "line_end": 6, "column_start": 9, "column_end": 10, "is_primary": false, "text": [{"text": "    let v = vec![1, 2, 3];", "highlight_start": 9, "highlight_end": 10}], "label": "move occurs because `v` has type `Vec<i32>`, which does not implement the `Copy` trait", "suggested_replacement": null, "suggestion_applicability": null, "expansion": null}], "children": [{"message": "consider changing this parameter type in function `take` to borrow instead if owning the value isn't necessary", "code": null, "level": "note", "spans": [{"file_name": "m.rs", "byte_start": 11, "byte_end": 19, "line_start": 1, "line_end": 1, "column_start": 12, "column_end": 20, "is_primary": true, "text": [{"text": "fn take(v: Vec<i32>) -> usize {", "highlight_start": 12, "highlight_end": 20}], "label": "this parameter takes ownership of the value", "suggested_replacement": null, "suggestion_applicability": null, "expansion": null}, {"file_name": "m.rs", "byte_start": 3, "byte_end": 7, "line_start": 1, "line_end": 1, "column_start": 4, "column_end": 8, "is_primary": false, "text": [{"text": "fn take(v: Vec<i32>) -> usize {", "highlight_start": 4, "highlight_end": 8}], "label": "in this function", "suggested_replacement": null, "suggestion_applicability": null, "expansion": null}], "children": [], "rendered": null}, {"message": "consider cloning the value if the performance cost is acceptable", "code": null, "level": "help", "spans": [{"file_name": "m.rs", "byte_start": 96, "byte_end": 96, "line_start": 7, "line_end": 7, "column_start": 11, "column_end": 11, "is_primary": true, "text": [{"text": "    take(v);", "highlight_start": 11, "highlight_end": 11}], "label": null, "suggested_replacement": ".clone()", "suggestion_applicability": "MachineApplicable", "expansion": null}], "children": [], "rendered": null}, {"message": "the std library is elsewhere", "code": null, "level": "note", "spans": [{"file_name": "/rustc/lib/rustlib/src/rust/library/alloc/src/vec/mod.rs", "byte_start": 1, "byte_end": 2, "line_start": 40, "line_end": 40, "column_start": 1, "column_end": 2, "is_primary": true, "text": [], "label": null, "suggested_replacement": null, "suggestion_applicability": null, "expansion": null}], "children": [], "rendered": null}], "rendered": "error[E0382]: borrow of moved value: `v`\n"}
+{"$message_type":"diagnostic","message":"unused variable: `y`","code":{"code":"unused_variables","explanation":null},"level":"warning","spans":[{"file_name":"m.rs","byte_start":1,"byte_end":2,"line_start":2,"line_end":2,"column_start":9,"column_end":10,"is_primary":true,"text":[],"label":null,"suggested_replacement":null,"suggestion_applicability":null,"expansion":null}],"children":[{"message":"`#[warn(unused_variables)]` on by default","code":null,"level":"note","spans":[],"children":[],"rendered":null}],"rendered":""}
+"#;
+        let f = parsed(text);
+        let d = &f.diagnostics[0].diagnostic;
+        assert_eq!(d.message, "borrow of moved value: `v`: value borrowed here after move");
+        assert_eq!((d.at, d.end), (LineCol::new(7, 19), Some(LineCol::new(7, 20))));
+        assert_eq!(d.code_link.as_deref(), Some("https://doc.rust-lang.org/error_codes/E0382.html"));
+        let m = Path::new(ROOT).join("m.rs");
+        let related = |line, message: &str| Related { path: m.clone(), line, message: message.into() };
+        assert_eq!(
+            d.related,
+            [
+                related(6, "value moved here"),
+                related(5, "move occurs because `v` has type `Vec<i32>`, which does not implement the `Copy` trait"),
+                related(
+                    0,
+                    "note: consider changing this parameter type in function `take` to borrow instead if owning the value isn't necessary: this parameter takes ownership of the value"
+                ),
+                related(
+                    6,
+                    "help: consider cloning the value if the performance cost is acceptable (insert `.clone()` at 7:11)"
+                ),
+            ],
+            "the std library's place, outside the root, is left out"
+        );
+        assert!(d.notes.is_empty());
+        let w = &f.diagnostics[1].diagnostic;
+        assert_eq!(w.notes, ["note: `#[warn(unused_variables)]` on by default"]);
+        assert_eq!((w.code_link.as_deref(), w.related.len()), (None, 0), "a lint name has no error-index page");
+        assert_eq!(
+            rustc_code_link("clippy::needless_return").as_deref(),
+            Some("https://rust-lang.github.io/rust-clippy/master/index.html#needless_return")
+        );
+    }
+
+    /// SARIF with a region's end, a rule's `helpUri` and related locations
+    /// (one outside the root, left out).
+    #[test]
+    fn sarif_related_locations_ends_and_rule_links_are_kept() {
+        let text = r#"{"version": "2.1.0", "runs": [{
+  "tool": {"driver": {"name": "CodeQL", "rules": [{"id": "js/unused", "helpUri": "https://codeql.example/js-unused"}]}},
+  "results": [{"ruleId": "js/unused", "level": "warning", "message": {"text": "Unused variable x."},
+    "locations": [{"physicalLocation": {"artifactLocation": {"uri": "src/a.js"}, "region": {"startLine": 3, "startColumn": 7, "endColumn": 8}}}],
+    "relatedLocations": [
+      {"id": 1, "physicalLocation": {"artifactLocation": {"uri": "src/b.js"}, "region": {"startLine": 9, "startColumn": 1}}, "message": {"text": "x is declared again here"}},
+      {"id": 2, "physicalLocation": {"artifactLocation": {"uri": "/etc/x.js"}, "region": {"startLine": 1}}, "message": {"text": "outside"}},
+      {"id": 3, "physicalLocation": {"artifactLocation": {"uri": "src/c.js"}}}]},
+   {"ruleIndex": 0, "message": {"text": "by index"}, "locations": [{"physicalLocation": {"artifactLocation": {"uri": "src/a.js"}, "region": {"startLine": 5, "endLine": 6, "endColumn": 2}}}]}]
+}]}"#;
+        let f = parsed(text);
+        let d = &f.diagnostics[0].diagnostic;
+        assert_eq!((d.at, d.end), (LineCol::new(2, 6), Some(LineCol::new(2, 7))));
+        assert_eq!(d.code_link.as_deref(), Some("https://codeql.example/js-unused"));
+        assert_eq!(
+            d.related,
+            [Related { path: Path::new(ROOT).join("src/b.js"), line: 8, message: "x is declared again here".into() }]
+        );
+        let by_index = &f.diagnostics[1].diagnostic;
+        assert_eq!(by_index.end, Some(LineCol::new(5, 1)));
+        assert_eq!(by_index.code_link.as_deref(), Some("https://codeql.example/js-unused"));
     }
 }

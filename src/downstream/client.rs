@@ -202,6 +202,16 @@ fn initialize_params(
             ..Default::default()
         }),
         workspace: Some(lsp::WorkspaceClientCapabilities {
+            // The shapes `decode::quick_fixes` reads a quick fix's edit in.
+            workspace_edit: Some(lsp::WorkspaceEditClientCapabilities {
+                document_changes: Some(true),
+                resource_operations: Some(vec![
+                    lsp::ResourceOperationKind::Create,
+                    lsp::ResourceOperationKind::Rename,
+                    lsp::ResourceOperationKind::Delete,
+                ]),
+                ..Default::default()
+            }),
             configuration: Some(true),
             workspace_folders: Some(true),
             symbol: Some(lsp::WorkspaceSymbolClientCapabilities::default()),
@@ -224,9 +234,24 @@ fn initialize_params(
                 content_format: Some(vec![lsp::MarkupKind::PlainText, lsp::MarkupKind::Markdown]),
                 ..Default::default()
             }),
+            // Where the conflicting definition is, the rule's page: the
+            // first message shows both (`fix::prompt`).
             publish_diagnostics: Some(lsp::PublishDiagnosticsClientCapabilities {
                 version_support: Some(true),
-                related_information: Some(false),
+                related_information: Some(true),
+                code_description_support: Some(true),
+                ..Default::default()
+            }),
+            // Quick fixes as literals with their edits (no resolve: the edit
+            // comes in the answer), shown to the model, never applied.
+            code_action: Some(lsp::CodeActionClientCapabilities {
+                code_action_literal_support: Some(lsp::CodeActionLiteralSupport {
+                    code_action_kind: lsp::CodeActionKindLiteralSupport {
+                        value_set: vec![lsp::CodeActionKind::QUICKFIX.as_str().to_string()],
+                    },
+                }),
+                is_preferred_support: Some(true),
+                disabled_support: Some(true),
                 ..Default::default()
             }),
             ..Default::default()
@@ -299,6 +324,15 @@ impl Client {
     /// Whether the server counts positions in UTF-8 bytes (else UTF-16).
     pub fn utf8(&self) -> bool {
         self.capabilities.position_encoding.as_ref() == Some(&lsp::PositionEncodingKind::UTF8)
+    }
+
+    /// Whether the server answers `textDocument/codeAction`.
+    pub fn offers_code_actions(&self) -> bool {
+        match &self.capabilities.code_action_provider {
+            Some(lsp::CodeActionProviderCapability::Simple(on)) => *on,
+            Some(lsp::CodeActionProviderCapability::Options(_)) => true,
+            None => false,
+        }
     }
 
     pub fn is_dead(&self) -> bool {
@@ -709,6 +743,23 @@ mod tests {
         assert_eq!(decode_result::<request::GotoDefinition>("s", Value::Null).unwrap(), None);
         let init = decode_result::<request::Initialize>("s", json!({"capabilities": {"positionEncoding": "utf-8"}}));
         assert_eq!(init.unwrap().capabilities.position_encoding, Some(lsp::PositionEncodingKind::UTF8));
+    }
+
+    #[test]
+    fn the_client_declares_related_information_code_links_and_quick_fix_literals() {
+        let root: lsp::Uri = "file:///w".parse().unwrap();
+        let params = initialize_params(Path::new("/w"), root, vec![], None);
+        let caps = serde_json::to_value(&params.capabilities).unwrap();
+        let published = &caps["textDocument"]["publishDiagnostics"];
+        assert_eq!(
+            (&published["relatedInformation"], &published["codeDescriptionSupport"]),
+            (&json!(true), &json!(true))
+        );
+        let actions = &caps["textDocument"]["codeAction"];
+        assert_eq!(actions["codeActionLiteralSupport"]["codeActionKind"]["valueSet"], json!(["quickfix"]));
+        // No resolve: servers put the edit in the answer.
+        assert!(actions.get("resolveSupport").is_none(), "{actions}");
+        assert_eq!(caps["workspace"]["workspaceEdit"]["documentChanges"], json!(true));
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! From the LSP results servers send to our own `Symbol`, `Location`,
-//! `Diagnostic` and hover text: every union shape the protocol allows.
+//! `Diagnostic` (whole: range, code link, related places), `QuickFix` and
+//! hover text: every union shape the protocol allows, columns in
+//! characters where the text the server counts in is known.
 //! Decoding itself (JSON → LSP types) happens in `client.rs`, where a result
 //! of the wrong shape becomes a `Malformed` error for its query.
 
@@ -8,9 +10,9 @@ use std::path::Path;
 use tower_lsp_server::ls_types as lsp;
 
 use super::uri::uri_to_path;
-use super::{Location, Symbol};
-use crate::diagnostic::{Diagnostic, Severity};
-use crate::position::{LineCol, LineRange};
+use super::{FixChange, Location, QuickFix, Symbol};
+use crate::diagnostic::{Diagnostic, Related, Severity};
+use crate::position::{LineCol, LineRange, Span};
 
 pub fn symbol_kind(kind: lsp::SymbolKind) -> &'static str {
     use lsp::SymbolKind as K;
@@ -138,11 +140,42 @@ pub fn hover_text(hover: Option<lsp::Hover>) -> Option<String> {
     (!text.trim().is_empty()).then_some(text)
 }
 
-pub fn diagnostics(items: &[lsp::Diagnostic]) -> Vec<Diagnostic> {
+/// The character column of a server's `character` on 0-based `line` of
+/// `text` (UTF-8 bytes, else UTF-16 units), clamped as the documents'
+/// conversions are: past the line's end is its end (before a `\r`), inside
+/// a code point is that code point's start.
+pub fn char_column(text: &str, line: u32, character: u32, utf8: bool) -> u32 {
+    let line_text = text.split('\n').nth(line as usize).unwrap_or("");
+    let line_text = line_text.strip_suffix('\r').unwrap_or(line_text);
+    let (mut units, mut chars) = (0usize, 0u32);
+    for c in line_text.chars() {
+        units += if utf8 { c.len_utf8() } else { c.len_utf16() };
+        if units > character as usize {
+            break;
+        }
+        chars += 1;
+    }
+    chars
+}
+
+/// Ours of a server's position: its column in characters when the text it
+/// counts in is known, else as the server sent it.
+fn place_in(text: Option<&str>, p: &lsp::Position, utf8: bool) -> LineCol {
+    match text {
+        Some(text) => LineCol::new(p.line, char_column(text, p.line, p.character, utf8)),
+        None => LineCol::new(p.line, p.character),
+    }
+}
+
+/// The diagnostics a server published for `text` (its positions in UTF-8
+/// bytes when `utf8`, else UTF-16 units), whole: range in characters, code
+/// and its link, related places in files (others are left out).
+pub fn diagnostics(items: &[lsp::Diagnostic], text: &str, utf8: bool) -> Vec<Diagnostic> {
     items
         .iter()
         .map(|d| Diagnostic {
-            at: LineCol::new(d.range.start.line, d.range.start.character),
+            at: place_in(Some(text), &d.range.start, utf8),
+            end: Some(place_in(Some(text), &d.range.end, utf8)),
             severity: d.severity.map(severity),
             message: d.message.clone(),
             source: d.source.clone(),
@@ -150,8 +183,120 @@ pub fn diagnostics(items: &[lsp::Diagnostic]) -> Vec<Diagnostic> {
                 lsp::NumberOrString::String(s) => s.clone(),
                 lsp::NumberOrString::Number(n) => n.to_string(),
             }),
+            code_link: d.code_description.as_ref().map(|c| c.href.as_str().to_string()),
+            related: d
+                .related_information
+                .iter()
+                .flatten()
+                .filter_map(|r| {
+                    let path = uri_to_path(r.location.uri.as_str())?;
+                    Some(Related { path, line: r.location.range.start.line, message: r.message.clone() })
+                })
+                .collect(),
+            notes: Vec::new(),
         })
         .collect()
+}
+
+/// Whether a code action of `kind` is a quick fix: `quickfix` or one of its
+/// sub-kinds, or no kind at all (servers that ignore `only` still say).
+fn is_quick_fix(kind: Option<&lsp::CodeActionKind>) -> bool {
+    kind.is_none_or(|k| {
+        let k = k.as_str();
+        k == "quickfix" || k.starts_with("quickfix.")
+    })
+}
+
+/// The quick fixes of a `textDocument/codeAction` answer: commands (no edit
+/// to show) and code actions of a quick-fix kind that are not disabled,
+/// each with its edit as our `FixChange`s (files in path order, edits in
+/// the server's order; edits of non-file URIs left out). `text_of` gives
+/// the text the server has of a path, for columns in characters.
+pub fn quick_fixes(
+    response: Option<lsp::CodeActionResponse>,
+    text_of: &dyn Fn(&Path) -> Option<String>,
+    utf8: bool,
+) -> Vec<QuickFix> {
+    let mut out = Vec::new();
+    for item in response.unwrap_or_default() {
+        match item {
+            lsp::CodeActionOrCommand::Command(c) => {
+                out.push(QuickFix { title: c.title, preferred: false, changes: Vec::new(), command: true })
+            }
+            lsp::CodeActionOrCommand::CodeAction(a) => {
+                if a.disabled.is_some() || !is_quick_fix(a.kind.as_ref()) {
+                    continue;
+                }
+                let changes = a.edit.map(|e| fix_changes(e, text_of, utf8)).unwrap_or_default();
+                out.push(QuickFix {
+                    title: a.title,
+                    preferred: a.is_preferred.unwrap_or(false),
+                    changes,
+                    command: a.command.is_some(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// A `WorkspaceEdit` as our changes: `documentChanges` when given (in
+/// order), else `changes` by path.
+fn fix_changes(edit: lsp::WorkspaceEdit, text_of: &dyn Fn(&Path) -> Option<String>, utf8: bool) -> Vec<FixChange> {
+    let path = |uri: &lsp::Uri| uri_to_path(uri.as_str());
+    let edits = |uri: &lsp::Uri, edits: Vec<lsp::TextEdit>, out: &mut Vec<FixChange>| {
+        let Some(path) = path(uri) else { return };
+        let text = text_of(&path);
+        for e in edits {
+            let span = Span::new(
+                place_in(text.as_deref(), &e.range.start, utf8),
+                place_in(text.as_deref(), &e.range.end, utf8),
+            );
+            out.push(FixChange::Edit { path: path.clone(), span, text: e.new_text });
+        }
+    };
+    let document_edit = |e: lsp::TextDocumentEdit, out: &mut Vec<FixChange>| {
+        let plain = e
+            .edits
+            .into_iter()
+            .map(|e| match e {
+                lsp::OneOf::Left(e) => e,
+                lsp::OneOf::Right(a) => a.text_edit,
+            })
+            .collect();
+        edits(&e.text_document.uri, plain, out);
+    };
+    let mut out = Vec::new();
+    match edit.document_changes {
+        Some(lsp::DocumentChanges::Edits(all)) => all.into_iter().for_each(|e| document_edit(e, &mut out)),
+        Some(lsp::DocumentChanges::Operations(ops)) => {
+            for op in ops {
+                match op {
+                    lsp::DocumentChangeOperation::Edit(e) => document_edit(e, &mut out),
+                    lsp::DocumentChangeOperation::Op(lsp::ResourceOp::Create(c)) => {
+                        out.extend(path(&c.uri).map(FixChange::Create))
+                    }
+                    lsp::DocumentChangeOperation::Op(lsp::ResourceOp::Delete(d)) => {
+                        out.extend(path(&d.uri).map(FixChange::Delete))
+                    }
+                    lsp::DocumentChangeOperation::Op(lsp::ResourceOp::Rename(r)) => {
+                        if let (Some(from), Some(to)) = (path(&r.old_uri), path(&r.new_uri)) {
+                            out.push(FixChange::Rename { from, to });
+                        }
+                    }
+                }
+            }
+        }
+        None => {
+            let mut by_path: Vec<(lsp::Uri, Vec<lsp::TextEdit>)> =
+                edit.changes.unwrap_or_default().into_iter().collect();
+            by_path.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+            for (uri, e) in by_path {
+                edits(&uri, e, &mut out);
+            }
+        }
+    }
+    out
 }
 
 /// Ours of an LSP severity; a value outside the four counts as a hint.
@@ -268,7 +413,8 @@ mod tests {
             {"range": range(4), "severity": 3, "message": "i"},
             {"range": range(5), "severity": 4, "message": "h"}
         ]));
-        let d = diagnostics(&items);
+        let text = "0\n1\n  two\n  three\n  four\n  five\n";
+        let d = diagnostics(&items, text, false);
         assert_eq!(
             d.iter().map(|d| d.shown_severity().name()).collect::<Vec<_>>(),
             ["error", "warning", "info", "hint"]
@@ -293,5 +439,98 @@ mod tests {
         assert!(serde_json::from_value::<Option<lsp::Hover>>(json!({"contents": 7})).is_err());
         assert!(serde_json::from_value::<Option<lsp::WorkspaceSymbolResponse>>(json!({})).is_err());
         assert!(serde_json::from_value::<Option<Vec<lsp::Location>>>(json!([{"uri": "not a uri at all"}])).is_err());
+    }
+
+    #[test]
+    fn diagnostics_come_whole_with_columns_in_characters() {
+        // Line 1: CJK and an emoji before `bad`, CRLF ends.
+        let text = "ok\r\nx = \"漢😀\" + bad\r\n";
+        // In UTF-16 `bad` is at 12..15 (the emoji is two units); in UTF-8 at 16..19.
+        let at = |a: u32, b: u32| json!({"start": {"line": 1, "character": a}, "end": {"line": 1, "character": b}});
+        let item = |at: Value| {
+            json!({"range": at, "message": "undefined", "code": "E1",
+                "codeDescription": {"href": "https://example.com/E1"},
+                "relatedInformation": [
+                    {"location": {"uri": "file:///w/lib.py", "range": range(6)}, "message": "defined here"},
+                    {"location": {"uri": "untitled:1", "range": range(1)}, "message": "not a file"}]})
+        };
+        for (utf8, range) in [(false, at(12, 15)), (true, at(16, 19))] {
+            let items: Vec<lsp::Diagnostic> = decode(json!([item(range)]));
+            let d = &diagnostics(&items, text, utf8)[0];
+            assert_eq!((d.at, d.end), (LineCol::new(1, 11), Some(LineCol::new(1, 14))), "utf8: {utf8}");
+            assert_eq!(d.code_link.as_deref(), Some("https://example.com/E1"));
+            assert_eq!(d.related, [Related { path: "/w/lib.py".into(), line: 6, message: "defined here".into() }]);
+        }
+        // Inside the emoji: its start; past the line's end: the end, before the `\r`.
+        assert_eq!(char_column(text, 1, 7, false), 6);
+        assert_eq!(char_column(text, 1, 99, false), 14);
+        assert_eq!(char_column(text, 0, 99, true), 2);
+        assert_eq!(char_column(text, 9, 3, false), 0);
+    }
+
+    #[test]
+    fn code_actions_become_quick_fixes_with_their_edits() {
+        let r = |a: u32, b: u32| json!({"start": {"line": 0, "character": a}, "end": {"line": 0, "character": b}});
+        let response = decode(json!([
+            {"title": "Run a command", "command": "fake.fix", "arguments": []},
+            {"title": "Replace", "kind": "quickfix", "isPreferred": true,
+             "edit": {"changes": {"file:///w/b.py": [{"range": r(0, 0), "newText": "import os\n"}],
+                                  "file:///w/a.py": [{"range": r(6, 8), "newText": "0"}]}}},
+            {"title": "Ops", "kind": "quickfix.sub", "command": {"title": "c", "command": "x"},
+             "edit": {"documentChanges": [
+                {"kind": "create", "uri": "file:///w/new.py"},
+                {"textDocument": {"uri": "file:///w/a.py", "version": 3}, "edits": [
+                    {"range": r(0, 1), "newText": "y", "annotationId": "a"}]},
+                {"kind": "rename", "oldUri": "file:///w/a.py", "newUri": "file:///w/c.py"},
+                {"kind": "delete", "uri": "file:///w/old.py"},
+                {"textDocument": {"uri": "untitled:1", "version": null}, "edits": [{"range": r(0, 0), "newText": "z"}]}]}},
+            {"title": "Extract", "kind": "refactor.extract", "edit": {"changes": {}}},
+            {"title": "Off", "kind": "quickfix", "disabled": {"reason": "no"}},
+            {"title": "Bare"}
+        ]));
+        // The server's text of a.py, where `漢` is one UTF-16 unit and three UTF-8 bytes.
+        let text_of = |p: &Path| (p == Path::new("/w/a.py")).then(|| "x = 漢 + ab\n".to_string());
+        let fixes = quick_fixes(response, &text_of, false);
+        let span = |a: u32, b: u32| Span::new(LineCol::new(0, a), LineCol::new(0, b));
+        assert_eq!(
+            fixes,
+            [
+                QuickFix { title: "Run a command".into(), preferred: false, changes: vec![], command: true },
+                QuickFix {
+                    title: "Replace".into(),
+                    preferred: true,
+                    changes: vec![
+                        FixChange::Edit { path: "/w/a.py".into(), span: span(6, 8), text: "0".into() },
+                        FixChange::Edit { path: "/w/b.py".into(), span: span(0, 0), text: "import os\n".into() },
+                    ],
+                    command: false,
+                },
+                QuickFix {
+                    title: "Ops".into(),
+                    preferred: false,
+                    changes: vec![
+                        FixChange::Create("/w/new.py".into()),
+                        FixChange::Edit { path: "/w/a.py".into(), span: span(0, 1), text: "y".into() },
+                        FixChange::Rename { from: "/w/a.py".into(), to: "/w/c.py".into() },
+                        FixChange::Delete("/w/old.py".into()),
+                    ],
+                    command: true,
+                },
+                QuickFix { title: "Bare".into(), preferred: false, changes: vec![], command: false },
+            ]
+        );
+        // In UTF-8, byte 5 is inside `漢` (its start, character 4), byte 10 is `a`.
+        let fixes = quick_fixes(
+            decode(
+                json!([{"title": "t", "edit": {"changes": {"file:///w/a.py": [{"range": r(5, 10), "newText": ""}]}}}]),
+            ),
+            &text_of,
+            true,
+        );
+        assert_eq!(
+            fixes[0].changes,
+            [FixChange::Edit { path: "/w/a.py".into(), span: span(4, 8), text: String::new() }]
+        );
+        assert!(quick_fixes(None, &text_of, false).is_empty());
     }
 }

@@ -16,8 +16,11 @@
 //! reader/writer/stderr tasks, pending map, timeouts, size limits,
 //! server→client requests answered), `mod.rs` (`Downstream`: servers per
 //! (language, root), lazy start, one restart, lazy document sync, queries;
-//! the `SymbolSource` trait), `decode.rs` (LSP results, every union shape, to
-//! our `Symbol`/`Location` and `diagnostic::Diagnostic`), `error.rs`
+//! the `SymbolSource` trait; `QuickFix`/`FixChange`, the quick fixes a
+//! server offers for a range, asked with its own diagnostics of the range
+//! and never applied), `decode.rs` (LSP results, every union shape, to
+//! our `Symbol`/`Location`/`QuickFix` and `diagnostic::Diagnostic`, columns
+//! in characters), `error.rs`
 //! (`DownstreamError`), `uri.rs`. The JSON-RPC envelope is a
 //! `serde_json::Value`; params and results are `ls_types` (a result of the
 //! wrong shape is a `Malformed` error for its query), used only inside: what
@@ -37,13 +40,13 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tower_lsp_server::ls_types::notification::{DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument};
 use tower_lsp_server::ls_types::request::{
-    DocumentSymbolRequest, GotoDefinition, HoverRequest, References, Request, WorkspaceSymbolRequest,
+    CodeActionRequest, DocumentSymbolRequest, GotoDefinition, HoverRequest, References, Request, WorkspaceSymbolRequest,
 };
 use tower_lsp_server::ls_types::{self as lsp};
 
 use crate::config::downstream::ServerConfig;
 use crate::diagnostic::Diagnostic;
-use crate::position::LineRange;
+use crate::position::{LineRange, Span};
 pub use client::Client;
 pub use error::DownstreamError;
 use uri::path_to_uri;
@@ -122,6 +125,43 @@ pub struct Location {
     pub kind: Option<&'static str>,
 }
 
+/// A quick fix a language server offers for a range: its title and what it
+/// would change. agentfix never applies one: the first message shows it to
+/// the model, which makes its own edit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuickFix {
+    pub title: String,
+    /// The server marks it as the fix to take (`isPreferred`).
+    pub preferred: bool,
+    /// Its edit; empty for a command-only action.
+    pub changes: Vec<FixChange>,
+    /// It runs a command on the server, whose effect agentfix cannot show.
+    pub command: bool,
+}
+
+/// One change of a quick fix's edit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FixChange {
+    /// `span` of `path` (0-based lines; columns in characters where the
+    /// server's text of `path` is known, else in the server's units)
+    /// becomes `text`.
+    Edit {
+        path: PathBuf,
+        span: Span,
+        text: String,
+    },
+    Create(PathBuf),
+    Rename {
+        from: PathBuf,
+        to: PathBuf,
+    },
+    Delete(PathBuf),
+}
+
+/// How long one `textDocument/codeAction` may take: the quick fixes are a
+/// hint for the first message, and a slow server must not stall the run.
+pub const QUICK_FIX_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// What the tools ask of language servers. `text` is the run's current text
 /// of `path`; positions are 0-based lines and char columns in that text.
 #[async_trait]
@@ -150,6 +190,18 @@ pub trait SymbolSource: Send + Sync {
     /// Gives servers back the editor's text (`None`: not open in the editor)
     /// of the documents a run synced.
     async fn release(&self, docs: &[(PathBuf, Option<String>)]);
+    /// The quick fixes the server offers for each of `spans` of `text`
+    /// (0-based lines, char columns), one list per span, each asked with
+    /// the diagnostics the server published for `text` that overlap its
+    /// span. Never applied. A source without the notion offers none.
+    async fn quick_fixes(
+        &self,
+        _path: &Path,
+        _text: &str,
+        spans: &[Span],
+    ) -> Result<Vec<Vec<QuickFix>>, DownstreamError> {
+        Ok(vec![Vec::new(); spans.len()])
+    }
 }
 
 /// Timing of the waits on servers: the configuration's, as it is.
@@ -436,6 +488,13 @@ impl Downstream {
     }
 }
 
+/// Whether two ranges share a position (ends inclusive: a diagnostic that
+/// touches the span counts).
+fn overlaps(a: &lsp::Range, b: &lsp::Range) -> bool {
+    let le = |p: &lsp::Position, q: &lsp::Position| (p.line, p.character) <= (q.line, q.character);
+    le(&a.start, &b.end) && le(&b.start, &a.end)
+}
+
 /// The URI a server is given for `path`.
 fn document_uri(path: &Path) -> Result<lsp::Uri, DownstreamError> {
     decode::uri_of(path).ok_or_else(|| DownstreamError::BadPath(path.to_path_buf()))
@@ -524,7 +583,7 @@ impl SymbolSource for Downstream {
         self.dirty.lock().unwrap_or_else(|e| e.into_inner()).insert(path.to_path_buf());
         let uri = path_to_uri(path);
         match server.client.settled_diagnostics(&uri, version, sent, self.wait.settle, self.wait.max).await {
-            Some(items) => Ok(decode::diagnostics(&items)),
+            Some(items) => Ok(decode::diagnostics(&items, text, server.utf8)),
             None if server.client.is_dead() => {
                 Err(DownstreamError::Unavailable { language: server.language.clone(), why: server.client.death() })
             }
@@ -533,6 +592,60 @@ impl SymbolSource for Downstream {
                 secs: self.wait.max.as_secs_f32(),
             }),
         }
+    }
+
+    async fn quick_fixes(
+        &self,
+        path: &Path,
+        text: &str,
+        spans: &[Span],
+    ) -> Result<Vec<Vec<QuickFix>>, DownstreamError> {
+        let server = self.server_for(path).await?;
+        if spans.is_empty() || !server.client.offers_code_actions() {
+            return Ok(vec![Vec::new(); spans.len()]);
+        }
+        let (version, sent) = self.sync(&server, path, text).await?;
+        self.dirty.lock().unwrap_or_else(|e| e.into_inner()).insert(path.to_path_buf());
+        // The context of each request: what the server published for this
+        // text (none in time: an empty context, servers still answer).
+        let published = server
+            .client
+            .settled_diagnostics(&path_to_uri(path), version, sent, self.wait.settle, self.wait.max)
+            .await
+            .unwrap_or_default();
+        let uri = document_uri(path)?;
+        let asks = spans.iter().map(|span| {
+            let range = lsp::Range {
+                start: Self::position(&server, text, span.start.line, span.start.column),
+                end: Self::position(&server, text, span.end.line, span.end.column),
+            };
+            let diagnostics = published.iter().filter(|d| overlaps(&d.range, &range)).cloned().collect();
+            let params = lsp::CodeActionParams {
+                text_document: lsp::TextDocumentIdentifier { uri: uri.clone() },
+                range,
+                context: lsp::CodeActionContext {
+                    diagnostics,
+                    only: Some(vec![lsp::CodeActionKind::QUICKFIX]),
+                    trigger_kind: Some(lsp::CodeActionTriggerKind::INVOKED),
+                },
+                work_done_progress_params: Default::default(),
+                partial_result_params: Default::default(),
+            };
+            server.client.request::<CodeActionRequest>(params, QUICK_FIX_TIMEOUT)
+        });
+        let answers = futures::future::join_all(asks).await;
+        let docs = server.docs.lock().await;
+        let text_of = |p: &Path| docs.get(p).map(|(_, t)| t.clone());
+        Ok(answers
+            .into_iter()
+            .map(|a| match a {
+                Ok(r) => decode::quick_fixes(r, &text_of, server.utf8),
+                Err(e) => {
+                    tracing::info!("no quick fixes: {e}");
+                    Vec::new()
+                }
+            })
+            .collect())
     }
 
     async fn release(&self, docs: &[(PathBuf, Option<String>)]) {

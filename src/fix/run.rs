@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::prompt::{SYSTEM_PROMPT, outline, system_prompt, task_prompt};
+use super::prompt::{SYSTEM_PROMPT, first_context, system_prompt, task_prompt};
 use super::rounds::{Ended, Rounds};
 use super::toolbox::{KeyScrubbed, UntilEdit, toolbox};
 use super::verdict::{Spend, Verdict};
@@ -12,7 +12,7 @@ use super::{Prepared, Request, Services};
 use crate::agent::{Outcome, RunEvent, Stop};
 use crate::config::Config;
 use crate::config::limits::Limits;
-use crate::downstream::SymbolSource;
+use crate::downstream::{QuickFix, SymbolSource};
 use crate::follow_up;
 use crate::model::Message;
 use crate::tools::{ToolContext, ToolSet};
@@ -95,8 +95,8 @@ pub(super) async fn run_one(prepared: &Prepared, services: Services<'_>, request
         // A fork goes on from its conversation: nothing to read again.
         Begin::Forked(messages) => messages,
         begin => {
-            let outline = outline(symbols.as_deref(), &overlay, target, cancel).await;
-            let first = first_messages(config, &overlay, request, outline.as_deref());
+            let (outline, fixes) = first_context(symbols.as_deref(), &overlay, request, cancel).await;
+            let first = first_messages(config, &overlay, request, outline.as_deref(), &fixes);
             match begin {
                 Begin::Task { note: Some(note) } => follow_up::continued(&first, note),
                 _ => first,
@@ -189,7 +189,13 @@ async fn built_system_prompt(config: &Config, overlay: &Overlay, target: &Path) 
 /// The conversation a run starts from: the task, or a follow-up's past
 /// conversation with the user's report. Both quote the workspace's files,
 /// so they are scrubbed as the file tools' results are.
-fn first_messages(config: &Config, overlay: &Overlay, request: &Request, outline: Option<&str>) -> Vec<Message> {
+fn first_messages(
+    config: &Config,
+    overlay: &Overlay,
+    request: &Request,
+    outline: Option<&str>,
+    fixes: &[Vec<QuickFix>],
+) -> Vec<Message> {
     let redactor = config.key_redactor();
     let target = &request.target;
     match request.follow_up.as_deref() {
@@ -198,7 +204,7 @@ fn first_messages(config: &Config, overlay: &Overlay, request: &Request, outline
             follow_up::continued(&past.messages, redactor.redact_file_text(&report).into_owned())
         }
         None => {
-            let prompt = task_prompt(target, overlay, outline);
+            let prompt = task_prompt(target, overlay, outline, fixes);
             vec![Message::user_text(redactor.redact_file_text(&prompt).into_owned())]
         }
     }

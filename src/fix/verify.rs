@@ -363,7 +363,7 @@ mod tests {
     use crate::position::LineCol;
 
     fn d(line: u32, severity: Option<Severity>, message: &str) -> Diagnostic {
-        Diagnostic { at: LineCol::new(line, 0), severity, source: None, code: None, message: message.into() }
+        Diagnostic { at: LineCol::new(line, 0), severity, message: message.into(), ..Default::default() }
     }
 
     #[test]

@@ -13,7 +13,7 @@ use tower_lsp_server::ls_types::{
     TextDocumentContentChangeEvent, TextDocumentEdit, TextEdit, Uri, WorkspaceEdit,
 };
 
-use crate::diagnostic::Severity;
+use crate::diagnostic::{Related, Severity};
 use crate::documents::{Change, PositionEncoding, encoding};
 use crate::position::{LineCol, LineRange, Span};
 use crate::workspace::{Edit, EditReason, FileChange, hunks, runs_code};
@@ -85,10 +85,27 @@ pub fn range_lines(r: &Range) -> LineRange {
     LineRange::new(start, end.max(start))
 }
 
-/// One of the editor's diagnostics, at its start.
-pub fn diagnostic_from_proto(d: &Diagnostic) -> crate::diagnostic::Diagnostic {
+/// One of the editor's diagnostics, whole: its range, code and the code's
+/// link, and its related places (a `file:` URI's path and line; others are
+/// left out). `text` is the document's text, when the editor has it open:
+/// the range's columns, in `encoding`, become characters of its lines (as
+/// the model counts them); without it they are kept as they came.
+pub fn diagnostic_from_proto(
+    d: &Diagnostic,
+    text: Option<&Rope>,
+    encoding: PositionEncoding,
+) -> crate::diagnostic::Diagnostic {
+    let place = |p: &Position| match text {
+        Some(rope) => {
+            let at = encoding::position_to_char(rope, p.line, p.character, encoding);
+            let (line, column) = encoding::char_to_position(rope, at, PositionEncoding::Utf32);
+            LineCol::new(line, column)
+        }
+        None => LineCol::new(p.line, p.character),
+    };
     crate::diagnostic::Diagnostic {
-        at: LineCol::new(d.range.start.line, d.range.start.character),
+        at: place(&d.range.start),
+        end: Some(place(&d.range.end)),
         severity: d.severity.map(|s| match s {
             DiagnosticSeverity::ERROR => Severity::Error,
             DiagnosticSeverity::WARNING => Severity::Warning,
@@ -100,7 +117,18 @@ pub fn diagnostic_from_proto(d: &Diagnostic) -> crate::diagnostic::Diagnostic {
             NumberOrString::Number(n) => n.to_string(),
             NumberOrString::String(s) => s.clone(),
         }),
+        code_link: d.code_description.as_ref().map(|c| c.href.as_str().to_string()),
         message: d.message.clone(),
+        related: d
+            .related_information
+            .iter()
+            .flatten()
+            .filter_map(|r| {
+                let path = uri_to_path(&r.location.uri)?;
+                Some(Related { path, line: r.location.range.start.line, message: r.message.clone() })
+            })
+            .collect(),
+        notes: Vec::new(),
     }
 }
 
@@ -630,5 +658,30 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn an_editors_diagnostic_comes_whole_with_columns_in_characters() {
+        // `bad` after CJK and an emoji, CRLF ends: UTF-16 12..15, UTF-8 16..19.
+        let rope = Rope::from_str("ok\r\nx = \"漢😀\" + bad\r\n");
+        let d = |a: u32, b: u32| -> Diagnostic {
+            serde_json::from_value(serde_json::json!({
+                "range": {"start": {"line": 1, "character": a}, "end": {"line": 1, "character": b}},
+                "message": "undefined", "code": 7, "codeDescription": {"href": "https://example.com/7"},
+                "relatedInformation": [
+                    {"location": {"uri": "file:///w/lib.py", "range": {"start": {"line": 4, "character": 0}, "end": {"line": 4, "character": 3}}}, "message": "here"},
+                    {"location": {"uri": "untitled:x", "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}}, "message": "no file"}]
+            }))
+            .unwrap()
+        };
+        for (encoding, (a, b)) in [(PositionEncoding::Utf16, (12, 15)), (PositionEncoding::Utf8, (16, 19))] {
+            let ours = diagnostic_from_proto(&d(a, b), Some(&rope), encoding);
+            assert_eq!((ours.at, ours.end), (LineCol::new(1, 11), Some(LineCol::new(1, 14))), "{encoding:?}");
+            assert_eq!((ours.code.as_deref(), ours.code_link.as_deref()), (Some("7"), Some("https://example.com/7")));
+            assert_eq!(ours.related, [Related { path: "/w/lib.py".into(), line: 4, message: "here".into() }]);
+        }
+        // Without the buffer the columns stay as they came.
+        let ours = diagnostic_from_proto(&d(12, 15), None, PositionEncoding::Utf16);
+        assert_eq!((ours.at, ours.end), (LineCol::new(1, 12), Some(LineCol::new(1, 15))));
     }
 }

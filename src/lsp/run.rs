@@ -25,6 +25,7 @@ use super::progress::RunProgress;
 use super::session::{ClientSupport, KEPT_RUNS, KeptRun, RunGuard, Session};
 use super::{convert, proposal};
 use crate::agent::{RunEvent, Stop};
+use crate::diagnostic::Diagnostic;
 use crate::documents::PositionEncoding;
 use crate::downstream::SymbolSource;
 use crate::fix::{
@@ -321,6 +322,14 @@ async fn refuse(client: &Client, kind: MessageType, msg: String, error: fn(Strin
     error(msg)
 }
 
+/// The editor's diagnostics of the run, whole, their columns as characters
+/// of the buffer's lines when the editor has it open (the target, by the
+/// version check of `start`).
+fn problems_of(session: &Session, args: &FixArguments, encoding: PositionEncoding) -> Vec<Diagnostic> {
+    let rope = session.docs.get(args.uri.as_str()).map(|d| d.rope);
+    args.diagnostics.iter().map(|d| convert::diagnostic_from_proto(d, rope.as_ref(), encoding)).collect()
+}
+
 /// Everything before the run: the target's path, the configuration and
 /// model, the refusals (protected, out of sync, busy), the registration.
 async fn start(
@@ -357,7 +366,7 @@ async fn start(
     let target = Target {
         path: path.clone(),
         lines: convert::range_lines(&args.range),
-        problems: args.diagnostics.iter().map(convert::diagnostic_from_proto).collect(),
+        problems: problems_of(session, &args, state.encoding),
         instruction: args.instruction.clone(),
     };
     let request = Request {
