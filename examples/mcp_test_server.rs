@@ -9,6 +9,11 @@
 //! - `write_note` (no annotations): answers `wrote <text>`, or an error
 //!   result (`isError`) for the text `fail`.
 //!
+//! Resources, in two pages of `resources/list` (the second after the cursor
+//! `page2`): `test://notes/readme` (text) on the first, `test://data.bin`
+//! (a blob) on the second; `resources/read` of any other uri is the
+//! JSON-RPC error -32002 (resource not found).
+//!
 //! Each start appends `start <pid>` to the file `MCP_TEST_LOG` names, when set.
 
 use std::io::{BufRead, Write};
@@ -30,7 +35,7 @@ fn main() {
         let reply = match method {
             "initialize" => json!({"result": {
                 "protocolVersion": msg["params"]["protocolVersion"].as_str().unwrap_or("2025-06-18"),
-                "capabilities": {"tools": {}},
+                "capabilities": {"tools": {}, "resources": {}},
                 "serverInfo": {"name": "mcp-test-server", "version": "1.0.0"}
             }}),
             "tools/list" => json!({"result": {"tools": [
@@ -77,6 +82,24 @@ fn main() {
                     _ => json!({"error": {"code": -32602, "message": "unknown tool"}}),
                 }
             }
+            "resources/list" => match msg["params"]["cursor"].as_str() {
+                None => json!({"result": {"resources": [
+                    {"uri": "test://notes/readme", "name": "readme", "mimeType": "text/markdown", "description": "The notes."}
+                ], "nextCursor": "page2"}}),
+                Some("page2") => json!({"result": {"resources": [
+                    {"uri": "test://data.bin", "name": "data", "mimeType": "application/octet-stream"}
+                ]}}),
+                Some(_) => json!({"error": {"code": -32602, "message": "invalid cursor"}}),
+            },
+            "resources/read" => match msg["params"]["uri"].as_str().unwrap_or("") {
+                "test://notes/readme" => json!({"result": {"contents": [
+                    {"uri": "test://notes/readme", "mimeType": "text/markdown", "text": "# Notes\nstdio resource text"}
+                ]}}),
+                "test://data.bin" => json!({"result": {"contents": [
+                    {"uri": "test://data.bin", "mimeType": "application/octet-stream", "blob": "AAECAwQFBgc="}
+                ]}}),
+                uri => json!({"error": {"code": -32002, "message": format!("Resource not found: {uri}")}}),
+            },
             "ping" => json!({"result": {}}),
             _ => json!({"error": {"code": -32601, "message": "method not found"}}),
         };

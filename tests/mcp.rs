@@ -1,14 +1,18 @@
 //! MCP tool servers through `agentfix fix` and `agentfix check`, against
-//! the mock model and `examples/mcp_test_server.rs`: the tools namespaced
-//! in the request, read-only calls run, others denied unless
-//! `autoApprove`d or allowed, error results, a crash (restarted once), a
-//! hang (the per-call timeout), the environment by allow list, credentials
-//! in results redacted, `check`.
+//! the mock model, `examples/mcp_test_server.rs` (stdio) and
+//! `examples/mcp_http_test_server.rs` (streamable HTTP, rmcp's server on
+//! 127.0.0.1): the tools namespaced in the request, read-only calls run,
+//! others denied unless `autoApprove`d or allowed, error results, a crash
+//! (restarted once), a hang (the per-call timeout), the environment by
+//! allow list, credentials in results redacted, resources as tools over
+//! both transports, the HTTP server's `${env:…}` Authorization header (its
+//! value never shown, a refused one leaving that server out), `check`.
 
 mod common;
 
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 
 use common::agentfix_bin;
 use common::mock_model::{self, MockModel, text_reply, tool_reply};
@@ -106,6 +110,64 @@ fn results(mock: &MockModel, request: usize) -> Vec<(String, bool)> {
         .collect()
 }
 
+/// `examples/mcp_http_test_server.rs`, running until dropped.
+struct HttpServer {
+    child: Child,
+    /// Its endpoint, `http://127.0.0.1:PORT/mcp`.
+    url: String,
+    log: PathBuf,
+}
+
+impl HttpServer {
+    /// A server that wants `Bearer <token>`, logging to `log`.
+    fn start(token: &str, log: &Path) -> Self {
+        let mut child = Command::new(common::example("mcp_http_test_server"))
+            .env("MCP_TEST_TOKEN", token)
+            .env("MCP_TEST_LOG", log)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the HTTP test server");
+        let mut url = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut url).unwrap();
+        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+        Self { child, url: url.trim().to_string(), log: log.to_path_buf() }
+    }
+
+    /// The `auth …` lines of its log.
+    fn auth(&self) -> Vec<String> {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        log.lines().filter(|l| l.starts_with("auth ")).map(str::to_string).collect()
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Every file under `dir`, as text.
+fn all_text_under(dir: &Path) -> String {
+    let mut out = String::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.push_str(&all_text_under(&path));
+        } else {
+            out.push_str(&String::from_utf8_lossy(&std::fs::read(&path).unwrap_or_default()));
+        }
+    }
+    out
+}
+
+/// The names of the tools in the model's first request.
+fn offered(mock: &MockModel) -> Vec<String> {
+    let tools = mock.requests()[0].body["tools"].as_array().cloned().unwrap_or_default();
+    tools.iter().filter_map(|t| t["name"].as_str().map(str::to_string)).collect()
+}
+
 #[test]
 fn tools_are_namespaced_read_only_ones_run_and_the_others_ask_or_are_auto_approved() {
     let ws = workspace();
@@ -192,7 +254,8 @@ fn a_crashed_server_is_restarted_once_and_a_hung_call_times_out() {
     assert_eq!(r(2), ("found q (key unset, extra x1)".to_string(), false), "restarted");
     assert!(r(3).1);
     let (gone, failed) = r(4);
-    assert!(failed && gone.contains("exited again after a restart"), "{gone}");
+    assert!(failed && gone.contains("went away again after it was started again"), "{gone}");
+    assert!(stderr.contains("warning: MCP server `test` went away again"), "{stderr}");
     assert_eq!(ws.starts(), 2, "one start and one restart");
     let (hung, failed) = r(5);
     assert!(failed && hung.contains("did not answer within 1 s"), "{hung}");
@@ -203,20 +266,34 @@ fn a_crashed_server_is_restarted_once_and_a_hung_call_times_out() {
 #[test]
 fn check_lists_the_servers_and_their_tools_or_why_not() {
     let ws = workspace();
+    let http = HttpServer::start("check-t0ken", &ws.root.parent().unwrap().join("http.log"));
     let mock = MockModel::start();
     let settings = json!({"mcpServers": {
         "test": ws.entry(json!({})),
         "broken": {"command": "/nonexistent/mcp-server"},
-        "web": {"url": "https://example.com/mcp"},
+        "web": {"url": http.url, "headers": {"Authorization": "Bearer ${env:MCP_TEST_CHECK_TOKEN}"}},
+        "neither": {"args": ["x"]},
     }});
-    let out = agentfix(&ws.root, &mock, &["check", "--offline", "--settings", &settings.to_string()]);
+    let args = ["check", "--offline", "--settings", &settings.to_string()];
+    let out = agentfix_with_env(&ws.root, &mock, &args, &[("MCP_TEST_CHECK_TOKEN", "check-t0ken")]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("MCP server test: 2 tools: mcp__test__lookup (read-only), mcp__test__write_note\n"),
+        stdout.contains(
+            "MCP server test: 4 tools: mcp__test__lookup (read-only), mcp__test__write_note, \
+             mcp__test__list_resources (read-only), mcp__test__read_resource (read-only)\n"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "MCP server web: 4 tools: mcp__web__lookup (read-only), mcp__web__write_note, \
+             mcp__web__list_resources (read-only), mcp__web__read_resource (read-only)\n"
+        ),
         "{stdout}"
     );
     assert!(stdout.contains("MCP server broken: cannot start MCP server `broken`"), "{stdout}");
-    assert!(stdout.contains("MCP server web: skipped (no `command`"), "{stdout}");
+    assert!(stdout.contains("MCP server neither: MCP server `neither` has neither `command`"), "{stdout}");
+    assert!(!stdout.contains("check-t0ken"), "{stdout}");
     assert_ne!(out.status.code(), Some(0), "a server that cannot start is a problem");
 }
 
@@ -228,6 +305,15 @@ fn agentfix_toml_may_not_set_mcp_servers() {
     let out = agentfix(&ws.root, &mock, &["fix", "calc.py", "--line", "2"]);
     assert_ne!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("may not set `mcpServers`"));
+    // An HTTP server neither: the repository would choose where requests
+    // (and the user's headers) go.
+    let toml =
+        "[mcpServers.web]\nurl = \"http://127.0.0.1:9/mcp\"\nheaders = { Authorization = \"Bearer ${env:HOME}\" }\n";
+    std::fs::write(ws.root.join("agentfix.toml"), toml).unwrap();
+    let out = agentfix(&ws.root, &mock, &["fix", "calc.py", "--line", "2"]);
+    assert_ne!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("agentfix.toml may not set `mcpServers`"), "{stderr}");
     assert!(mock.requests().is_empty());
 }
 
@@ -331,4 +417,162 @@ fn a_server_gets_the_allow_list_and_env_allow_never_a_secret_under_an_unlisted_n
     let expected = "SECRET_KEY=unset DATABASE_URL=unset PGPASSWORD=unset SENTRY_DSN=unset ANTHROPIC_API_KEY=unset \
                     UNLISTED_SETTING=unset PATH=set HOME=set MY_TOOL_CONFIG=set MCP_TEST_EXTRA=set";
     assert_eq!(results(&mock, 1)[0], (expected.to_string(), false));
+}
+
+#[test]
+fn an_http_server_gets_its_env_header_serves_tools_and_resources_and_the_token_never_shows() {
+    let ws = workspace();
+    let token = "http-t0ken-5d1e";
+    let http = HttpServer::start(token, &ws.root.parent().unwrap().join("http.log"));
+    let mock = MockModel::start();
+    let read = |id: &'static str, uri: &str| (id, "mcp__web__read_resource", json!({ "uri": uri }));
+    mock.push(tool_reply(&[
+        ("toolu_1", "mcp__web__lookup", json!({"query": "q"})),
+        ("toolu_2", "mcp__web__list_resources", json!({})),
+        read("toolu_3", "test://notes/readme"),
+        read("toolu_4", "test://logo.png"),
+        read("toolu_5", "test://nope"),
+    ]));
+    mock.push(text_reply("Nothing to change."));
+    let settings = json!({"mcpServers": {"web": {
+        "url": http.url,
+        "headers": {"Authorization": "Bearer ${env:MCP_TEST_TOKEN_VAR}"},
+    }}});
+    let args = ["fix", "calc.py", "--line", "2", "--settings", &settings.to_string()];
+    // Every crate's log at its most verbose: rmcp's, reqwest's and hyper's too.
+    let env = [("MCP_TEST_TOKEN_VAR", token), ("AGENTFIX_LOG", "trace")];
+    let out = agentfix_with_env(&ws.root, &mock, &args, &env);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(mock.requests().len(), 2, "{stderr}");
+    let names = offered(&mock);
+    for name in ["mcp__web__lookup", "mcp__web__write_note", "mcp__web__list_resources", "mcp__web__read_resource"] {
+        assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
+    }
+    // The header reached the server with the variable's value.
+    let auth = http.auth();
+    assert!(!auth.is_empty() && auth.iter().all(|l| l == "auth ok"), "{auth:?}");
+    let got = results(&mock, 1);
+    assert_eq!(got[0], ("found q over http".to_string(), false));
+    let (listing, failed) = &got[1];
+    assert!(!failed, "{listing}");
+    assert!(listing.contains("- test://notes/readme — readme (text/markdown): The project's notes."), "{listing}");
+    assert!(listing.contains("- test://logo.png — logo (image/png)"), "{listing}");
+    assert_eq!(got[2], ("[resource test://notes/readme (text/plain)]\n# Notes\nDivide with care.".to_string(), false));
+    assert_eq!(got[3], ("[binary resource test://logo.png, 8 bytes, not shown]".to_string(), false));
+    let (unknown, failed) = &got[4];
+    assert!(failed, "{unknown}");
+    assert!(unknown.contains("MCP server `web` refused the read of `test://nope`"), "{unknown}");
+    assert!(unknown.contains("no resource test://nope"), "{unknown}");
+    // The value is nowhere: not in the log (every crate's, at trace), the
+    // transcript, or anything the model was sent.
+    assert!(stderr.contains("MCP server connected") && stderr.contains("TRACE"), "the log was on: {stderr}");
+    let transcripts = all_text_under(&ws.root.parent().unwrap().join("cache"));
+    assert!(transcripts.contains("mcp__web__read_resource"), "the transcript was written");
+    let sent: String = mock.requests().iter().map(|r| r.body.to_string()).collect();
+    for (what, text) in [("log", stderr.as_ref()), ("transcript", transcripts.as_str()), ("requests", sent.as_str())] {
+        assert!(!text.contains(token), "the token in the {what}: {text}");
+    }
+
+    // A server that echoes the Authorization header it got: the model and
+    // the transcript see it scrubbed. (rmcp's own trace log would print the
+    // message it received, so this run keeps the default log.)
+    let mock = MockModel::start();
+    mock.push(tool_reply(&[("toolu_1", "mcp__web__lookup", json!({"query": "auth"}))]));
+    mock.push(text_reply("Nothing to change."));
+    let out = agentfix_with_env(&ws.root, &mock, &args, &[("MCP_TEST_TOKEN_VAR", token)]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(results(&mock, 1)[0], ("auth header: [REDACTED]".to_string(), false), "{stderr}");
+    let transcripts = all_text_under(&ws.root.parent().unwrap().join("cache"));
+    let sent: String = mock.requests().iter().map(|r| r.body.to_string()).collect();
+    for (what, text) in [("log", stderr.as_ref()), ("transcript", transcripts.as_str()), ("requests", sent.as_str())] {
+        assert!(!text.contains(token), "the echoed token in the {what}: {text}");
+    }
+}
+
+#[test]
+fn a_refused_token_or_a_missing_variable_leaves_that_server_out_and_the_run_goes_on() {
+    let ws = workspace();
+    let http = HttpServer::start("the-right-t0ken", &ws.root.parent().unwrap().join("http.log"));
+    let mock = MockModel::start();
+    mock.push(tool_reply(&[("toolu_1", "mcp__test__lookup", json!({"query": "q"}))]));
+    mock.push(text_reply("Nothing to change."));
+    let settings = json!({"mcpServers": {
+        "web": {"url": http.url, "headers": {"Authorization": "Bearer ${env:MCP_TEST_TOKEN_VAR}"}},
+        "unset": {"url": http.url, "headers": {"Authorization": "Bearer ${env:MCP_TEST_NEVER_SET}"}},
+        "test": ws.entry(json!({})),
+    }});
+    let args = ["fix", "calc.py", "--line", "2", "--settings", &settings.to_string()];
+    let out = agentfix_with_env(&ws.root, &mock, &args, &[("MCP_TEST_TOKEN_VAR", "a-wrong-t0ken")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(mock.requests().len(), 2, "{stderr}");
+    let names = offered(&mock);
+    assert!(names.iter().any(|n| n == "mcp__test__lookup"), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("mcp__web__") || n.starts_with("mcp__unset__")), "{names:?}");
+    assert_eq!(results(&mock, 1)[0], ("found q (key unset, extra x1)".to_string(), false));
+    assert_eq!(http.auth(), ["auth refused"], "one handshake, refused, not retried");
+    let refused = format!("warning: MCP server `web` ({}) refused the credentials (", http.url);
+    assert!(stderr.contains(&refused) && stderr.contains("HTTP 401"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "warning: MCP server `unset`: header `Authorization` names the environment variable `MCP_TEST_NEVER_SET`, which is not set"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("a-wrong-t0ken"), "{stderr}");
+}
+
+#[test]
+fn a_stdio_servers_resources_are_listed_page_by_page_and_read_without_asking() {
+    let ws = workspace();
+    let mock = MockModel::start();
+    let read = |id: &'static str, uri: &str| (id, "mcp__test__read_resource", json!({ "uri": uri }));
+    mock.push(tool_reply(&[
+        ("toolu_1", "mcp__test__list_resources", json!({})),
+        ("toolu_2", "mcp__test__list_resources", json!({"cursor": "page2"})),
+        read("toolu_3", "test://notes/readme"),
+        read("toolu_4", "test://data.bin"),
+        read("toolu_5", "test://missing"),
+        ("toolu_6", "mcp__test__read_resource", json!({})),
+    ]));
+    mock.push(text_reply("Nothing to change."));
+    let settings = json!({"mcpServers": {"test": ws.entry(json!({}))}});
+    let out = agentfix(&ws.root, &mock, &["fix", "calc.py", "--line", "2", "--settings", &settings.to_string()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(mock.requests().len(), 2, "{stderr}");
+    let tools = mock.requests()[0].body["tools"].as_array().unwrap().clone();
+    let read_spec = tools.iter().find(|t| t["name"] == "mcp__test__read_resource").unwrap();
+    assert_eq!(read_spec["input_schema"]["required"], json!(["uri"]));
+    let got = results(&mock, 1);
+    assert_eq!(
+        got[0],
+        (
+            "Resources of MCP server `test` (read one with `mcp__test__read_resource`):\n\
+             - test://notes/readme — readme (text/markdown): The notes.\n\
+             More: call `mcp__test__list_resources` with {\"cursor\": \"page2\"}."
+                .to_string(),
+            false
+        )
+    );
+    assert_eq!(
+        got[1],
+        (
+            "Resources of MCP server `test` (read one with `mcp__test__read_resource`):\n\
+             - test://data.bin — data (application/octet-stream)"
+                .to_string(),
+            false
+        )
+    );
+    assert_eq!(
+        got[2],
+        ("[resource test://notes/readme (text/markdown)]\n# Notes\nstdio resource text".to_string(), false)
+    );
+    assert_eq!(
+        got[3],
+        ("[binary resource test://data.bin (application/octet-stream), 8 bytes, not shown]".to_string(), false)
+    );
+    assert!(got[4].1 && got[4].0.contains("refused the read of `test://missing`: "), "{got:?}");
+    assert!(got[4].0.contains("Resource not found: test://missing"), "{got:?}");
+    assert!(got[5].1 && got[5].0.contains("invalid input for `mcp__test__read_resource`"), "{got:?}");
+    // Read-only: the command line, which denies what needs approval, never asked.
+    assert!(!stderr.contains("denied"), "{stderr}");
 }

@@ -67,7 +67,7 @@ const RULES: &[Rule] = &[
     },
     Rule {
         files: "src/",
-        except_files: &["src/mcp.rs"],
+        except_files: &["src/mcp/"],
         forbidden: &["rmcp"],
         allowed: &[],
         why: "only `mcp` knows the MCP SDK (`rmcp`); it hands out `tools::ExternalTool`s and its own `ServerTool`",
@@ -90,8 +90,8 @@ const RULES: &[Rule] = &[
         files: "src/config/",
         except_files: &[],
         forbidden: &["crate"],
-        allowed: &["crate::config", "crate::secrets::Redactor", "crate::pricing"],
-        why: "`config` may use `secrets` (the key's `Redactor`) and `pricing` (the `prices` setting)",
+        allowed: &["crate::config", "crate::secrets::Redactor", "crate::secrets::PROVIDER_KEY_VARS", "crate::pricing"],
+        why: "`config` may use `secrets` (the key's `Redactor`, the provider keys no MCP header may name) and `pricing` (the `prices` setting)",
     },
     Rule {
         files: "src/follow_up/",
@@ -196,22 +196,27 @@ const RULES: &[Rule] = &[
               `SymbolSource` trait, not the servers), `sandbox` and `secrets` (for `run_command`)",
     },
     Rule {
-        files: "src/mcp.rs",
+        files: "src/mcp/",
         except_files: &[],
         forbidden: &["crate"],
         allowed: &[
             "crate::mcp",
             "crate::config::mcp::McpConfig",
             "crate::config::mcp::McpServerConfig",
+            "crate::config::mcp::McpTransport",
+            "crate::config::mcp::HttpServer",
             "crate::secrets::allowed_env",
+            "crate::secrets::Redactor",
             "crate::model",
             "crate::tools::Approval",
             "crate::tools::Approver",
             "crate::tools::ExternalTool",
             "crate::tools::ToolError",
+            "crate::tools::input_schema",
         ],
-        why: "`mcp` may use `config::mcp::{McpConfig, McpServerConfig}`, `secrets::allowed_env`, `model` and \
-              `tools::{Approval, Approver, ExternalTool, ToolError}`",
+        why: "`mcp` may use `config::mcp::{McpConfig, McpServerConfig, McpTransport, HttpServer}`, \
+              `secrets::{allowed_env, Redactor}`, `model` and \
+              `tools::{Approval, Approver, ExternalTool, ToolError, input_schema}`",
     },
     Rule {
         files: "src/providers/",

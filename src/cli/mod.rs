@@ -197,33 +197,26 @@ fn settings_warnings(root: &Path, json: Option<&str>) -> Vec<String> {
     out
 }
 
-/// `agentfix check`: the MCP servers, each started (within its timeout)
-/// and listed with its tools as the model sees them, then stopped; the
-/// number of servers that failed.
+/// `agentfix check`: the MCP servers, each started or connected to (within
+/// its timeout) and listed with the tools the model gets from it (the
+/// resource tools too), then stopped; the number of servers that failed.
 async fn print_mcp(config: &Config, root: &std::path::Path) -> u32 {
     let mcp = &config.mcp;
-    for name in &mcp.skipped {
-        println!("MCP server {name}: skipped (no `command`: only stdio servers are supported)");
-    }
     if mcp.servers.is_empty() {
-        if mcp.skipped.is_empty() {
-            println!("MCP servers: none");
-        }
+        println!("MCP servers: none");
         return 0;
     }
     let servers = McpServers::new(mcp, root);
     let mut failed = 0;
     for (name, listed) in servers.list().await {
         match listed {
-            Ok(tools) => {
-                let names: Vec<String> = tools
+            Ok(listing) => {
+                let offered = listing.offered(&name);
+                let names: Vec<String> = offered
                     .iter()
-                    .map(|t| {
-                        let ro = if t.read_only { " (read-only)" } else { "" };
-                        format!("{}{ro}", crate::mcp::tool_name(&name, &t.name))
-                    })
+                    .map(|(tool, read_only)| format!("{tool}{}", if *read_only { " (read-only)" } else { "" }))
                     .collect();
-                println!("MCP server {name}: {} tools: {}", tools.len(), names.join(", "));
+                println!("MCP server {name}: {} tools: {}", offered.len(), names.join(", "));
             }
             Err(e) => {
                 println!("MCP server {name}: {e}");
@@ -651,6 +644,11 @@ async fn run_fix(prepared: &Prepared, lent: Lent<'_>, request: Request) -> fix::
         cancel: lent.cancel,
     };
     let result = fix::run(prepared, services, request).await;
+    // The log is quiet on the command line: a server the run went without
+    // is said here.
+    for why in mcp.failures().await {
+        eprintln!("warning: {why}");
+    }
     downstream.stop_all().await;
     mcp.stop().await;
     result

@@ -308,6 +308,8 @@ mod tests {
         assert_eq!(shown(json!({"test": ["cargo", "test"], "network": true})), "network=true, test");
         // An MCP server's `env` (where tokens go) is never shown.
         assert_eq!(shown(json!({"gh": {"command": "npx", "env": {"GITHUB_TOKEN": "ghp_secret"}}})), "gh");
+        // Nor an HTTP server's headers.
+        assert_eq!(shown(json!({"web": {"url": "https://x/mcp", "headers": {"Authorization": "Bearer t"}}})), "web");
     }
 
     use super::limits::PartialEdits;
