@@ -98,7 +98,7 @@ pub fn task_prompt(target: &Target, overlay: &Overlay, outline: Option<&str>, fi
         out.push_str(&format!("Fix {what} in `{shown}`:\n"));
         for (i, p) in target.problems.iter().enumerate() {
             let offered = fixes.get(i).map_or(&[][..], Vec::as_slice);
-            out.push_str(&problem(p, &target.path, read.as_deref().ok(), overlay, offered));
+            out.push_str(&problem(p, &target.path, read.as_deref().ok().map(String::as_str), overlay, offered));
         }
     }
     if let Some(i) = target.instruction.as_deref().filter(|i| !i.trim().is_empty()) {
@@ -631,7 +631,7 @@ mod tests {
             - \"Move\": in `m.py`: rename the file to `n.py`; and runs a command on the language server\n\n";
         assert!(prompt.contains(expected), "{prompt}");
         // Nothing is applied: the files are as they were.
-        assert_eq!(ctx.overlay.read(&m).unwrap(), "value = ERROR\n");
+        assert_eq!(ctx.overlay.read(&m).unwrap().as_str(), "value = ERROR\n");
         assert!(ctx.overlay.changes().is_empty());
     }
 
