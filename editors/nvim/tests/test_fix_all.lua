@@ -111,12 +111,14 @@ H.run(":AgentFixAll: every diagnostic, review per problem", function()
   H.truthy((af.last_message or ""):find("^applied 2 of 3 hunks to calc.py;"), "message: " .. tostring(af.last_message))
   H.eq(ALL, H.read_file(root .. "/calc.py"), "file on disk")
 
-  -- Every diagnostic reached the model, at the columns sent.
+  -- Every diagnostic reached the model, at the columns sent, told in
+  -- characters whatever the encoding (the `+` is the 18th character).
   H.wait(function()
     return #H.mock_requests(log) >= 1
   end, 5000, "the mock's log of the request")
   local prompt = vim.fn.json_encode(H.mock_requests(log)[1].body.messages)
   H.truthy(prompt:find("line 2, column 5: warning: add() does not add", 1, true), "problem 1 in the prompt: " .. prompt)
-  local col = string.format("line 7, column %d: error: str + name may fail", PLUS[enc] + 1)
-  H.truthy(prompt:find(col, 1, true), "problem 2 in the prompt (`" .. col .. "`): " .. prompt)
+  local col = "line 7, column 18: error: str + name may fail"
+  H.truthy(prompt:find(col, 1, true), "problem 2 in the prompt (`" .. col .. "`, " .. enc .. "): " .. prompt)
+  H.truthy(prompt:find("range 7:18-7:19 covers `+`", 1, true), "problem 2's range and text: " .. prompt)
 end)
