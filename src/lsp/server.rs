@@ -371,9 +371,14 @@ impl LanguageServer for Backend {
 
     async fn initialized(&self, _: InitializedParams) {
         tracing::info!("initialized");
-        // The HTTP client, built now rather than in the first run.
+        // The HTTP client and the protected-file globs, built now rather
+        // than in the first run.
         let timeout = std::time::Duration::from_secs(crate::config::provider::DEFAULT_CONNECT_TIMEOUT_SECS);
-        drop(tokio::task::spawn_blocking(move || crate::providers::http::warm_up(timeout)));
+        drop(tokio::task::spawn_blocking(move || {
+            crate::providers::http::warm_up(timeout);
+            // The protected-file globs every run's workspace needs.
+            drop(crate::workspace::Protected::default());
+        }));
         self.pull_configuration().await;
     }
 

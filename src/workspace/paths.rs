@@ -78,7 +78,7 @@ pub const DEFAULT_PROTECTED: &[&str] = &[
 /// Which paths are protected: the defaults plus the configured patterns.
 #[derive(Debug, Clone)]
 pub struct Protected {
-    set: GlobSet,
+    set: Arc<GlobSet>,
     patterns: Vec<String>,
 }
 
@@ -90,8 +90,25 @@ impl Default for Protected {
 
 impl Protected {
     /// The defaults and `extra`; an invalid extra pattern is skipped with a
-    /// warning (the defaults always hold).
+    /// warning (the defaults always hold). Built once per process for each
+    /// `extra` (the last few kept): compiling the globs took most of what a
+    /// run did before its first progress, and every run builds its
+    /// workspace.
     pub fn new(extra: &[String]) -> Self {
+        static BUILT: Mutex<Vec<(Vec<String>, Protected)>> = Mutex::new(Vec::new());
+        let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, p)) = built.iter().find(|(e, _)| e.as_slice() == extra) {
+            return p.clone();
+        }
+        let p = Self::build(extra);
+        if built.len() >= 8 {
+            built.remove(0);
+        }
+        built.push((extra.to_vec(), p.clone()));
+        p
+    }
+
+    fn build(extra: &[String]) -> Self {
         let mut builder = GlobSetBuilder::new();
         let mut patterns = Vec::new();
         for p in DEFAULT_PROTECTED.iter().map(|p| p.to_string()).chain(extra.iter().cloned()) {
@@ -118,7 +135,7 @@ impl Protected {
             all.add(globset::Glob::new("**").expect("a valid glob"));
             all.build().unwrap_or_else(|_| GlobSet::empty())
         });
-        Self { set, patterns }
+        Self { set: Arc::new(set), patterns }
     }
 
     /// Every pattern in force, defaults first.
@@ -504,6 +521,18 @@ pub fn normalize(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn protected_globs_are_compiled_once_per_set_of_patterns() {
+        let extra = vec!["secrets/".to_string(), "*.sqlite".to_string()];
+        let (a, b) = (Protected::new(&extra), Protected::new(&extra));
+        assert!(Arc::ptr_eq(&a.set, &b.set), "the second workspace reuses the compiled globs");
+        assert!(b.matches(Path::new("secrets/key.txt")) && b.matches(Path::new("db.sqlite")));
+        assert!(b.matches(Path::new(".env")) && !b.matches(Path::new("src/main.rs")));
+        let other = Protected::new(&["*.db".to_string()]);
+        assert!(!Arc::ptr_eq(&a.set, &other.set));
+        assert!(other.matches(Path::new("x.db")) && !other.matches(Path::new("db.sqlite")));
+    }
 
     fn ws() -> (tempfile::TempDir, Workspace) {
         let dir = tempfile::tempdir().unwrap();
