@@ -311,8 +311,7 @@ fn compare(
 }
 
 fn clip(s: &str) -> String {
-    let c: String = s.chars().take(400).collect();
-    if s.chars().count() > 400 { format!("{c}…") } else { c }
+    crate::tools::shortened(s, 400)
 }
 
 /// Replays `path`; `root` moves the workspace (the recorded root by default).

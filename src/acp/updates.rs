@@ -28,7 +28,7 @@ use crate::agent::{RunEvent, describe_call};
 use crate::model::{Block, ModelResponse, StreamUpdate, ToolInput, Usage};
 use crate::pricing::Price;
 use crate::secrets::Redactor;
-use crate::tools::ToolOutput;
+use crate::tools::{ToolOutput, shortened};
 use crate::workspace::{Overlay, Text};
 
 /// The most characters of a tool's result shown in the client.
@@ -243,7 +243,7 @@ impl Updates {
 /// `Read calc.py`, `Edit calc.py`, `Run `test``: what a call does, for
 /// people.
 pub(super) fn title(name: &str, input: &ToolInput) -> String {
-    let arg = |k: &str| input.as_object().and_then(|m| m.get(k)).and_then(Value::as_str).map(|s| clip(s, 80));
+    let arg = |k: &str| input.as_object().and_then(|m| m.get(k)).and_then(Value::as_str).map(|s| shortened(s, 80));
     let path = arg("path");
     match (name, path) {
         ("read_file", Some(p)) => format!("Read {p}"),
@@ -276,14 +276,6 @@ pub(super) fn kind(name: &str) -> ToolKind {
     }
 }
 
-fn clip(s: &str, max: usize) -> String {
-    let mut out: String = s.chars().take(max).collect();
-    if s.chars().count() > max {
-        out.push('…');
-    }
-    out
-}
-
 /// The steps of a numbered list (`1. Read the file`, `2) Guard b`), in
 /// order; none when the text has no such list.
 fn numbered_steps(text: &str) -> Vec<String> {
@@ -297,7 +289,7 @@ fn numbered_steps(text: &str) -> Vec<String> {
         }
         let step = rest[2..].trim();
         if !step.is_empty() {
-            steps.push(clip(step, 200));
+            steps.push(shortened(step, 200));
         }
     }
     steps

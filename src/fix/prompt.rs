@@ -230,12 +230,7 @@ fn covered(text: &str, span: Span) -> String {
 
 /// At most [`SHOWN_CHARS`] of `s`, marked when cut.
 fn clip(s: &str) -> String {
-    if s.chars().count() <= SHOWN_CHARS {
-        return s.to_string();
-    }
-    let mut cut: String = s.chars().take(SHOWN_CHARS).collect();
-    cut.push('…');
-    cut
+    crate::tools::shortened(s, SHOWN_CHARS)
 }
 
 /// How a path of a related place or a quick fix is shown: relative to the

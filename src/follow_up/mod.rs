@@ -20,6 +20,7 @@
 
 mod hunks;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -94,17 +95,20 @@ pub struct PastRun {
 
 impl PastRun {
     /// The hunks of `file` as sent, else made from what it proposed.
-    fn sent_file(&self, file: &ProposedFile) -> SentFile {
-        self.sent.iter().find(|s| s.path == file.path).cloned().unwrap_or_else(|| {
-            let base = file.original.clone().unwrap_or_default();
-            SentFile {
-                path: file.path.clone(),
-                display: file.display.clone(),
-                hunks: crate::workspace::hunks(&base, &file.proposed),
-                base,
-                ids: Vec::new(),
+    fn sent_file(&self, file: &ProposedFile) -> Cow<'_, SentFile> {
+        match self.sent.iter().find(|s| s.path == file.path) {
+            Some(sent) => Cow::Borrowed(sent),
+            None => {
+                let base = file.original.clone().unwrap_or_default();
+                Cow::Owned(SentFile {
+                    path: file.path.clone(),
+                    display: file.display.clone(),
+                    hunks: crate::workspace::hunks(&base, &file.proposed),
+                    base,
+                    ids: Vec::new(),
+                })
             }
-        })
+        }
     }
 }
 

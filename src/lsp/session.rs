@@ -307,18 +307,17 @@ impl KeptRuns {
     /// Replaces what run `id` proposed and sent (an alternative the user
     /// took instead); returns what it was, `None` when the run is not kept.
     /// The lines it touched stay: they count its alternatives already.
-    pub fn replace_proposal(&self, id: &str, proposed: Vec<ProposedFile>, sent: Vec<SentFile>) -> Option<PastRun> {
+    pub fn replace_proposal(&self, id: &str, proposed: Vec<ProposedFile>, sent: Vec<SentFile>) -> Option<Arc<PastRun>> {
         let mut runs = self.lock();
         let (run, _) = runs.iter_mut().find(|(r, _)| r.id == id)?;
-        let before = (*run.past).clone();
-        run.past = Arc::new(PastRun { proposed, sent, ..before.clone() });
-        Some(before)
+        let replaced = PastRun { proposed, sent, ..(*run.past).clone() };
+        Some(std::mem::replace(&mut run.past, Arc::new(replaced)))
     }
 
     /// Puts back what [`KeptRuns::replace_proposal`] replaced.
-    pub fn restore(&self, id: &str, past: PastRun) {
+    pub fn restore(&self, id: &str, past: Arc<PastRun>) {
         if let Some((run, _)) = self.lock().iter_mut().find(|(r, _)| r.id == id) {
-            run.past = Arc::new(past);
+            run.past = past;
         }
     }
 

@@ -142,6 +142,16 @@ pub(crate) fn numbered(line_no: usize, text: &str) -> String {
     format!("{line_no:>6}\t{text}")
 }
 
+/// The first `max` chars of `s`, with `…` after them when it is longer
+/// (a quote in a message; [`clip`] marks a tool's line instead).
+pub(crate) fn shortened(s: &str, max: usize) -> String {
+    let mut out: String = s.chars().take(max).collect();
+    if s.chars().nth(max).is_some() {
+        out.push('…');
+    }
+    out
+}
+
 /// Shortens `s` to at most `max` chars, marking the cut.
 pub(crate) fn clip(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
