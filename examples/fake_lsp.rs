@@ -263,7 +263,7 @@ fn main() {
                 "textDocument/codeAction" => format!(" {}", msg["params"]["context"]),
                 _ => String::new(),
             };
-            let _ = writeln!(f, "{method}{version}{context}");
+            let _ = f.write_all(format!("{method}{version}{context}\n").as_bytes()); // One write: logs are shared.
         }
         if method.is_empty() {
             continue; // A response to one of our requests.

@@ -109,7 +109,7 @@ fn log(line: &str) {
     if let Ok(path) = std::env::var("MCP_TEST_LOG")
         && let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path)
     {
-        let _ = writeln!(f, "{line}");
+        let _ = f.write_all(format!("{line}\n").as_bytes()); // One write: logs are shared.
     }
 }
 

@@ -24,7 +24,9 @@ fn main() {
     if let Ok(log) = std::env::var("MCP_TEST_LOG")
         && let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(log)
     {
-        let _ = writeln!(f, "start {}", std::process::id());
+        // One write call: servers started together append to the same file,
+        // and `writeln!` on a File writes piece by piece (the pieces interleaved).
+        let _ = f.write_all(format!("start {}\n", std::process::id()).as_bytes());
     }
     let stdin = std::io::stdin();
     let mut out = std::io::stdout();
