@@ -89,6 +89,18 @@ fn main() -> ExitCode {
         Some(Command::SandboxExec(args)) => return agentfix::sandbox::exec(args),
         command => command,
     };
+    // The server reads its first message before anything else starts, and
+    // answers it when it is `initialize` (see `lsp::first`).
+    let first = matches!(command, Some(Command::Lsp(_)) | None).then(|| {
+        // A person who typed `agentfix` sees a server waiting in silence:
+        // say what it is waiting for (the server carries on).
+        if std::io::stdin().is_terminal() {
+            eprintln!(
+                "agentfix: waiting for an LSP client on stdin; run `agentfix --help` for the command line, `agentfix demo` to try it"
+            );
+        }
+        agentfix::lsp::answer_first_on_stdio()
+    });
     // Logs go to stderr only: stdout carries the protocol. The server's log
     // is the editor's server log (info by default); the command line is
     // quiet unless asked (`-v`), as its progress lines say what happens.
@@ -121,14 +133,10 @@ fn main() -> ExitCode {
         Some(Command::SandboxExec(_)) => unreachable!("handled before the runtime starts"),
         Some(Command::Lsp(_)) | None => {
             let _ = cli.stdio;
-            // A person who typed `agentfix` sees a server waiting in silence:
-            // say what it is waiting for (the server carries on).
-            if std::io::stdin().is_terminal() {
-                eprintln!(
-                    "agentfix: waiting for an LSP client on stdin; run `agentfix --help` for the command line, `agentfix demo` to try it"
-                );
+            match first {
+                Some(first) => ExitCode::from(runtime.block_on(agentfix::lsp::serve_stdio(first))),
+                None => unreachable!("the first message is read above"),
             }
-            ExitCode::from(runtime.block_on(agentfix::lsp::serve_stdio()))
         }
     };
     // What is left (a run still ending, a file read a cancel abandoned) is

@@ -2,8 +2,10 @@
 //! whether or not the client keeps stdin open (exit code 0 after `shutdown`,
 //! 1 without), an editor that dies mid-run (every run, model request,
 //! command and downstream server ended at once), an `applyEdit` the editor
-//! never answers (cancel frees the file), and a huge header line (no memory
-//! kept, the next message read).
+//! never answers (cancel frees the file), a huge header line (no memory
+//! kept, the next message read), and the first message: an `initialize`
+//! answered once (before the server starts) with the messages piped after
+//! it served, anything else first answered by the service.
 #![cfg(target_os = "linux")]
 
 mod common;
@@ -433,4 +435,117 @@ fn the_editor_is_told_before_the_run_when_commands_cannot_be_sandboxed() {
     assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
     let warnings = f.editor.notifications("window/showMessage");
     assert_eq!(warnings.iter().filter(|m| m.to_string().contains("configured commands")).count(), 1, "{warnings:?}");
+}
+
+/// Sends `messages` (each a JSON value, or raw bytes) in one write, closes
+/// stdin, and reads everything the server writes until it ends: its
+/// messages and its exit status.
+fn converse(root: &std::path::Path, messages: &[Result<Value, &[u8]>]) -> (Vec<Value>, std::process::ExitStatus) {
+    use std::io::Write;
+    let mut bytes = Vec::new();
+    for m in messages {
+        match m {
+            Ok(v) => bytes.extend(agentfix_lsp_framing::frame(&serde_json::to_vec(v).unwrap())),
+            Err(raw) => bytes.extend_from_slice(raw),
+        }
+    }
+    let mut child = std::process::Command::new(agentfix_bin())
+        .arg("--stdio")
+        .current_dir(root)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0")
+        .env("AGENTFIX_TRANSCRIPTS", "0")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&bytes).unwrap();
+    drop(stdin);
+    let mut frames = common::server_frames(child.stdout.take().unwrap());
+    let mut out = Vec::new();
+    while let Some(v) = common::read_json(&mut frames).unwrap() {
+        out.push(v);
+    }
+    (out, child.wait().unwrap())
+}
+
+fn initialize_request(id: i64, root: &std::path::Path, options: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+        "processId": null,
+        "capabilities": {"general": {"positionEncodings": ["utf-8", "utf-16"]}},
+        "workspaceFolders": [{"uri": file_uri(root), "name": "ws"}],
+        "initializationOptions": options,
+    }})
+}
+
+fn answers(out: &[Value], id: i64) -> Vec<&Value> {
+    out.iter().filter(|m| m["id"] == id && m.get("method").is_none()).collect()
+}
+
+#[test]
+fn initialize_is_answered_once_before_the_server_starts_and_what_follows_is_served() {
+    let dir = tempfile::tempdir().unwrap();
+    // A folder name in CJK and emoji: its URI is percent-encoded.
+    let root = std::fs::canonicalize(dir.path()).unwrap().join("工作 🦀");
+    std::fs::create_dir_all(&root).unwrap();
+    let file = root.join("a.py");
+    std::fs::write(&file, "x = 1\r\n").unwrap();
+    let uri = file_uri(&file);
+    let (out, status) = converse(
+        &root,
+        &[
+            Ok(initialize_request(1, &root, json!({"maxTurns": 3}))),
+            Ok(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}})),
+            Ok(json!({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument":
+                {"uri": uri, "languageId": "python", "version": 1, "text": "x = 1\r\n"}}})),
+            Ok(json!({"jsonrpc": "2.0", "id": 2, "method": "textDocument/codeAction", "params": {
+                "textDocument": {"uri": uri},
+                "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}},
+                "context": {"diagnostics": []}}})),
+            Ok(json!({"jsonrpc": "2.0", "id": 3, "method": "shutdown"})),
+            Ok(json!({"jsonrpc": "2.0", "method": "exit"})),
+        ],
+    );
+    let init = answers(&out, 1);
+    assert_eq!(init.len(), 1, "initialize answered once: {out:?}");
+    assert_eq!(init[0]["result"]["capabilities"]["positionEncoding"], "utf-8", "{}", init[0]);
+    assert_eq!(init[0]["result"]["serverInfo"]["name"], "agentfix");
+    // The service had the initialize too: the requests after it are served, not refused as
+    // "not initialized" (-32002).
+    let actions = answers(&out, 2);
+    assert_eq!(actions.len(), 1, "{out:?}");
+    assert_eq!(actions[0]["result"][0]["title"], "Agent fix: selection", "{}", actions[0]);
+    assert_eq!(answers(&out, 3)[0]["result"], Value::Null);
+    assert_eq!(status.code(), Some(0), "exit after shutdown: {out:?}");
+}
+
+#[test]
+fn a_first_message_that_is_not_an_initialize_to_accept_is_answered_by_the_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    // A request before initialize: "not initialized"; then initialize works.
+    let (out, _) = converse(
+        &root,
+        &[Ok(json!({"jsonrpc": "2.0", "id": 1, "method": "shutdown"})), Ok(initialize_request(2, &root, json!({})))],
+    );
+    assert_eq!(answers(&out, 1)[0]["error"]["code"], -32002, "{out:?}");
+    assert_eq!(answers(&out, 2).len(), 1, "{out:?}");
+    assert!(answers(&out, 2)[0]["result"]["capabilities"].is_object(), "{out:?}");
+    // A broken first message: a parse error; then initialize works.
+    let (out, _) =
+        converse(&root, &[Err(b"Content-Length: 9\r\n\r\n{not json"), Ok(initialize_request(1, &root, json!({})))]);
+    assert_eq!(out[0]["error"]["code"], -32700, "{out:?}");
+    assert_eq!(answers(&out, 1).len(), 1, "{out:?}");
+    assert!(answers(&out, 1)[0]["result"]["capabilities"].is_object(), "{out:?}");
+    // Settings the server refuses: one error, the service's.
+    let (out, _) = converse(&root, &[Ok(initialize_request(1, &root, json!({"maxTurns": "many"})))]);
+    let init = answers(&out, 1);
+    assert_eq!(init.len(), 1, "{out:?}");
+    assert_eq!(init[0]["error"]["code"], -32602, "{out:?}");
+    // No params at all: the service's "invalid params".
+    let (out, _) = converse(&root, &[Ok(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize"}))]);
+    assert_eq!(answers(&out, 1).len(), 1, "{out:?}");
+    assert_eq!(answers(&out, 1)[0]["error"]["code"], -32602, "{out:?}");
 }

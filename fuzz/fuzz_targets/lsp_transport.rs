@@ -494,7 +494,7 @@ fuzz_target!(|input: Input| {
         let writer = transport::start_writer(output.clone(), server_messages).unwrap();
         let (ended_tx, ended) = tokio::sync::oneshot::channel();
         let reader = Chunked { data, pos: 0, sizes, next: 0 };
-        transport::start_reader(reader, service, client_responses, writer.clone(), None, 4, move || {
+        transport::start_reader(transport::Input::new(reader), service, client_responses, writer.clone(), None, 4, move || {
             let _ = ended_tx.send(());
         })
         .unwrap();

@@ -22,7 +22,7 @@ use super::ext::{
 use super::session::{ClientSupport, Session};
 use super::{alternative, convert, reviewed, run};
 use crate::config::settings::Settings;
-use crate::documents::Documents;
+use crate::documents::{Documents, PositionEncoding};
 
 /// How long to wait for `workspace/configuration`.
 const CONFIGURATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
@@ -312,61 +312,16 @@ pub fn code_actions(
 
 impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
-        let encoding = convert::negotiate_encoding(&params.capabilities);
-        let mut roots: Vec<_> =
-            params.workspace_folders.iter().flatten().filter_map(|f| convert::uri_to_path(&f.uri)).collect();
-        #[allow(deprecated)]
-        if roots.is_empty()
-            && let Some(root) = params.root_uri.as_ref().and_then(convert::uri_to_path)
-        {
-            roots.push(root);
-        }
-        let settings = match params.initialization_options.as_ref().map(settings_from).transpose() {
-            Ok(s) => s.unwrap_or_default(),
-            Err(e) => return Err(Error::invalid_params(e.to_string())),
-        };
-        tracing::info!(?encoding, ?roots, "initialize");
+        let (result, initial) = initialize_answer(&params)?;
+        tracing::info!(encoding = ?initial.encoding, roots = ?initial.roots, "initialize");
         self.session.update(|s| {
-            s.encoding = encoding;
-            s.support = ClientSupport::of(&params.capabilities);
-            s.roots = roots;
-            s.init_settings = settings;
-            s.client_name = params.client_info.as_ref().map(|c| c.name.clone());
+            s.encoding = initial.encoding;
+            s.support = initial.support;
+            s.roots = initial.roots;
+            s.init_settings = initial.settings;
+            s.client_name = initial.client_name;
         });
-        Ok(InitializeResult {
-            capabilities: ServerCapabilities {
-                position_encoding: Some(convert::encoding_kind(encoding)),
-                text_document_sync: Some(TextDocumentSyncCapability::Options(TextDocumentSyncOptions {
-                    open_close: Some(true),
-                    change: Some(TextDocumentSyncKind::INCREMENTAL),
-                    // The saved text brings a document that fell out of sync
-                    // back (see `ordered`).
-                    save: Some(TextDocumentSyncSaveOptions::SaveOptions(SaveOptions { include_text: Some(true) })),
-                    ..Default::default()
-                })),
-                code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {
-                    code_action_kinds: Some(vec![
-                        CodeActionKind::QUICKFIX,
-                        CodeActionKind::REFACTOR_REWRITE,
-                        CodeActionKind::new(FIX_ALL_KIND),
-                    ]),
-                    resolve_provider: Some(true),
-                    ..Default::default()
-                })),
-                execute_command_provider: Some(ExecuteCommandOptions {
-                    commands: vec![
-                        FIX_COMMAND.to_string(),
-                        ALTERNATIVE_COMMAND.to_string(),
-                        CANCEL_COMMAND.to_string(),
-                        REVIEWED_COMMAND.to_string(),
-                    ],
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            server_info: Some(ServerInfo { name: "agentfix".into(), version: Some(env!("CARGO_PKG_VERSION").into()) }),
-            offset_encoding: None,
-        })
+        Ok(result)
     }
 
     async fn initialized(&self, _: InitializedParams) {
@@ -443,6 +398,76 @@ impl LanguageServer for Backend {
 
 /// The editor's settings, with a warning in the log for each key that looks
 /// like a misspelt setting (unknown keys stay accepted).
+/// What `initialize` sets in the session.
+pub(super) struct Initial {
+    encoding: PositionEncoding,
+    support: ClientSupport,
+    roots: Vec<std::path::PathBuf>,
+    settings: Settings,
+    client_name: Option<String>,
+}
+
+/// The answer to `initialize`, and what it sets in the session: a function
+/// of the params alone, so that it can be sent before the server has
+/// started (`lsp::first`) and again be what the service answers.
+pub(super) fn initialize_answer(params: &InitializeParams) -> Result<(InitializeResult, Initial)> {
+    let encoding = convert::negotiate_encoding(&params.capabilities);
+    let mut roots: Vec<_> =
+        params.workspace_folders.iter().flatten().filter_map(|f| convert::uri_to_path(&f.uri)).collect();
+    #[allow(deprecated)]
+    if roots.is_empty()
+        && let Some(root) = params.root_uri.as_ref().and_then(convert::uri_to_path)
+    {
+        roots.push(root);
+    }
+    let settings = match params.initialization_options.as_ref().map(settings_from).transpose() {
+        Ok(s) => s.unwrap_or_default(),
+        Err(e) => return Err(Error::invalid_params(e.to_string())),
+    };
+    let initial = Initial {
+        encoding,
+        support: ClientSupport::of(&params.capabilities),
+        roots,
+        settings,
+        client_name: params.client_info.as_ref().map(|c| c.name.clone()),
+    };
+    let result = InitializeResult {
+        capabilities: ServerCapabilities {
+            position_encoding: Some(convert::encoding_kind(encoding)),
+            text_document_sync: Some(TextDocumentSyncCapability::Options(TextDocumentSyncOptions {
+                open_close: Some(true),
+                change: Some(TextDocumentSyncKind::INCREMENTAL),
+                // The saved text brings a document that fell out of sync
+                // back (see `ordered`).
+                save: Some(TextDocumentSyncSaveOptions::SaveOptions(SaveOptions { include_text: Some(true) })),
+                ..Default::default()
+            })),
+            code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {
+                code_action_kinds: Some(vec![
+                    CodeActionKind::QUICKFIX,
+                    CodeActionKind::REFACTOR_REWRITE,
+                    CodeActionKind::new(FIX_ALL_KIND),
+                ]),
+                resolve_provider: Some(true),
+                ..Default::default()
+            })),
+            execute_command_provider: Some(ExecuteCommandOptions {
+                commands: vec![
+                    FIX_COMMAND.to_string(),
+                    ALTERNATIVE_COMMAND.to_string(),
+                    CANCEL_COMMAND.to_string(),
+                    REVIEWED_COMMAND.to_string(),
+                ],
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        server_info: Some(ServerInfo { name: "agentfix".into(), version: Some(env!("CARGO_PKG_VERSION").into()) }),
+        offset_encoding: None,
+    };
+    Ok((result, initial))
+}
+
 fn settings_from(v: &Value) -> std::result::Result<Settings, crate::config::ConfigError> {
     for w in Settings::unknown_keys(v, true) {
         tracing::warn!("editor settings: {w}");

@@ -378,6 +378,47 @@ where
     Ok(Writer { tx })
 }
 
+/// What the reader thread reads: the frames of an input, and the frame
+/// read from it before the server started (by `lsp::first`), if any, with
+/// whether its request was answered then.
+pub struct Input<I: Read> {
+    frames: SyncFrames<I>,
+    first: Option<(Frame, bool)>,
+}
+
+impl<I: Read> Input<I> {
+    /// The frames of `input`, none read yet.
+    pub fn new(input: I) -> Self {
+        Input { frames: SyncFrames::new(input), first: None }
+    }
+
+    /// The frames of `input`, of which the first is read now: when
+    /// `answer` gives the body of its answer, that is written to `output`
+    /// (one write), and the reader, which hands the frame to the service
+    /// first, does not send the service's answer to it.
+    pub fn answered_first(input: I, output: &mut impl Write, answer: impl FnOnce(&[u8]) -> Option<Vec<u8>>) -> Self {
+        let mut frames = SyncFrames::new(input);
+        let first = match frames.next_frame() {
+            Ok(Some(frame)) => frame,
+            // The input ended (or failed) at once: the reader sees that again.
+            Ok(None) | Err(_) => return Input { frames, first: None },
+        };
+        let answered = match &first {
+            Frame::Body(body) => answer(body).is_some_and(|answer| {
+                output.write_all(&agentfix_lsp_framing::frame(&answer)).and_then(|()| output.flush()).is_ok()
+            }),
+            Frame::Broken(_) => false,
+        };
+        Input { frames, first: Some((first, answered)) }
+    }
+
+    /// Whether the first frame, still to be handed to the service, was answered.
+    #[cfg(test)]
+    pub(super) fn first_answered(&self) -> Option<bool> {
+        self.first.as_ref().map(|(_, answered)| *answered)
+    }
+}
+
 /// Starts the reader thread: it reads messages from `input` until it ends
 /// (or `exit` came), calls `service` with each request in wire order, and
 /// hands the client's responses to `client_responses`. Answers go to
@@ -385,7 +426,7 @@ where
 /// waits for a slot (runs hold theirs while they last). `on_end` is called
 /// when reading stops.
 pub fn start_reader<I, S, C>(
-    input: I,
+    input: Input<I>,
     mut service: S,
     mut client_responses: C,
     writer: Writer,
@@ -415,9 +456,14 @@ where
         let _end = OnDrop(Some(on_end));
         // Handlers polled here may spawn tasks and start timers.
         let _runtime = runtime.enter();
-        let mut frames = SyncFrames::new(input);
+        let Input { mut frames, mut first } = input;
         loop {
-            let frame = match frames.next_frame() {
+            // The first frame again, when `lsp::first` read it (and maybe answered it).
+            let (next, answered) = match first.take() {
+                Some((frame, answered)) => (Ok(Some(frame)), answered),
+                None => (frames.next_frame(), false),
+            };
+            let frame = match next {
                 Ok(Some(f)) => f,
                 Ok(None) => break,
                 Err(e) => {
@@ -443,15 +489,17 @@ where
                 break;
             }
             let mut answer = service.call(request).boxed();
+            // An answer already sent is not sent again.
+            let to = (!answered).then(|| writer.clone());
             match answer.poll_unpin(&mut Context::from_waker(std::task::Waker::noop())) {
-                Poll::Ready(answer) => deliver(answer, &writer, &method),
+                Poll::Ready(answer) => deliver(answer, to.as_ref(), &method),
                 Poll::Pending => {
                     let Ok(slot) = futures::executor::block_on(slots.clone().acquire_owned()) else { break };
-                    let writer = writer.clone();
+                    let writer = to;
                     let (done_tx, done) = std::sync::mpsc::channel::<()>();
                     let task_method = method.clone();
                     runtime.spawn(async move {
-                        deliver(answer.await, &writer, &task_method);
+                        deliver(answer.await, writer.as_ref(), &task_method);
                         drop(slot);
                         let _ = done_tx.send(());
                     });
@@ -488,9 +536,18 @@ where
     }
 }
 
-fn deliver<E: std::fmt::Display>(answer: Result<Option<Response>, E>, writer: &Writer, method: &str) {
+/// Sends the service's answer to `writer`; with none, the answer was sent
+/// before the service started (`lsp::first`), and the service's own must
+/// agree with it.
+fn deliver<E: std::fmt::Display>(answer: Result<Option<Response>, E>, writer: Option<&Writer>, method: &str) {
     match answer {
-        Ok(Some(response)) => writer.send(response),
+        Ok(Some(response)) => match writer {
+            Some(writer) => writer.send(response),
+            None if response.is_ok() => tracing::debug!(%method, "answered before the server started"),
+            None => {
+                tracing::error!(%method, "answered before the server started, but the server refuses it: {response:?}")
+            }
+        },
         Ok(None) => {}
         Err(e) => tracing::error!(%method, "request failed: {e}"),
     }
