@@ -21,20 +21,14 @@ use tower_lsp_server::ls_types::InitializeParams;
 use super::server;
 use super::transport::{self, Incoming};
 
-/// The server's input after its first message: what [`super::serve_stdio`]
-/// serves.
-pub struct Started<I: std::io::Read> {
-    pub(super) input: transport::Input<I>,
-}
-
 /// Reads the first message of `input` and, when it is an `initialize` the
-/// service would answer, writes that answer to `output` (one write).
-pub fn answer_first<I: std::io::Read>(input: I, output: &mut impl Write) -> Started<I> {
-    let input = transport::Input::answered_first(input, output, |body| {
+/// service would answer, writes that answer to `output` (one write); the
+/// reader serves what this returns.
+pub(super) fn answer_first<I: std::io::Read>(input: I, output: &mut impl Write) -> transport::Input<I> {
+    transport::Input::answered_first(input, output, |body| {
         // A panic here must not cost the client its answer: the service then answers.
         std::panic::catch_unwind(|| initialize_answer(body)).ok().flatten()
-    });
-    Started { input }
+    })
 }
 
 /// The body of the answer to `body`, when it is an `initialize` request
@@ -44,10 +38,10 @@ fn initialize_answer(body: &[u8]) -> Option<Vec<u8>> {
     if request.method() != "initialize" {
         return None;
     }
-    let id = request.id()?.clone();
-    let params: InitializeParams = serde_json::from_value(request.params()?.clone()).ok()?;
+    let (_, id, params) = request.into_parts();
+    let params: InitializeParams = serde_json::from_value(params?).ok()?;
     let (result, _) = server::initialize_answer(&params).ok()?;
-    serde_json::to_vec(&Response::from_ok(id, serde_json::to_value(result).ok()?)).ok()
+    serde_json::to_vec(&Response::from_ok(id?, serde_json::to_value(result).ok()?)).ok()
 }
 
 #[cfg(test)]
@@ -107,7 +101,7 @@ mod tests {
         assert_eq!(early["result"]["capabilities"]["positionEncoding"], "utf-32", "{early}");
         assert_eq!(early, service_answer(&request));
         // The reader gets the message again, marked answered.
-        assert_eq!(started.input.first_answered(), Some(true));
+        assert_eq!(started.first_answered(), Some(true));
     }
 
     #[test]
@@ -123,7 +117,7 @@ mod tests {
             let mut out = Vec::new();
             let input = framed(std::slice::from_ref(&case));
             let started = answer_first(&input[..], &mut out);
-            assert_eq!(started.input.first_answered(), Some(false), "{case}");
+            assert_eq!(started.first_answered(), Some(false), "{case}");
             assert!(out.is_empty(), "{case}: {}", String::from_utf8_lossy(&out));
         }
         let mut out = Vec::new();

@@ -37,7 +37,6 @@ mod session;
 pub mod transport;
 
 pub use ext::FIX_COMMAND;
-pub use first::{Started, answer_first};
 
 // The work of two handlers that depends on nothing but its inputs, public
 // so that `benches/lsp.rs` measures the code that runs (no hidden bench
@@ -81,8 +80,8 @@ const END_FLUSH: Duration = Duration::from_millis(200);
 /// [`END_BUDGET`]. The caller must not wait for the runtime's blocking
 /// threads afterwards (stdin is read on a thread of its own, see
 /// [`transport`], which is left behind while a client keeps its end open).
-/// `started` is stdin after its first message ([`answer_first_on_stdio`]).
-pub async fn serve_stdio(started: Started<std::io::Stdin>) -> u8 {
+/// `input` is stdin after its first message ([`answer_first_on_stdio`]).
+pub async fn serve_stdio(input: transport::Input<std::io::Stdin>) -> u8 {
     let session = Arc::new(Session::new());
     let (service, socket) = LspService::build(|client| {
         let _ = session.client.set(client.clone());
@@ -106,8 +105,7 @@ pub async fn serve_stdio(started: Started<std::io::Stdin>) -> u8 {
         move || input_ended.cancel()
     };
     let stash = Some(session.stash.clone());
-    let reading =
-        transport::start_reader(started.input, service, client_responses, writer.clone(), stash, CONCURRENCY, on_end);
+    let reading = transport::start_reader(input, service, client_responses, writer.clone(), stash, CONCURRENCY, on_end);
     if let Err(e) = reading {
         tracing::error!("cannot start the stdin thread: {e}");
         return 1;
@@ -148,8 +146,8 @@ async fn end_session(session: &Session) {
 /// it on stdout, before anything else starts (see `first`): the process
 /// calls it first, then starts logging and the runtime, then
 /// [`serve_stdio`].
-pub fn answer_first_on_stdio() -> Started<std::io::Stdin> {
-    answer_first(std::io::stdin(), &mut stdout_writer())
+pub fn answer_first_on_stdio() -> transport::Input<std::io::Stdin> {
+    first::answer_first(std::io::stdin(), &mut stdout_writer())
 }
 
 /// stdout as a file of its own (a duplicate of the descriptor), so that

@@ -396,8 +396,6 @@ impl LanguageServer for Backend {
     }
 }
 
-/// The editor's settings, with a warning in the log for each key that looks
-/// like a misspelt setting (unknown keys stay accepted).
 /// What `initialize` sets in the session.
 pub(super) struct Initial {
     encoding: PositionEncoding,
@@ -468,6 +466,8 @@ pub(super) fn initialize_answer(params: &InitializeParams) -> Result<(Initialize
     Ok((result, initial))
 }
 
+/// The editor's settings, with a warning in the log for each key that looks
+/// like a misspelt setting (unknown keys stay accepted).
 fn settings_from(v: &Value) -> std::result::Result<Settings, crate::config::ConfigError> {
     for w in Settings::unknown_keys(v, true) {
         tracing::warn!("editor settings: {w}");
