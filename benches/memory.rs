@@ -11,7 +11,8 @@
 //!   the buffer (101 lines from its middle), greps it, and ends;
 //! - `in all`: the larger of the two, what the memory test asserts.
 //!
-//! Median of `AGENTFIX_BENCH_RUNS` (default 5) runs, the builds
+//! Transcripts are written, as by default (the last record holds the
+//! buffer as the run read it). Median of `AGENTFIX_BENCH_RUNS` (default 5) runs, the builds
 //! interleaved run by run. `cargo bench --bench memory`.
 
 use std::io::Write;
@@ -46,7 +47,9 @@ impl Server {
             .env("ANTHROPIC_API_KEY", API_KEY)
             .env("NO_PROXY", "127.0.0.1,localhost")
             .env("AGENTFIX_DEFAULT_LANGUAGE_SERVERS", "0")
-            .env("AGENTFIX_TRANSCRIPTS", "0")
+            // Transcripts on, as by default (in the temporary workspace, removed with it).
+            .env("AGENTFIX_TRANSCRIPTS", "1")
+            .env("AGENTFIX_TRANSCRIPT_DIR", root.join(".transcripts"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -28,15 +28,20 @@
 //! Its parts:
 //! JSONL records of a run: one serde `Record` enum (`start`, `request`,
 //! `response`, `tool_result`, `end`) shared by the writer and the reader,
-//! every string scrubbed on write; the format `VERSION` is checked on read, a
-//! bad line is an error naming it; neutral messages to and from records
+//! every string scrubbed on write (in place: a string is copied only when
+//! something in it is scrubbed; the end record's file texts, whole buffers,
+//! are written from the run's own texts by `EndTexts`, not through a
+//! `Value`); the format `VERSION` is checked on read, a bad line is an
+//! error naming it; neutral messages to and from records
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::agent::{ContextChange, Outcome, RunEvent};
@@ -460,15 +465,116 @@ pub struct Transcript {
     redactor: Redactor,
 }
 
-/// Every string in `v` (keys included) with secrets scrubbed.
-fn scrub(v: Value, r: &Redactor) -> Value {
+/// Scrubs secrets from every string in `v` (keys included), in place: a
+/// string with nothing to scrub is not copied.
+fn scrub(v: &mut Value, r: &Redactor) {
     match v {
-        Value::String(s) => Value::String(r.redact(&s).into_owned()),
-        Value::Array(a) => Value::Array(a.into_iter().map(|v| scrub(v, r)).collect()),
-        Value::Object(o) => {
-            Value::Object(o.into_iter().map(|(k, v)| (r.redact(&k).into_owned(), scrub(v, r))).collect())
+        Value::String(s) => {
+            if let Cow::Owned(scrubbed) = r.redact(s) {
+                *s = scrubbed;
+            }
         }
-        other => other,
+        Value::Array(a) => a.iter_mut().for_each(|v| scrub(v, r)),
+        Value::Object(o) => {
+            if o.keys().any(|k| matches!(r.redact(k), Cow::Owned(_))) {
+                *o = std::mem::take(o).into_iter().map(|(k, v)| (r.redact(&k).into_owned(), v)).collect();
+            }
+            o.values_mut().for_each(|v| scrub(v, r));
+        }
+        _ => {}
+    }
+}
+
+/// The end record's `files` and `changes`, borrowed from the run: their
+/// texts (whole buffers) are scrubbed and written as they stream out. Made
+/// into a `Value` they were copied four times over (the record, its value,
+/// the scrub, the line), a 50 MB buffer's 200 MB at the end of a run.
+struct EndTexts<'a> {
+    files: &'a [FileBase],
+    changes: &'a [FileChange],
+}
+
+impl EndTexts<'_> {
+    fn paths(&self) -> impl Iterator<Item = &Path> {
+        self.files.iter().map(|f| f.path.as_path()).chain(self.changes.iter().map(|c| c.path.as_path()))
+    }
+}
+
+/// A record's line: `record` (scrubbed, keys sorted) with, for the end
+/// record, its `files` and `changes` from `end` (as `FileRecord` and
+/// `ChangeRecord` write them, keys sorted).
+struct Line<'a> {
+    record: &'a Value,
+    end: Option<EndTexts<'a>>,
+    redactor: &'a Redactor,
+}
+
+/// `FileRecord`, borrowed, its fields in sorted order.
+#[derive(Serialize)]
+struct FileLine<'a> {
+    path: Cow<'a, str>,
+    source: Cow<'a, str>,
+    text: Option<Cow<'a, str>>,
+    version: Option<i32>,
+}
+
+/// `ChangeRecord`, borrowed, its fields in sorted order.
+#[derive(Serialize)]
+struct ChangeLine<'a> {
+    created: bool,
+    new_text: Cow<'a, str>,
+    path: Cow<'a, str>,
+    version: Option<i32>,
+}
+
+impl Serialize for Line<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (Value::Object(record), Some(end)) = (self.record, &self.end) else { return self.record.serialize(s) };
+        let r = self.redactor;
+        // Checked by `record_with` before anything is written.
+        let path = |p: &'_ Path| r.redact(p.to_str().unwrap_or_default()).into_owned();
+        let mut map = s.serialize_map(Some(record.len()))?;
+        for (key, value) in record {
+            match key.as_str() {
+                "files" => map.serialize_entry(
+                    key,
+                    &Seq(|| {
+                        end.files.iter().map(|f| FileLine {
+                            path: Cow::Owned(path(&f.path)),
+                            source: r.redact(f.source),
+                            text: f.text.as_deref().map(|t| r.redact(t)),
+                            version: f.version,
+                        })
+                    }),
+                )?,
+                "changes" => map.serialize_entry(
+                    key,
+                    &Seq(|| {
+                        end.changes.iter().map(|c| ChangeLine {
+                            created: c.original.is_none(),
+                            new_text: r.redact(&c.new_text),
+                            path: Cow::Owned(path(&c.path)),
+                            version: c.version,
+                        })
+                    }),
+                )?,
+                _ => map.serialize_entry(key, value)?,
+            }
+        }
+        map.end()
+    }
+}
+
+/// A sequence made as it is written.
+struct Seq<F>(F);
+
+impl<F, I> Serialize for Seq<F>
+where
+    F: Fn() -> I,
+    I: Iterator<Item: Serialize>,
+{
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq((self.0)())
     }
 }
 
@@ -499,22 +605,42 @@ impl Transcript {
 
     /// Writes `record` as one line, every string scrubbed.
     pub fn record(&self, record: &Record) {
+        self.record_with(record, None);
+    }
+
+    /// Writes `record` as one line, every string scrubbed, with the end
+    /// record's `files` and `changes` (empty in `record`) taken from `end`.
+    fn record_with(&self, record: &Record, end: Option<EndTexts<'_>>) {
+        if let Some(end) = &end
+            && let Some(path) = end.paths().find(|p| p.to_str().is_none())
+        {
+            // What serde refuses in a path; checked first, as nothing of a line may be written before it fails.
+            return tracing::warn!(path = %self.path.display(), "transcript record left out: {} is not UTF-8", path.display());
+        }
         match serde_json::to_value(record) {
-            Ok(v) => self.write(v),
+            Ok(v) => self.write_line(v, end),
             // A path that is not UTF-8: the record is left out, the run goes on.
             Err(e) => tracing::warn!(path = %self.path.display(), "transcript record left out: {e}"),
         }
     }
 
+    #[cfg(test)]
     fn write(&self, record: Value) {
-        let mut record = scrub(record, &self.redactor);
+        self.write_line(record, None);
+    }
+
+    fn write_line(&self, mut record: Value, end: Option<EndTexts<'_>>) {
+        scrub(&mut record, &self.redactor);
         // Keys sorted, as version 1 writes them, whatever order serde_json's
         // maps keep (the ACP SDK turns on `preserve_order`).
         record.sort_all_objects();
-        let line = record.to_string();
+        let line = Line { record: &record, end, redactor: &self.redactor };
         let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(w) = out.as_mut()
-            && let Err(e) = writeln!(w, "{line}").and_then(|_| w.flush())
+            && let Err(e) = serde_json::to_writer(&mut *w, &line)
+                .map_err(std::io::Error::from)
+                .and_then(|()| w.write_all(b"\n"))
+                .and_then(|()| w.flush())
         {
             tracing::warn!(path = %self.path.display(), "transcript disabled: {e}");
             *out = None;
@@ -589,16 +715,18 @@ impl Transcript {
     }
 
     pub fn end(&self, outcome: &Outcome, files: &[FileBase], changes: &[FileChange], elapsed_ms: u64) {
-        self.record(&Record::End(EndRecord {
+        let record = Record::End(EndRecord {
             stop: outcome.stop.as_str().to_string(),
             turns: outcome.turns,
             usage: outcome.usage,
             summary: outcome.summary.clone(),
             elapsed_ms,
-            files: files.iter().map(FileRecord::from).collect(),
-            changes: changes.iter().map(ChangeRecord::from).collect(),
+            // Written from `files` and `changes` themselves (`EndTexts`).
+            files: Vec::new(),
+            changes: Vec::new(),
             messages: outcome.messages.iter().map(MessageRecord::from).collect(),
-        }));
+        });
+        self.record_with(&record, Some(EndTexts { files, changes }));
     }
 }
 
@@ -960,6 +1088,69 @@ mod tests {
         assert_eq!(e, "the start record has an invalid `version`: 0");
         let (_, e) = with(Some(json!("1"))).expect_err("a string");
         assert_eq!(e, "the start record has an invalid `version`: \"1\"");
+    }
+
+    #[test]
+    fn the_end_record_streams_its_texts_scrubbed_as_a_value_would_write_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Transcript::create(dir.path(), vec!["sk-ant-secret-123".into()]).unwrap();
+        let outcome = Outcome {
+            stop: crate::agent::Stop::EndTurn,
+            turns: 1,
+            usage: Usage::default(),
+            summary: "sk-ant-secret-123 done".into(),
+            messages: vec![],
+        };
+        let text = "漢字 = '😀'\r\nkey = \"sk-ant-secret-123\"\npassword: hunter22";
+        let files = [
+            FileBase {
+                path: "/ws/sk-ant-secret-123/漢.py".into(),
+                source: "buffer",
+                version: Some(2),
+                text: Some(std::sync::Arc::new(text.into())),
+            },
+            FileBase { path: "/ws/gone.py".into(), source: "missing", version: None, text: None },
+        ];
+        let change = |original: Option<&str>| FileChange {
+            path: "/ws/new.py".into(),
+            display: "new.py".into(),
+            version: None,
+            pin: None,
+            original: original.map(String::from),
+            new_text: "x = 'sk-ant-secret-123'\n".into(),
+            reasons: vec![],
+        };
+        let changes = [change(None), change(Some("x = 1\n"))];
+        t.end(&outcome, &files, &changes, 9);
+        // What the whole record made into a value, scrubbed and sorted, writes.
+        let mut expected = serde_json::to_value(Record::End(EndRecord {
+            stop: "end_turn".into(),
+            turns: 1,
+            usage: Usage::default(),
+            summary: outcome.summary.clone(),
+            elapsed_ms: 9,
+            files: files.iter().map(FileRecord::from).collect(),
+            changes: changes.iter().map(ChangeRecord::from).collect(),
+            messages: vec![],
+        }))
+        .unwrap();
+        let redactor = Redactor::new(vec!["sk-ant-secret-123".into()]);
+        scrub(&mut expected, &redactor);
+        expected.sort_all_objects();
+        let written = std::fs::read_to_string(t.path()).unwrap();
+        assert_eq!(written, format!("{expected}\n"));
+        assert!(!written.contains("sk-ant-secret") && !written.contains("hunter22"), "{written}");
+        assert!(written.contains(r#""text":"漢字 = '😀'\r\nkey"#), "{written}");
+        let Record::End(end) = &read(t.path()).unwrap()[0] else { panic!("{written}") };
+        assert_eq!((end.files.len(), end.changes[0].created, end.changes[1].created), (2, true, false));
+        // A path serde cannot write leaves the record out, and no part of it is written.
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            let odd = FileBase { path: std::ffi::OsStr::from_bytes(b"/ws/\xff.py").into(), ..files[1].clone() };
+            t.end(&outcome, &[odd], &[], 1);
+            assert_eq!(std::fs::read_to_string(t.path()).unwrap(), written);
+        }
     }
 
     #[test]

@@ -61,7 +61,8 @@ fn a_50_mb_unsaved_buffer_costs_less_than_three_times_its_text() {
 /// ends: the peak over the RSS before the `didOpen` stays under three times
 /// the text (it was 7.5 times: the buffer copied out of its rope for the
 /// run, copied again as the run's text, and once more for every read and
-/// search).
+/// search), with its transcript written, as by default (whose last record,
+/// which holds the buffer as the run read it, copied it four times more).
 #[test]
 fn a_run_that_reads_and_greps_a_50_mb_unsaved_buffer_costs_less_than_three_times_its_text() {
     let dir = tempfile::tempdir().unwrap();
@@ -69,11 +70,14 @@ fn a_run_that_reads_and_greps_a_50_mb_unsaved_buffer_costs_less_than_three_times
     let uri = common::file_uri(&root.join("big.py"));
     let mock = MockModel::start();
     let base = mock.base_url();
+    let transcripts = tempfile::tempdir().unwrap();
     let env = [
         ("ANTHROPIC_BASE_URL", base.as_str()),
         ("ANTHROPIC_API_KEY", mock_model::API_KEY),
         ("NO_PROXY", "127.0.0.1,localhost"),
         ("no_proxy", "127.0.0.1,localhost"),
+        ("AGENTFIX_TRANSCRIPTS", "1"),
+        ("AGENTFIX_TRANSCRIPT_DIR", transcripts.path().to_str().unwrap()),
     ];
     let mut server = initialized(&root, &env, json!({"workspace": {"applyEdit": true}}));
     code_action(&mut server, 2, &uri);
@@ -114,4 +118,11 @@ fn a_run_that_reads_and_greps_a_50_mb_unsaved_buffer_costs_less_than_three_times
         if reset { format!("{:.2}x", ratio(run.saturating_sub(before), text_kib)) } else { "not apart".into() }
     );
     assert!(growth < 3 * text_kib, "peak RSS grew by {growth} KiB for a {text_kib} KiB buffer");
+    // The transcript was written, the buffer in its last record.
+    let written: Vec<_> = std::fs::read_dir(transcripts.path()).unwrap().flatten().collect();
+    assert_eq!(written.len(), 1, "{written:?}");
+    let last = std::fs::read_to_string(written[0].path()).unwrap().lines().last().map(str::to_owned).unwrap();
+    let end: Value = serde_json::from_str(&last).unwrap();
+    assert_eq!(end["type"], "end", "{}", &last[..200]);
+    assert_eq!(end["files"][0]["text"].as_str().map(str::len), Some(2 * half * LINE.len() + needle.len()));
 }

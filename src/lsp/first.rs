@@ -6,7 +6,9 @@
 //! it has it. So the process reads the first message before logging, the
 //! async runtime, the LSP service and their threads exist; when it is an
 //! `initialize` the service would accept, it is answered at once, from the
-//! main thread, and the server starts while the client reads the answer.
+//! main thread, and the server starts once the client has sent its next
+//! message (`initialized`), so that starting its threads does not compete
+//! with the client waking up to read the answer.
 //! The message then goes to the service like any other (it sets up the
 //! session and tower-lsp's state), and the service's own answer, the same,
 //! is not sent again (see [`transport::Input`]). Anything else first (another
@@ -100,8 +102,8 @@ mod tests {
         assert_eq!(out, wire(body), "one message");
         assert_eq!(early["result"]["capabilities"]["positionEncoding"], "utf-32", "{early}");
         assert_eq!(early, service_answer(&request));
-        // The reader gets the message again, marked answered.
-        assert_eq!(started.first_answered(), Some(true));
+        // The reader gets the message again, marked answered, and `initialized`, read ahead.
+        assert_eq!(started.first_answered(), Some((true, 2)));
     }
 
     #[test]
@@ -117,12 +119,62 @@ mod tests {
             let mut out = Vec::new();
             let input = framed(std::slice::from_ref(&case));
             let started = answer_first(&input[..], &mut out);
-            assert_eq!(started.first_answered(), Some(false), "{case}");
+            assert_eq!(started.first_answered(), Some((false, 1)), "{case}");
             assert!(out.is_empty(), "{case}: {}", String::from_utf8_lossy(&out));
         }
         let mut out = Vec::new();
         answer_first(&b"Content-Length: 3\r\n\r\n{no"[..], &mut out);
         answer_first(&b""[..], &mut out);
         assert!(out.is_empty());
+    }
+
+    /// stdin as a pipe the test writes to, one chunk per message.
+    struct Pipe(std::sync::mpsc::Receiver<Vec<u8>>, Vec<u8>);
+
+    impl std::io::Read for Pipe {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.1.is_empty() {
+                self.1 = self.0.recv().unwrap_or_default();
+            }
+            let n = buf.len().min(self.1.len());
+            buf[..n].copy_from_slice(&self.1[..n]);
+            self.1.drain(..n);
+            Ok(n)
+        }
+    }
+
+    /// stdout as a channel of writes.
+    struct Sent(std::sync::mpsc::Sender<Vec<u8>>);
+
+    impl Write for Sent {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let _ = self.0.send(buf.to_vec());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_server_starts_after_the_client_has_the_answer_and_sent_its_next_message() {
+        let (to_stdin, stdin) = std::sync::mpsc::channel();
+        let (stdout, from_stdout) = std::sync::mpsc::channel();
+        to_stdin.send(framed(&[initialize(json!({}))])).unwrap();
+        let reading = std::thread::spawn(move || answer_first(Pipe(stdin, Vec::new()), &mut Sent(stdout)));
+        // The answer comes while `answer_first` still waits for the next message.
+        let answer = from_stdout.recv_timeout(std::time::Duration::from_secs(10)).expect("the answer");
+        assert!(String::from_utf8_lossy(&answer).contains("\"result\""), "{}", String::from_utf8_lossy(&answer));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!reading.is_finished(), "returned before the client's next message");
+        to_stdin.send(framed(&[json!({"jsonrpc": "2.0", "method": "initialized", "params": {}})])).unwrap();
+        let input = reading.join().unwrap();
+        assert_eq!(input.first_answered(), Some((true, 2)));
+        // A client that sends nothing more (its input ends) starts the server too.
+        let (to_stdin, stdin) = std::sync::mpsc::channel();
+        to_stdin.send(framed(&[initialize(json!({}))])).unwrap();
+        drop(to_stdin);
+        let input = answer_first(Pipe(stdin, Vec::new()), &mut Vec::new());
+        assert_eq!(input.first_answered(), Some((true, 1)));
     }
 }

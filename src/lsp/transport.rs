@@ -26,6 +26,7 @@
 //! whole), and a body at most 64 MB.
 
 use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -378,30 +379,37 @@ where
     Ok(Writer { tx })
 }
 
-/// What the reader thread reads: the frames of an input, and the frame
-/// read from it before the server started (by `lsp::first`), if any, with
-/// whether its request was answered then.
+/// What the reader thread reads: the frames of an input, and those read
+/// from it before the server started (by `lsp::first`), each with whether
+/// its request was answered then.
 pub struct Input<I: Read> {
     frames: SyncFrames<I>,
-    first: Option<(Frame, bool)>,
+    /// Read ahead, in wire order: the first frame (maybe answered) and,
+    /// when it was answered, what the input gave next (a frame, its end or
+    /// an error), which the reader sees as it would have.
+    ahead: VecDeque<(std::io::Result<Option<Frame>>, bool)>,
 }
 
 impl<I: Read> Input<I> {
     /// The frames of `input`, none read yet.
     pub fn new(input: I) -> Self {
-        Input { frames: SyncFrames::new(input), first: None }
+        Input { frames: SyncFrames::new(input), ahead: VecDeque::new() }
     }
 
     /// The frames of `input`, of which the first is read now: when
     /// `answer` gives the body of its answer, that is written to `output`
     /// (one write), and the reader, which hands the frame to the service
-    /// first, does not send the service's answer to it.
+    /// first, does not send the service's answer to it. After an answer
+    /// this also waits for what the client sends next (`initialized`), so
+    /// that the server starts its threads after the client has read the
+    /// answer, not while it wakes up to read it (on two cores they
+    /// competed: that was most of the time to the answer over the floor's).
     pub fn answered_first(input: I, output: &mut impl Write, answer: impl FnOnce(&[u8]) -> Option<Vec<u8>>) -> Self {
         let mut frames = SyncFrames::new(input);
         let first = match frames.next_frame() {
             Ok(Some(frame)) => frame,
             // The input ended (or failed) at once: the reader sees that again.
-            Ok(None) | Err(_) => return Input { frames, first: None },
+            Ok(None) | Err(_) => return Input { frames, ahead: VecDeque::new() },
         };
         let answered = match &first {
             Frame::Body(body) => answer(body).is_some_and(|answer| {
@@ -409,13 +417,19 @@ impl<I: Read> Input<I> {
             }),
             Frame::Broken(_) => false,
         };
-        Input { frames, first: Some((first, answered)) }
+        let mut ahead = VecDeque::from([(Ok(Some(first)), answered)]);
+        if answered {
+            ahead.push_back((frames.next_frame(), false));
+        }
+        Input { frames, ahead }
     }
 
-    /// Whether the first frame, still to be handed to the service, was answered.
+    /// Whether the first frame, still to be handed to the service, was
+    /// answered, and how many frames were read ahead.
     #[cfg(test)]
-    pub(super) fn first_answered(&self) -> Option<bool> {
-        self.first.as_ref().map(|(_, answered)| *answered)
+    pub(super) fn first_answered(&self) -> Option<(bool, usize)> {
+        let read = self.ahead.iter().filter(|(frame, _)| matches!(frame, Ok(Some(_)))).count();
+        self.ahead.front().map(|(_, answered)| (*answered, read))
     }
 }
 
@@ -456,13 +470,10 @@ where
         let _end = OnDrop(Some(on_end));
         // Handlers polled here may spawn tasks and start timers.
         let _runtime = runtime.enter();
-        let Input { mut frames, mut first } = input;
+        let Input { mut frames, mut ahead } = input;
         loop {
-            // The first frame again, when `lsp::first` read it (and maybe answered it).
-            let (next, answered) = match first.take() {
-                Some((frame, answered)) => (Ok(Some(frame)), answered),
-                None => (frames.next_frame(), false),
-            };
+            // What `lsp::first` read ahead (and maybe answered), then the rest.
+            let (next, answered) = ahead.pop_front().unwrap_or_else(|| (frames.next_frame(), false));
             let frame = match next {
                 Ok(Some(f)) => f,
                 Ok(None) => break,
