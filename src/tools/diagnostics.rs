@@ -107,7 +107,7 @@ mod tests {
     }
 
     async fn run(ctx: &ToolContext, reports: Vec<(&'static str, Diagnostic)>) -> String {
-        let ctx = ToolContext { symbols: Some(Arc::new(Reports(reports))), ..ctx.clone() };
+        let ctx = ToolContext { symbols: Some(Arc::new(Reports::by_marker(reports))), ..ctx.clone() };
         Diagnostics.run(DiagnosticsInput { path: None }, &ctx).await.unwrap()
     }
 

@@ -112,7 +112,7 @@ mod tests {
             ..Default::default()
         };
         let gone = Diagnostic { message: "x is never read".into(), ..Default::default() };
-        let reports = Reports(vec![("BAD", whole), ("WORSE", plain), ("x = 1", gone)]);
+        let reports = Reports::by_marker(vec![("BAD", whole), ("WORSE", plain), ("x = 1", gone)]);
         let ctx = ToolContext { symbols: Some(Arc::new(reports)), ..ctx };
         // The edit is in the run's view before its feedback: the related
         // line is the new one.

@@ -1,6 +1,6 @@
 //! Test support for the tools and their callers: a temp workspace with
 //! files on disk and open buffers, as a [`ToolContext`]; [`Reports`], a
-//! language server that knows only diagnostics.
+//! language server that knows only diagnostics (Python's).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -42,15 +42,29 @@ pub fn context(files: &[(&str, &str)], buffers: &[(&str, &str, i32)]) -> (tempfi
     (dir, ToolContext::plain(Arc::new(Overlay::new(ws, Arc::new(bufs))), target))
 }
 
-/// A language server that knows only diagnostics, for the tools that show
-/// them: each `(marker, diagnostic)` is reported for a text that contains
-/// the marker, in order; nothing else is known.
-pub struct Reports(pub Vec<(&'static str, Diagnostic)>);
+/// A language server of Python files (`.py`) that knows only
+/// diagnostics: those `report` gives for a text; nothing else is known.
+pub struct Reports(Box<Report>);
+
+/// What [`Reports`] reports for a text.
+type Report = dyn Fn(&str) -> Vec<Diagnostic> + Send + Sync;
+
+impl Reports {
+    pub fn new(report: impl Fn(&str) -> Vec<Diagnostic> + Send + Sync + 'static) -> Self {
+        Self(Box::new(report))
+    }
+
+    /// Each `(marker, diagnostic)` reported, in order, for a text that
+    /// contains the marker.
+    pub fn by_marker(list: Vec<(&'static str, Diagnostic)>) -> Self {
+        Self::new(move |text| list.iter().filter(|(m, _)| text.contains(m)).map(|(_, d)| d.clone()).collect())
+    }
+}
 
 #[async_trait::async_trait]
 impl SymbolSource for Reports {
-    fn available(&self, _: &Path) -> bool {
-        true
+    fn available(&self, path: &Path) -> bool {
+        path.extension().is_some_and(|e| e == "py")
     }
     async fn document_symbols(&self, _: &Path, _: &str) -> Result<Vec<Symbol>, DownstreamError> {
         Ok(Vec::new())
@@ -68,7 +82,7 @@ impl SymbolSource for Reports {
         Ok(None)
     }
     async fn diagnostics(&self, _: &Path, text: &str) -> Result<Vec<Diagnostic>, DownstreamError> {
-        Ok(self.0.iter().filter(|(m, _)| text.contains(m)).map(|(_, d)| d.clone()).collect())
+        Ok((self.0)(text))
     }
     async fn release(&self, _: &[(PathBuf, Option<String>)]) {}
 }
