@@ -3,25 +3,28 @@
 //! (`downstream`) are both a `Diagnostic`, with a 0-based `LineCol` and a
 //! `Severity`. It lives below both, and below `tools` and `fix`, so that the
 //! loop's side never needs LSP types to hold one. Its texts (`Severity::name`,
-//! 1-based numbers) are made where the model reads them: `fix::task_prompt`,
-//! the `diagnostics` tool and the feedback after edits.
+//! 1-based numbers) are made where the model reads them, by
+//! `tools::diagnostic_text`: for `fix::task_prompt`, the `diagnostics` tool
+//! and the feedback after edits.
 //!
 //! Its parts:
 //! the one diagnostic type: `Diagnostic` (start and end `LineCol` in
 //! characters, `Option<Severity>`, message, source, code and its
-//! documentation link, the `Related` places and the notes without a place)
+//! documentation link, the `Related` places and the notes without a place;
+//! `span`, its range when it has a sound one)
 //! and `Severity { Error, Warning, Information, Hint }` with its names
 //! (`error`, `warning`, `info`, `hint`).
 //! Below `downstream` (which decodes servers' diagnostics into it) and
 //! `tools`/`fix` (which render it 1-based for the model: the first message,
 //! the `diagnostics` tool, the feedback after edits), so the loop's side
-//! never sees LSP types; `lsp::convert` makes the editor's
+//! never sees LSP types; `lsp::convert` makes the editor's diagnostics into
+//! it, `cli::failures` those of `--diagnostics` input.
 
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use crate::position::LineCol;
+use crate::position::{LineCol, Span};
 
 /// How bad a diagnostic is (LSP's `DiagnosticSeverity`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -115,6 +118,12 @@ impl Diagnostic {
     pub fn shown_severity(&self) -> Severity {
         self.severity.unwrap_or(Severity::Error)
     }
+
+    /// Where it is, start to end; `None` without an end, or with one
+    /// before the start (it came from the wire).
+    pub fn span(&self) -> Option<Span> {
+        self.end.filter(|end| *end >= self.at).map(|end| Span::new(self.at, end))
+    }
 }
 
 #[cfg(test)]
@@ -130,5 +139,15 @@ mod tests {
         assert_eq!("information".parse::<Severity>(), Err(UnknownSeverity("information".into())));
         let d = Diagnostic { message: "m".into(), ..Default::default() };
         assert_eq!(d.shown_severity(), Severity::Error);
+    }
+
+    #[test]
+    fn a_span_needs_an_end_at_or_after_the_start() {
+        let at = LineCol::new(2, 4);
+        let d = |end| Diagnostic { at, end, ..Default::default() };
+        assert_eq!(d(None).span(), None);
+        assert_eq!(d(Some(LineCol::new(2, 3))).span(), None);
+        assert_eq!(d(Some(at)).span(), Some(Span::new(at, at)));
+        assert_eq!(d(Some(LineCol::new(3, 0))).span(), Some(Span::new(at, LineCol::new(3, 0))));
     }
 }

@@ -151,11 +151,23 @@ fn edits_report_the_diagnostics_they_fix_and_introduce() {
         r["t_fix"].0
     );
     assert!(
-        r["t_break"].0.ends_with("\n\nDiagnostics of calc.py after this edit: 0 fixed, 1 introduced, 1 in all.\n- introduced: calc.py:3:25: error: ERROR is not allowed here [fake E1]"),
+        r["t_break"].0.ends_with(
+            "\n\nDiagnostics of calc.py after this edit: 0 fixed, 1 introduced, 1 in all.\n\
+             - introduced: calc.py:3:25-3:30: error: ERROR is not allowed here [fake E1]\n  \
+             E1 is documented at https://fake.example/rules/E1\n  \
+             related: calc.py:1: the file starts here\n    | class Calc:"
+        ),
         "{}",
         r["t_break"].0
     );
-    assert_eq!(r["t_diag"].0, "calc.py:3:25: error: ERROR is not allowed here [fake E1]\n");
+    // The whole diagnostic: its range's end, its code's link, its related
+    // place with that line's text.
+    assert_eq!(
+        r["t_diag"].0,
+        "calc.py:3:25-3:30: error: ERROR is not allowed here [fake E1]\n  \
+         E1 is documented at https://fake.example/rules/E1\n  \
+         related: calc.py:1: the file starts here\n    | class Calc:\n"
+    );
     // The disk was never touched; the server saw the run's versions.
     assert_eq!(std::fs::read_to_string(ws.root.join("calc.py")).unwrap(), CALC);
     let log = log_of(&ws);

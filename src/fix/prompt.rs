@@ -14,6 +14,7 @@ use crate::diagnostic::Diagnostic;
 use crate::downstream::{FixChange, QuickFix, Symbol, SymbolSource};
 use crate::instructions::Instructions;
 use crate::position::Span;
+use crate::tools::{cap, details, shown_path, span_text, tags};
 use crate::workspace::{Overlay, Workspace};
 
 /// Lines of code shown around the target in the first message.
@@ -74,8 +75,6 @@ pub const PROBLEM_BYTES: usize = 4096;
 const QUICK_FIX_PROBLEMS: usize = 10;
 /// Characters of a covered range, a quick fix's text or a related line shown.
 const SHOWN_CHARS: usize = 300;
-/// What ends a problem cut at [`PROBLEM_BYTES`].
-const CUT: &str = "  [… the rest of this problem is cut: over 4 KB]\n";
 
 /// The first user message of a run. Reading the target through the overlay
 /// pins the buffer version the run works from. `fixes` are the quick fixes
@@ -139,24 +138,17 @@ pub fn task_prompt(target: &Target, overlay: &Overlay, outline: Option<&str>, fi
 /// One problem of the first message: `- line L, column C: severity:
 /// message [source code]`, then, indented, its range (`L:C-L:C`, 1-based,
 /// columns in characters, the end exclusive) with the text it covers in
-/// `text` (the target's), its code's link, its related places (path, line,
-/// message, and that line's text in the run's view), its notes, and the
-/// quick fixes offered for it. At most [`PROBLEM_BYTES`].
+/// `text` (the target's), its details as the tools show them too
+/// (`tools::details`: its code's link, its related places with their line
+/// in the run's view, its notes), and the quick fixes offered for it. At
+/// most [`PROBLEM_BYTES`].
 fn problem(p: &Diagnostic, target: &Path, text: Option<&str>, overlay: &Overlay, fixes: &[QuickFix]) -> String {
-    let mut tags = Vec::new();
-    if let Some(s) = &p.source {
-        tags.push(s.clone());
-    }
-    if let Some(c) = &p.code {
-        tags.push(c.clone());
-    }
-    let tags = if tags.is_empty() { String::new() } else { format!(" [{}]", tags.join(" ")) };
     let sev = p.severity.map_or("problem", |s| s.name());
     let mut out =
-        format!("- line {}, column {}: {sev}: {}{tags}\n", p.at.line_number(), p.at.column_number(), p.message);
-    if let Some(end) = p.end.filter(|end| *end >= p.at) {
-        let range = range_text(Span::new(p.at, end));
-        match text.map(|t| covered(t, Span::new(p.at, end))).filter(|c| !c.is_empty()) {
+        format!("- line {}, column {}: {sev}: {}{}\n", p.at.line_number(), p.at.column_number(), p.message, tags(p));
+    if let Some(span) = p.span() {
+        let range = span_text(span);
+        match text.map(|t| covered(t, span)).filter(|c| !c.is_empty()) {
             Some(c) if !c.contains('\n') => out.push_str(&format!("  range {range} covers `{}`\n", clip(&c))),
             Some(c) => {
                 out.push_str(&format!("  range {range} covers:\n"));
@@ -167,46 +159,14 @@ fn problem(p: &Diagnostic, target: &Path, text: Option<&str>, overlay: &Overlay,
             None => out.push_str(&format!("  range {range}\n")),
         }
     }
-    if let Some(link) = &p.code_link {
-        out.push_str(&format!("  {} is documented at {link}\n", p.code.as_deref().unwrap_or("its rule")));
-    }
-    let ws = overlay.workspace();
-    let mut hidden = 0;
-    for r in &p.related {
-        let Some(shown) = shown_path(overlay, &r.path) else {
-            hidden += 1;
-            continue;
-        };
-        out.push_str(&format!("  related: {shown}:{}: {}\n", u64::from(r.line) + 1, r.message.replace('\n', " ")));
-        let line = if ws.contains(&r.path) { overlay.read(&r.path).ok() } else { None };
-        if let Some(l) = line.as_deref().and_then(|t| t.lines().nth(r.line as usize)) {
-            out.push_str(&format!("    | {}\n", clip(l)));
-        }
-    }
-    if hidden > 0 {
-        out.push_str(&format!("  ({hidden} related place(s) in protected files left out)\n"));
-    }
-    for n in &p.notes {
-        out.push_str(&format!("  {}\n", n.trim_end().replace('\n', "\n    ")));
-    }
+    out.push_str(&details(p, overlay, SHOWN_CHARS, PROBLEM_BYTES));
     if !fixes.is_empty() {
         out.push_str("  quick fixes the language server offers for it (none is applied; make your own edit):\n");
         for f in fixes {
             out.push_str(&format!("  - {}\n", quick_fix(f, overlay, target, text)));
         }
     }
-    cap(out)
-}
-
-/// `L:C-L:C`, 1-based.
-fn range_text(span: Span) -> String {
-    format!(
-        "{}:{}-{}:{}",
-        span.start.line_number(),
-        span.start.column_number(),
-        span.end.line_number(),
-        span.end.column_number()
-    )
+    cap(out, PROBLEM_BYTES, "problem")
 }
 
 /// The text `span` (lines as `str::lines` counts them, columns in
@@ -233,17 +193,6 @@ fn clip(s: &str) -> String {
     crate::tools::shortened(s, SHOWN_CHARS)
 }
 
-/// How a path of a related place or a quick fix is shown: relative to the
-/// root inside the workspace, as it is outside (as the symbol tools show
-/// results there); `None` for a protected file (not even its name).
-fn shown_path(overlay: &Overlay, path: &Path) -> Option<String> {
-    let ws = overlay.workspace();
-    if ws.is_protected(path) {
-        return None;
-    }
-    Some(if ws.contains(path) { ws.display(path) } else { path.display().to_string() })
-}
-
 /// `"title" (preferred): in `a.py`: replace 3:5-3:9 (`old`) with `new`` —
 /// the edit as text, per file, or what the action has instead.
 /// `text` is the target's, at `target`: its old text is shown.
@@ -263,9 +212,9 @@ fn quick_fix(f: &QuickFix, overlay: &Overlay, target: &Path, text: Option<&str>)
                 let what = if span.start == span.end {
                     format!("insert `{}` at {}:{}", escaped(new), span.start.line_number(), span.start.column_number())
                 } else if new.is_empty() {
-                    format!("delete {}{old}", range_text(*span))
+                    format!("delete {}{old}", span_text(*span))
                 } else {
-                    format!("replace {}{old} with `{}`", range_text(*span), escaped(new))
+                    format!("replace {}{old} with `{}`", span_text(*span), escaped(new))
                 };
                 (path, what)
             }
@@ -314,29 +263,6 @@ fn escaped(s: &str) -> String {
     clip(&s.replace('\\', "\\\\").replace('\n', "\\n").replace('\r', "\\r").replace('\t', "\\t"))
 }
 
-/// A problem's text cut to [`PROBLEM_BYTES`], at a line's end when one is
-/// near enough, with the visible marker [`CUT`].
-fn cap(mut out: String) -> String {
-    if out.len() <= PROBLEM_BYTES {
-        return out;
-    }
-    let mut at = PROBLEM_BYTES - CUT.len();
-    while !out.is_char_boundary(at) {
-        at -= 1;
-    }
-    // At the end of a line when one ends in the last quarter.
-    if let Some(nl) = out[..at].rfind('\n').filter(|nl| *nl >= at * 3 / 4) {
-        at = nl + 1;
-    } else {
-        out.truncate(at);
-        out.push('\n');
-        at = out.len();
-    }
-    out.truncate(at);
-    out.push_str(CUT);
-    out
-}
-
 /// What the first message takes from the language server: the target's
 /// outline and the quick fixes for its problems (none for a follow-up,
 /// whose first message is its report), asked together: both wait on the
@@ -367,12 +293,8 @@ async fn quick_fixes(
     cancel: &CancellationToken,
 ) -> Vec<Vec<QuickFix>> {
     let (Some(s), Ok(text)) = (symbols, overlay.read(&target.path)) else { return Vec::new() };
-    let spans: Vec<Span> = target
-        .problems
-        .iter()
-        .take(QUICK_FIX_PROBLEMS)
-        .map(|p| Span::new(p.at, p.end.filter(|e| *e >= p.at).unwrap_or(p.at)))
-        .collect();
+    let spans: Vec<Span> =
+        target.problems.iter().take(QUICK_FIX_PROBLEMS).map(|p| p.span().unwrap_or(Span::new(p.at, p.at))).collect();
     if spans.is_empty() {
         return Vec::new();
     }
@@ -632,6 +554,8 @@ mod tests {
 
     #[test]
     fn a_problem_is_cut_at_4_kb_visibly() {
+        const CUT: &str = "  [… the rest of this problem is cut: over 4 KB]\n";
+        assert_eq!(crate::tools::cut_marker(PROBLEM_BYTES, "problem"), CUT);
         let (_d, ctx) = context(&[("m.py", "x = 1\n")], &[]);
         let root = ctx.overlay.workspace().primary_root().to_path_buf();
         let mut p = problem_at(0, 0, (0, 1), "m");

@@ -449,67 +449,14 @@ mod tests {
 
     /// Python files only; an error for each line with `bad` in it, the
     /// line as its message.
-    struct Lines;
-
-    #[async_trait::async_trait]
-    impl SymbolSource for Lines {
-        fn available(&self, path: &std::path::Path) -> bool {
-            path.extension().is_some_and(|e| e == "py")
-        }
-        async fn document_symbols(
-            &self,
-            _: &std::path::Path,
-            _: &str,
-        ) -> Result<Vec<crate::downstream::Symbol>, crate::downstream::DownstreamError> {
-            Ok(Vec::new())
-        }
-        async fn workspace_symbols(
-            &self,
-            _: &std::path::Path,
-            _: &str,
-        ) -> Result<Vec<crate::downstream::Location>, crate::downstream::DownstreamError> {
-            Ok(Vec::new())
-        }
-        async fn definition(
-            &self,
-            _: &std::path::Path,
-            _: &str,
-            _: u32,
-            _: u32,
-        ) -> Result<Vec<crate::downstream::Location>, crate::downstream::DownstreamError> {
-            Ok(Vec::new())
-        }
-        async fn references(
-            &self,
-            _: &std::path::Path,
-            _: &str,
-            _: u32,
-            _: u32,
-        ) -> Result<Vec<crate::downstream::Location>, crate::downstream::DownstreamError> {
-            Ok(Vec::new())
-        }
-        async fn hover(
-            &self,
-            _: &std::path::Path,
-            _: &str,
-            _: u32,
-            _: u32,
-        ) -> Result<Option<String>, crate::downstream::DownstreamError> {
-            Ok(None)
-        }
-        async fn diagnostics(
-            &self,
-            _: &std::path::Path,
-            text: &str,
-        ) -> Result<Vec<Diagnostic>, crate::downstream::DownstreamError> {
-            Ok(text
-                .lines()
+    fn lines() -> crate::tools::test_support::Reports {
+        crate::tools::test_support::Reports::new(|text| {
+            text.lines()
                 .enumerate()
                 .filter(|(_, l)| l.contains("bad"))
                 .map(|(n, l)| d(n as u32, Some(Severity::Error), l.trim()))
-                .collect())
-        }
-        async fn release(&self, _: &[(std::path::PathBuf, Option<String>)]) {}
+                .collect()
+        })
     }
 
     struct Yes;
@@ -541,7 +488,7 @@ mod tests {
         let target = [d(0, Some(Severity::Error), "x = bad")];
         let command = test_command("grep -q good a.py");
         let names = vec!["test".to_string()];
-        let checker = Checker { symbols: Some(&Lines), commands: Some(&command), names: &names };
+        let checker = Checker { symbols: Some(&lines()), commands: Some(&command), names: &names };
         let checked = checker.check(&ctx, &ctx.overlay.changes(), &target).await;
         // notes.txt has no language server: only a.py is compared.
         assert_eq!(checked.diff.as_ref().unwrap().counts(), DiagnosticCounts { fixed: 1, introduced: 0, remaining: 0 });
@@ -553,7 +500,7 @@ mod tests {
         // A new error and a failing command: findings for the model.
         ctx.overlay.write(&a, "x = good\ny = bad call\n".into()).unwrap();
         let failing = test_command("echo 'assert failed' >&2; exit 3");
-        let checker = Checker { symbols: Some(&Lines), commands: Some(&failing), names: &names };
+        let checker = Checker { symbols: Some(&lines()), commands: Some(&failing), names: &names };
         let checked = checker.check(&ctx, &ctx.overlay.changes(), &target).await;
         assert!(!checked.passed() && checked.has_findings());
         assert_eq!(checked.commands[0].check.exit_code, Some(3));

@@ -10,6 +10,8 @@
 //! Here: the types every tool shares ([`ToolContext`], [`ToolError`],
 //! [`ToolOutput`], [`ToolSet`]) and the text helpers. `registry.rs`: the
 //! [`Tool`] trait and [`Toolbox`]; `feedback.rs`: diagnostics after edits;
+//! `diagnostic_text.rs`: a diagnostic as the model reads it (the tool, the
+//! feedback, and the first message's problems in `fix::prompt`);
 //! `walk.rs`: the file walk and globs; `test_support.rs`: test contexts.
 //!
 //! Its parts:
@@ -17,12 +19,15 @@
 //! `registry.rs` (`Tool` trait: typed input + `JsonSchema`; `Toolbox`
 //! implementing `ToolSet`), one file per tool; symbol tools through
 //! `downstream::SymbolSource`; `feedback.rs` (diagnostics after edits),
+//! `diagnostic_text.rs` (a diagnostic whole for the model: range, link,
+//! related places with their lines, notes, bounded),
 //! `walk.rs` (file walk, globs); `ExternalTool` (a tool known only at run
 //! time, its JSON input unchecked here: the MCP tools); `process.rs`
 //! (`run_command`'s children: spawn, process group or session, capped output,
 //! timeout, kill and reap; here rather than in `sandbox` because it runs in a
 //! `workspace::Scratch`, which `sandbox` may not use)
 
+mod diagnostic_text;
 mod diagnostics;
 mod document_symbols;
 mod edit_file;
@@ -67,6 +72,9 @@ pub use run_command::{Approval, Approver, CommandRun, CommandSpec, RunCommand, R
 pub use workspace_symbols::WorkspaceSymbols;
 pub use write_file::WriteFile;
 
+#[cfg(test)]
+pub(crate) use diagnostic_text::cut_marker;
+pub(crate) use diagnostic_text::{cap, details, shown_path, span_text, tags};
 pub(crate) use feedback::diagnostics_feedback;
 pub(crate) use walk::{files_under, glob};
 
