@@ -13,6 +13,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::mcp_http::HttpServer;
 use common::mock_model::{self, MockModel, Reply, sse_events, stalled, text_reply, tool_reply};
 use serde_json::{Value, json};
 
@@ -56,7 +57,8 @@ fn workspace() -> (tempfile::TempDir, PathBuf) {
 
 /// Runs the client's `script` against `agentfix acp [args]` in `root`,
 /// returns its report after checking that it found no violation and that
-/// agentfix exited 0 when stdin closed.
+/// agentfix exited 0 when stdin closed; the report's `log` is agentfix's
+/// stderr (at `agentfix=debug`).
 fn drive(schema: &Path, root: &Path, mock: &MockModel, script: Value, args: &[&str]) -> Value {
     let home = root.parent().unwrap();
     let file = home.join("script.json");
@@ -82,7 +84,7 @@ fn drive(schema: &Path, root: &Path, mock: &MockModel, script: Value, args: &[&s
     let out = cmd.output().expect("python3 runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the client failed:\n{stderr}");
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+    let mut report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!("the client's report is not JSON ({e}):\n{}\n{stderr}", String::from_utf8_lossy(&out.stdout))
     });
     let violations = report["violations"].as_array().unwrap();
@@ -91,6 +93,7 @@ fn drive(schema: &Path, root: &Path, mock: &MockModel, script: Value, args: &[&s
     if std::env::var_os("ACP_TEST_LOG").is_some() {
         eprintln!("{stderr}");
     }
+    report["log"] = Value::String(stderr.into_owned());
     report
 }
 
@@ -340,6 +343,88 @@ fn an_mcp_server_of_session_new_gives_the_model_its_tools() {
     let calls = updates(&report, 0, "tool_call");
     assert!(calls.iter().filter(|c| c["toolCallId"] != "toolu_0").all(|c| c["kind"] == "fetch"), "{calls:?}");
     assert_eq!(calls[0]["title"], "test: lookup");
+}
+
+#[test]
+fn an_http_mcp_server_of_session_new_serves_the_model_with_the_client_s_headers_as_sent() {
+    let Some(schema) = client("an_http_mcp_server_of_session_new_serves_the_model_with_the_client_s_headers_as_sent")
+    else {
+        return;
+    };
+    let (_d, root) = workspace();
+    // The client's value as it sent it: expanded against agentfix's
+    // environment (HOME is set), it would be refused.
+    let token = "acp-t0ken-${env:HOME}";
+    let http = HttpServer::start(token, &root.parent().unwrap().join("http.log"));
+    let mock = MockModel::start();
+    mock.push(tool_reply(&[
+        ("toolu_1", "mcp__web__lookup", json!({"query": "q"})),
+        ("toolu_2", "mcp__web__lookup", json!({"query": "auth"})),
+    ]));
+    mock.push(text_reply("Looked it up."));
+    let server = json!({
+        "type": "http",
+        "name": "web",
+        "url": http.url,
+        "headers": [{"name": "Authorization", "value": format!("Bearer {token}")}],
+    });
+    let script = json!({
+        "cwd": root,
+        "mcpServers": [server],
+        "prompts": [{"content": [text("fix line 2 of calc.py")]}],
+    });
+    let report = drive(&schema, &root, &mock, script, &[]);
+    let log = report["log"].as_str().unwrap();
+    let mcp = &report["initialize"]["agentCapabilities"]["mcpCapabilities"];
+    assert_eq!((&mcp["http"], &mcp["sse"]), (&json!(true), &json!(false)), "{mcp}");
+    assert_eq!(report["prompts"][0]["stopReason"], "end_turn", "{log}");
+    let tools = mock.requests()[0].body["tools"].to_string();
+    assert!(tools.contains("mcp__web__lookup") && tools.contains("mcp__web__write_note"), "{tools}\n{log}");
+    // The tool's result reached the model; the echoed header is scrubbed.
+    let got = results(&mock, 1);
+    assert_eq!(got[0], ("found q over http".to_string(), false), "{log}");
+    assert_eq!(got[1], ("auth header: [REDACTED]".to_string(), false));
+    let auth = http.auth();
+    assert!(!auth.is_empty() && auth.iter().all(|l| l == "auth ok"), "{auth:?}");
+    let calls = updates(&report, 0, "tool_call");
+    let lookup = calls.iter().find(|c| c["toolCallId"] == "toolu_1").unwrap();
+    assert_eq!((&lookup["kind"], &lookup["title"]), (&json!("fetch"), &json!("web: lookup")));
+    assert!(log.contains("MCP server connected"), "{log}");
+    let everything = format!("{log}{}", report["raw"]);
+    assert!(!everything.contains("acp-t0ken"), "the header's value is in no log and no message: {everything}");
+}
+
+#[test]
+fn an_sse_mcp_server_of_session_new_is_skipped_with_a_warning_and_the_turn_goes_on() {
+    let Some(schema) = client("an_sse_mcp_server_of_session_new_is_skipped_with_a_warning_and_the_turn_goes_on") else {
+        return;
+    };
+    let (_d, root) = workspace();
+    let mock = MockModel::start();
+    mock.push(text_reply("Nothing to change."));
+    let server = json!({
+        "type": "sse",
+        "name": "old",
+        "url": "http://127.0.0.1:9/sse-path",
+        "headers": [{"name": "Authorization", "value": "Bearer sse-s3cret"}],
+    });
+    let script = json!({
+        "cwd": root,
+        "mcpServers": [server],
+        "prompts": [{"content": [text("fix line 2 of calc.py")]}],
+    });
+    let report = drive(&schema, &root, &mock, script, &[]);
+    let log = report["log"].as_str().unwrap();
+    assert_eq!(report["prompts"][0]["stopReason"], "end_turn", "{log}");
+    assert!(
+        log.contains(
+            "MCP server `old` of session/new skipped: agentfix does not support the legacy HTTP+SSE transport"
+        ),
+        "{log}"
+    );
+    assert!(!log.contains("sse-s3cret") && !log.contains("sse-path"), "neither its headers nor its url: {log}");
+    let tools = mock.requests()[0].body["tools"].to_string();
+    assert!(!tools.contains("mcp__old"), "{tools}");
 }
 
 #[test]

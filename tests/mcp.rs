@@ -10,11 +10,11 @@
 
 mod common;
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use common::agentfix_bin;
+use common::mcp_http::HttpServer;
 use common::mock_model::{self, MockModel, text_reply, tool_reply};
 use serde_json::{Value, json};
 
@@ -108,44 +108,6 @@ fn results(mock: &MockModel, request: usize) -> Vec<(String, bool)> {
             (text, b["is_error"] == true)
         })
         .collect()
-}
-
-/// `examples/mcp_http_test_server.rs`, running until dropped.
-struct HttpServer {
-    child: Child,
-    /// Its endpoint, `http://127.0.0.1:PORT/mcp`.
-    url: String,
-    log: PathBuf,
-}
-
-impl HttpServer {
-    /// A server that wants `Bearer <token>`, logging to `log`.
-    fn start(token: &str, log: &Path) -> Self {
-        let mut child = Command::new(common::example("mcp_http_test_server"))
-            .env("MCP_TEST_TOKEN", token)
-            .env("MCP_TEST_LOG", log)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the HTTP test server");
-        let mut url = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut url).unwrap();
-        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-        Self { child, url: url.trim().to_string(), log: log.to_path_buf() }
-    }
-
-    /// The `auth …` lines of its log.
-    fn auth(&self) -> Vec<String> {
-        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        log.lines().filter(|l| l.starts_with("auth ")).map(str::to_string).collect()
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Every file under `dir`, as text.

@@ -1,7 +1,8 @@
 //! The agent side of the connection, through the SDK's v1 builder over
 //! stdio (one JSON-RPC message per line): `initialize` (protocol v1; no
 //! `loadSession`, since a session's conversation lives in memory; prompts
-//! with embedded context and resource links; stdio MCP servers only; no
+//! with embedded context and resource links; stdio and HTTP MCP servers,
+//! not the legacy SSE transport; no
 //! authentication methods, as the key comes from the environment;
 //! `agentInfo` with the binary's version), `session/new`, `session/prompt`
 //! (the run is spawned: the SDK's dispatch loop must stay free for the
@@ -107,7 +108,7 @@ impl Server {
         let capabilities = AgentCapabilities::new()
             .load_session(false)
             .prompt_capabilities(prompts)
-            .mcp_capabilities(McpCapabilities::new().http(false).sse(false));
+            .mcp_capabilities(McpCapabilities::new().http(true).sse(false));
         InitializeResponse::new(ProtocolVersion::V1)
             .agent_capabilities(capabilities)
             .agent_info(Implementation::new("agentfix", env!("CARGO_PKG_VERSION")))

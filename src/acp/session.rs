@@ -11,7 +11,7 @@ use agent_client_protocol::v1::schema::McpServer;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::config::mcp::McpServerSettings;
+use crate::config::mcp::{McpServerKind, McpServerSettings};
 use crate::config::settings::Settings;
 use crate::downstream::Downstream;
 use crate::fix::Target;
@@ -48,9 +48,10 @@ pub(super) enum NewSessionError {
 }
 
 impl Session {
-    /// A session on `cwd` over the `--settings` layer, with the stdio
-    /// servers of `servers` added to its `mcpServers` (HTTP and SSE servers
-    /// are not offered in the capabilities, and skipped).
+    /// A session on `cwd` over the `--settings` layer, with the stdio and
+    /// HTTP servers of `servers` added to its `mcpServers` (over a server
+    /// of the same name there; SSE servers are not offered in the
+    /// capabilities, and skipped).
     pub fn new(cwd: PathBuf, editor: &Settings, servers: &[McpServer]) -> Result<Self, NewSessionError> {
         let shown = cwd.display().to_string();
         let root = match std::fs::canonicalize(&cwd) {
@@ -58,7 +59,7 @@ impl Session {
             _ => return Err(NewSessionError::NotAFolder(shown)),
         };
         let mut editor = editor.clone();
-        let added = stdio_servers(servers);
+        let added = client_servers(servers);
         if !added.is_empty() {
             editor.mcp_servers.get_or_insert_with(BTreeMap::new).extend(added);
         }
@@ -146,28 +147,48 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The stdio servers of `session/new` as `mcpServers` entries.
-fn stdio_servers(servers: &[McpServer]) -> BTreeMap<String, McpServerSettings> {
+/// The servers of `session/new` as `mcpServers` entries: stdio servers
+/// with their `env`, HTTP (streamable HTTP) servers with their `headers`,
+/// both `literal` (the client's values, no `${env:…}`). An SSE server is
+/// skipped with a warning in the log the client shows (never its url or
+/// headers, which may carry tokens).
+fn client_servers(servers: &[McpServer]) -> BTreeMap<String, McpServerSettings> {
     let mut out = BTreeMap::new();
     for server in servers {
-        match server {
+        let (name, entry) = match server {
             McpServer::Stdio(s) => {
                 let env = s.env.iter().map(|v| (v.name.clone(), v.value.clone())).collect();
-                let args = s.args.clone();
                 let command = Some(s.command.display().to_string());
-                out.insert(s.name.clone(), McpServerSettings { command, args, env, ..Default::default() });
+                (&s.name, McpServerSettings { command, args: s.args.clone(), env, ..Default::default() })
             }
-            other => tracing::warn!("MCP server skipped: only stdio servers are supported, not {other:?}"),
-        }
+            McpServer::Http(s) => {
+                let headers = s.headers.iter().map(|h| (h.name.clone(), h.value.clone())).collect();
+                let kind = Some(McpServerKind::Http);
+                (&s.name, McpServerSettings { kind, url: Some(s.url.clone()), headers, ..Default::default() })
+            }
+            McpServer::Sse(s) => {
+                tracing::warn!(
+                    "MCP server `{}` of session/new skipped: agentfix does not support the legacy HTTP+SSE transport (mcpCapabilities.sse is false); pass the server's streamable HTTP endpoint as an `http` server",
+                    s.name
+                );
+                continue;
+            }
+            _ => {
+                tracing::warn!("an MCP server of session/new skipped: agentfix supports stdio and http servers only");
+                continue;
+            }
+        };
+        out.insert(name.clone(), McpServerSettings { literal: true, ..entry });
     }
     out
 }
 
 #[cfg(test)]
 mod tests {
-    use agent_client_protocol::v1::schema::{EnvVariable, McpServerStdio};
+    use agent_client_protocol::v1::schema::{EnvVariable, HttpHeader, McpServerHttp, McpServerSse, McpServerStdio};
 
     use super::*;
+    use crate::config::mcp::McpTransport;
 
     #[test]
     fn a_session_needs_a_folder_and_adds_its_stdio_servers_to_the_settings() {
@@ -189,5 +210,38 @@ mod tests {
         assert!(first.is_cancelled());
         drop(running);
         assert!(s.begin(CancellationToken::new()).is_some());
+    }
+
+    #[test]
+    fn the_client_s_http_servers_join_the_settings_with_their_headers_as_sent_and_sse_ones_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = |url: &str| McpServerSettings { url: Some(url.into()), ..Default::default() };
+        let servers = [("docs", "https://docs.example/mcp"), ("web", "https://old.example/mcp")];
+        let editor = Settings {
+            mcp_servers: Some(servers.iter().map(|(n, u)| (n.to_string(), settings(u))).collect()),
+            ..Settings::default()
+        };
+        let token = HttpHeader::new("Authorization", "Bearer ${env:MY_TOKEN}");
+        let http =
+            McpServerHttp::new("web", "https://mcp.example/mcp").headers(vec![token, HttpHeader::new("X-A", "1")]);
+        let sse = McpServerSse::new("old", "https://sse.example/sse").headers(vec![HttpHeader::new("X-B", "2")]);
+        let sent = [McpServer::Http(http), McpServer::Sse(sse)];
+        let s = Session::new(dir.path().to_path_buf(), &editor, &sent).unwrap();
+        let entries = s.editor.mcp_servers.as_ref().unwrap();
+        assert_eq!(entries.keys().collect::<Vec<_>>(), ["docs", "web"], "the SSE server skipped");
+        let web = &entries["web"];
+        assert_eq!(
+            (web.kind, web.url.as_deref(), web.literal),
+            (Some(McpServerKind::Http), Some("https://mcp.example/mcp"), true)
+        );
+        assert!(!entries["docs"].literal, "the settings' own servers are expanded as before");
+        // Resolved as the run resolves it: the client's header as it sent it.
+        let env = |k: &str| (k == "MY_TOKEN").then(|| "from-agentfix-env".to_string());
+        let config = Config::resolve(&Settings::default(), &s.editor, &env).unwrap();
+        let web = config.mcp.servers.iter().find(|c| c.name == "web").unwrap();
+        let McpTransport::Http(h) = &web.transport else { panic!("{web:?}") };
+        let headers: Vec<(&str, &str)> = h.headers.iter().map(|(k, v)| (k.as_str(), v.expose())).collect();
+        assert_eq!(headers, [("Authorization", "Bearer ${env:MY_TOKEN}"), ("X-A", "1")]);
+        assert_eq!(h.url.expose(), "https://mcp.example/mcp");
     }
 }

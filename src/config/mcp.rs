@@ -3,7 +3,8 @@
 //! taken whole by `mcp`. A server runs over stdio (`command`) or is reached
 //! over streamable HTTP (`url`, with `headers`); `${env:NAME}` in the url
 //! and the header values is resolved here, from the environment, into
-//! [`Secret`]s. An entry that cannot be used (neither or both of `command`
+//! [`Secret`]s, except in the servers an ACP client passes (`literal`),
+//! whose values are the client's own. An entry that cannot be used (neither or both of `command`
 //! and `url`, a variable not set, the legacy SSE transport) is kept with
 //! why ([`McpTransport::Unusable`]), so that server alone fails.
 
@@ -45,6 +46,14 @@ pub struct McpServerSettings {
     /// Longest wait in seconds for one tool call (default 60), and for the server to start and list its tools (at least 10).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
+    /// Set by agentfix, never by settings (it is not serialized): the url
+    /// and the header values are used as they are, with no `${env:…}`
+    /// expansion. The servers of an ACP client's `session/new` are: it
+    /// sends literal values, which may come from a project's editor
+    /// configuration, so they must not reach into agentfix's environment.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub literal: bool,
 }
 
 /// `mcpServers.<name>.type`.
@@ -161,7 +170,7 @@ impl Layers<'_> {
             (None | Some(McpServerKind::Stdio), Some(command), None) => {
                 McpTransport::Stdio { command, args: s.args.clone(), env: s.env.clone() }
             }
-            (None | Some(McpServerKind::Http), None, Some(url)) => match self.http(name, &url, &s.headers) {
+            (None | Some(McpServerKind::Http), None, Some(url)) => match self.http(name, &url, &s.headers, s.literal) {
                 Ok(http) => McpTransport::Http(http),
                 Err(why) => McpTransport::Unusable(why),
             },
@@ -171,22 +180,32 @@ impl Layers<'_> {
         }
     }
 
-    /// The HTTP server at `url` with `headers`, their `${env:…}` resolved.
-    fn http(&self, name: &str, url: &str, headers: &BTreeMap<String, String>) -> Result<HttpServer, String> {
+    /// The HTTP server at `url` with `headers`, their `${env:…}` resolved
+    /// unless `literal`.
+    fn http(
+        &self,
+        name: &str,
+        url: &str,
+        headers: &BTreeMap<String, String>,
+        literal: bool,
+    ) -> Result<HttpServer, String> {
         let mut used = Vec::new();
         let mut lookup = |var: &str| {
             let value = self.env(var);
             used.extend(value.clone().map(Secret::new));
             value
         };
-        let resolved = expand_env(url, &mut lookup).map_err(|e| format!("MCP server `{name}`: `url` {e}"))?;
+        let mut expand = |text: &str| {
+            if literal { Ok(text.to_string()) } else { expand_env(text, &mut lookup) }
+        };
+        let resolved = expand(url).map_err(|e| format!("MCP server `{name}`: `url` {e}"))?;
         if !(resolved.starts_with("http://") || resolved.starts_with("https://")) {
             return Err(format!("MCP server `{name}`: `url` must start with `http://` or `https://`"));
         }
         let headers = headers
             .iter()
             .map(|(k, v)| {
-                expand_env(v, &mut lookup)
+                expand(v)
                     .map(|v| (k.clone(), Secret::new(v)))
                     .map_err(|e| format!("MCP server `{name}`: header `{k}` {e}"))
             })
@@ -313,6 +332,45 @@ mod tests {
             unusable(&c.mcp, "missing"),
             "MCP server `missing`: header `Authorization` names the environment variable `NOT_SET`, which is not set"
         );
+    }
+
+    #[test]
+    fn a_literal_server_s_url_and_headers_are_used_as_they_are_and_settings_cannot_ask_for_it() {
+        let web = McpServerSettings {
+            url: Some("https://mcp.example/${env:MCP_PATH}".into()),
+            headers: [("Authorization".to_string(), "Bearer ${env:MY_TOKEN}".to_string())].into(),
+            literal: true,
+            ..Default::default()
+        };
+        let editor = Settings { mcp_servers: Some([("web".to_string(), web)].into()), ..Default::default() };
+        let c = resolve(&Settings::default(), &editor, &[("MY_TOKEN", "s3cr3t"), ("MCP_PATH", "v1")]).unwrap();
+        let McpTransport::Http(http) = &c.mcp.servers[0].transport else { panic!("{:?}", c.mcp) };
+        assert_eq!(http.url.expose(), "https://mcp.example/${env:MCP_PATH}");
+        let headers: Vec<(&str, &str)> = http.headers.iter().map(|(k, v)| (k.as_str(), v.expose())).collect();
+        assert_eq!(headers, [("Authorization", "Bearer ${env:MY_TOKEN}")]);
+        assert_eq!(http.secrets(), ["Bearer ${env:MY_TOKEN}"], "the header values stay secret");
+        // Not even a provider key's name is refused: nothing is looked up.
+        let literal = |url: &str| McpServerSettings { url: Some(url.into()), literal: true, ..Default::default() };
+        let editor = Settings {
+            mcp_servers: Some(
+                [
+                    ("key".to_string(), literal("https://x/${env:ANTHROPIC_API_KEY}")),
+                    ("ftp".into(), literal("ftp://x")),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        };
+        let c = resolve(&Settings::default(), &editor, &[("ANTHROPIC_API_KEY", "sk-ant-x")]).unwrap();
+        let key = c.mcp.servers.iter().find(|s| s.name == "key").unwrap();
+        assert!(
+            matches!(&key.transport, McpTransport::Http(h) if h.url.expose() == "https://x/${env:ANTHROPIC_API_KEY}")
+        );
+        assert!(unusable(&c.mcp, "ftp").contains("must start with `http://` or `https://`"));
+        // The flag is agentfix's alone: settings that write it are expanded.
+        let parsed: McpServerSettings =
+            serde_json::from_value(json!({"url": "https://x/mcp", "literal": true})).unwrap();
+        assert!(!parsed.literal);
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! Shared integration-test harness: a loopback mock of the Anthropic Messages and OpenAI Chat
 //! Completions APIs ([`mock_model`]), a fake LSP client driving the real server binary over stdio
-//! ([`editor`]), and small helpers for URIs and LSP text edits.
+//! ([`editor`]), the streamable HTTP MCP test server as a process ([`mcp_http`]), and small helpers
+//! for URIs and LSP text edits.
 #![allow(dead_code)]
 
 pub mod editor;
+pub mod mcp_http;
 pub mod rss;
 pub mod stdio;
 
