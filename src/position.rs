@@ -8,7 +8,9 @@
 //! Its parts:
 //! places in a text, 0-based as LSP counts them: `LineCol` (line, column in
 //! its producer's unit), `Span`, `LineRange` (whole lines, inclusive);
-//! 1-based numbers (`u64`) only for text a person or the model reads
+//! 1-based numbers (`u64`) only for text a person or the model reads;
+//! `char_column`: a column counted in a `ColumnUnit` (UTF-8 bytes, UTF-16
+//! units, characters) as characters of its line, clamped
 
 /// A 0-based line and 0-based column. The column's unit is that of whoever
 /// produced it, as an LSP `character` is: the negotiated encoding for the
@@ -82,6 +84,38 @@ impl LineRange {
     }
 }
 
+/// What a producer counts a line's columns in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnUnit {
+    /// Bytes of UTF-8.
+    Utf8,
+    /// UTF-16 code units (a character past U+FFFF is two).
+    Utf16,
+    /// Characters (Unicode scalar values): what a `LineCol` of ours counts.
+    Chars,
+}
+
+/// The 0-based character column of 0-based `column`, counted in `unit`, on
+/// `line` (its text without the `\n`), clamped as the documents'
+/// conversions are: past the line's end is its end (before a `\r`), inside
+/// a character is that character's start.
+pub fn char_column(line: &str, column: u32, unit: ColumnUnit) -> u32 {
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    let (mut units, mut chars) = (0usize, 0u32);
+    for c in line.chars() {
+        units += match unit {
+            ColumnUnit::Utf8 => c.len_utf8(),
+            ColumnUnit::Utf16 => c.len_utf16(),
+            ColumnUnit::Chars => 1,
+        };
+        if units > column as usize {
+            break;
+        }
+        chars += 1;
+    }
+    chars
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,5 +129,22 @@ mod tests {
         assert_eq!(LineRange::from_numbers(0, 1), LineRange::line(0));
         assert!(LineRange::new(2, 3).contains(3) && !LineRange::new(2, 3).contains(4));
         assert!(LineCol::new(1, 9) < LineCol::new(2, 0));
+    }
+
+    #[test]
+    fn columns_in_each_unit_become_characters_clamped() {
+        // `漢` is 3 bytes and 1 UTF-16 unit, `😀` 4 bytes and 2 units: `b`
+        // is at byte 8, unit 4, character 3.
+        let line = "a漢😀b\r";
+        assert_eq!(char_column(line, 8, ColumnUnit::Utf8), 3);
+        assert_eq!(char_column(line, 4, ColumnUnit::Utf16), 3);
+        assert_eq!(char_column(line, 3, ColumnUnit::Chars), 3);
+        // Inside a character: its start.
+        assert_eq!(char_column(line, 2, ColumnUnit::Utf8), 1);
+        assert_eq!(char_column(line, 3, ColumnUnit::Utf16), 2);
+        // Past the end: the end, the `\r` not counted.
+        assert_eq!(char_column(line, 99, ColumnUnit::Utf16), 4);
+        assert_eq!(char_column(line, 99, ColumnUnit::Chars), 4);
+        assert_eq!(char_column("", 5, ColumnUnit::Utf8), 0);
     }
 }

@@ -1,7 +1,8 @@
 //! `agentfix fix` for CI and scripts, against the mock model:
 //! `--diagnostics` (a file or stdin) becomes the run's problems and lines,
 //! `--all`, `--range`, `--model` and `--settings` as the top layer, and the
-//! usage errors (exit 2) of input that names nothing to fix.
+//! usage errors (exit 2) of input that names nothing to fix; pyright's UTF-16
+//! columns reaching the model in characters.
 
 mod common;
 
@@ -357,6 +358,36 @@ fn sarif_related_locations_reach_the_first_message() {
             "Fix this problem in `calc.py`:\n- line 6, column 16: error: Name `c` is not defined. [CodeQL py/undefined]\n  \
              range 6:16-6:17 covers `c`\n  py/undefined is documented at https://codeql.example/py-undefined\n  \
              related: util.py:2: a `mul` that multiplies its own parameters\n    |     return x * y\n\n"
+        ),
+        "{first}"
+    );
+}
+
+/// `pyright --outputjson` counts columns in UTF-16 units: past CJK (one
+/// unit) and an emoji (two) on a CRLF line, the column the model reads is
+/// in characters, and the range covers the name pyright meant.
+#[test]
+fn pyright_utf16_columns_reach_the_first_message_in_characters() {
+    let ws = workspace();
+    std::fs::write(ws.root.join("emoji.py"), "def mul(a, b):\r\n    s = '漢😀'; return a * c\r\n").unwrap();
+    let report = json!({"version": "1.1.414", "generalDiagnostics": [{
+        "file": ws.root.join("emoji.py"), "severity": "error", "message": "\"c\" is not defined",
+        "range": {"start": {"line": 1, "character": 26}, "end": {"line": 1, "character": 27}},
+        "rule": "reportUndefinedVariable"}]});
+    let mock = MockModel::start();
+    mock.push(tool_reply(&[(
+        "toolu_1",
+        "edit_file",
+        json!({"path": "emoji.py", "old_text": "a * c", "new_text": "a * b"}),
+    )]));
+    mock.push(text_reply("Use b, the parameter."));
+    let out = ws.run(Some(&mock), &["fix", "emoji.py", "--diagnostics", "-"], &report.to_string(), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let first = first_message(&mock);
+    assert!(
+        first.starts_with(
+            "Fix this problem in `emoji.py`:\n- line 2, column 26: error: \"c\" is not defined [pyright reportUndefinedVariable]\n  \
+             range 2:26-2:27 covers `c`\n"
         ),
         "{first}"
     );

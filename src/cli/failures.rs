@@ -11,21 +11,36 @@
 //!   word, a leading ruff code, a trailing mypy `[code]` or eslint
 //!   `[Error/rule]`. Other lines (source excerpts, carets, summaries) are
 //!   context and skipped; input where no line is a diagnostic is an error
-//!   naming its first line.
+//!   naming its first line. Columns are taken as characters: nothing on a
+//!   line says which tool wrote it, and rustc and ruff count characters,
+//!   while clang (bytes), gcc (display columns), eslint (UTF-16 units) and
+//!   mypy (bytes) differ from them after a non-ASCII character.
 //! - `cargo … --message-format=json` lines (`reason: compiler-message`; other
 //!   reasons are skipped) and `rustc --error-format=json` lines: the first
 //!   primary span of each diagnostic, to its end; the other labelled spans
 //!   and the children with a span (their suggestion said) as related
-//!   places, the children without one as notes, the code's link.
-//! - `pyright --outputjson`: `generalDiagnostics`, ranges 0-based.
-//! - `mypy -O json`: one object per line, `line` 1-based, `column` 0-based.
+//!   places, the children without one as notes, the code's link. Columns
+//!   1-based, in characters.
+//! - `pyright --outputjson`: `generalDiagnostics`, ranges 0-based, columns
+//!   in UTF-16 units (LSP's).
+//! - `mypy -O json`: one object per line, `line` 1-based, `column` 0-based
+//!   in UTF-8 bytes (Python's `ast` `col_offset`, which mypy passes on).
 //! - SARIF 2.1.0: `runs[].results[]`, the first physical location of each,
 //!   its region's end, its rule's `helpUri`, its `relatedLocations`.
+//!   Columns 1-based, in the run's `columnKind`: `unicodeCodePoints`
+//!   (characters) or `utf16CodeUnits`, which an absent one (the spec
+//!   requires it) or an unknown one is taken as.
 //!
-//! Paths are resolved against the workspace root, lexically: nothing here
-//! touches the file system, so a path that leads outside the root is never
-//! opened. Such diagnostics are left out and their paths reported. JSON that
-//! does not fit its shape is an error naming the line it is on.
+//! Columns in another unit than characters become characters of their line
+//! in the file's text, which the caller's `texts` gives: asked for once per
+//! file and parse, only for paths inside the root, and only when a column
+//! needs it. Where it gives none or the line is past the end, the column is
+//! kept as given.
+//!
+//! Paths are resolved against the workspace root, lexically, so a path that
+//! leads outside the root is never opened. Such diagnostics are left out and
+//! their paths reported. JSON that does not fit its shape is an error naming
+//! the line it is on.
 //!
 //! Its parts:
 //! `--diagnostics` input to `diagnostic::Diagnostic`s with their paths:
@@ -33,11 +48,13 @@
 //! `path:line:col: message`, cargo/rustc JSON lines, pyright JSON, mypy JSON
 //! lines, SARIF 2.1.0) over typed serde structs; paths resolved lexically
 //! against the root (`workspace::normalize`), those outside left out and
-//! named, never opened; bad input is an error naming its line
+//! named, never opened; columns turned from each format's unit into
+//! characters of the line (`position::char_column`) in the texts the caller
+//! gives, each file's asked for once; bad input is an error naming its line
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use regex::Regex;
 use serde::Deserialize;
@@ -45,7 +62,7 @@ use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
 use crate::diagnostic::{Diagnostic, Related, Severity};
-use crate::position::LineCol;
+use crate::position::{ColumnUnit, LineCol, char_column};
 use crate::workspace::normalize;
 
 /// The shapes of input understood.
@@ -104,15 +121,20 @@ pub enum FailuresError {
     Line { line: usize, why: String },
 }
 
+/// The text of a file a diagnostic is about (absolute, inside the root),
+/// or `None` when it cannot be read.
+pub type Texts<'a> = &'a dyn Fn(&Path) -> Option<Arc<String>>;
+
 /// Reads `text` (any of the formats above) with paths relative to `root`
-/// (absolute, normalised).
-pub fn parse(text: &str, root: &Path) -> Result<Failures, FailuresError> {
+/// (absolute, normalised), columns turned into characters in the files'
+/// `texts`.
+pub fn parse(text: &str, root: &Path, texts: Texts) -> Result<Failures, FailuresError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let first = text.trim_start();
     if first.is_empty() {
         return Err(FailuresError::Empty);
     }
-    let mut sink = Sink { root, found: Vec::new(), outside: Vec::new() };
+    let mut sink = Sink { root, found: Vec::new(), outside: Vec::new(), texts, files: HashMap::new() };
     let format = if first.starts_with('{') { json(text, &mut sink)? } else { plain(text, &mut sink)? };
     let Sink { found, outside, .. } = sink;
     if found.is_empty() && outside.is_empty() {
@@ -127,19 +149,40 @@ pub fn parse(text: &str, root: &Path) -> Result<Failures, FailuresError> {
     Ok(Failures { format, diagnostics, outside })
 }
 
-/// Collects diagnostics, resolving their paths.
+/// Collects diagnostics, resolving their paths and turning their columns
+/// into characters.
 struct Sink<'a> {
     root: &'a Path,
     found: Vec<Located>,
     outside: Vec<String>,
+    texts: Texts<'a>,
+    /// Each file asked for, once: its lines, or `None` when it has no text.
+    files: HashMap<PathBuf, Option<Lines>>,
 }
 
 impl Sink<'_> {
-    /// Adds a diagnostic about `path` (relative to the root, or absolute).
-    fn add(&mut self, path: &str, diagnostic: Diagnostic) {
-        match self.resolve(path) {
-            Some(path) => self.found.push(Located { path, diagnostic }),
-            None => self.reject(path),
+    /// Adds a diagnostic about `path` (relative to the root, or absolute)
+    /// whose columns count `unit`s.
+    fn add(&mut self, path: &str, mut diagnostic: Diagnostic, unit: ColumnUnit) {
+        let Some(path) = self.resolve(path) else { return self.reject(path) };
+        if unit != ColumnUnit::Chars {
+            diagnostic.at = self.in_chars(&path, diagnostic.at, unit);
+            diagnostic.end = diagnostic.end.map(|end| self.in_chars(&path, end, unit));
+        }
+        self.found.push(Located { path, diagnostic });
+    }
+
+    /// `at`'s column (in `unit`) in characters of its line of `path`; as
+    /// given when the file has no text or no such line.
+    fn in_chars(&mut self, path: &Path, at: LineCol, unit: ColumnUnit) -> LineCol {
+        let texts = self.texts;
+        let lines = self.files.entry(path.to_path_buf()).or_insert_with(|| texts(path).map(Lines::new));
+        match lines.as_ref().and_then(|l| l.line(at.line)) {
+            Some(line) => LineCol::new(at.line, char_column(line, at.column, unit)),
+            None => {
+                tracing::debug!("{}: no line {} to count its column in, kept", path.display(), at.line_number());
+                at
+            }
         }
     }
 
@@ -162,6 +205,27 @@ impl Sink<'_> {
         if !self.outside.iter().any(|p| p == path) {
             self.outside.push(path.to_string());
         }
+    }
+}
+
+/// A file's text and where each of its lines starts.
+struct Lines {
+    text: Arc<String>,
+    starts: Vec<usize>,
+}
+
+impl Lines {
+    fn new(text: Arc<String>) -> Self {
+        let starts = std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect();
+        Self { text, starts }
+    }
+
+    /// 0-based `line` without its `\n` (the empty line after a final one
+    /// is a line); `None` past the end.
+    fn line(&self, line: u32) -> Option<&str> {
+        let start = *self.starts.get(line as usize)?;
+        let end = self.starts.get(line as usize + 1).map_or(self.text.len(), |next| next - 1);
+        self.text.get(start..end)
     }
 }
 
@@ -229,7 +293,7 @@ fn plain(text: &str, sink: &mut Sink) -> Result<Format, FailuresError> {
     let mut any = false;
     for line in text.lines() {
         if let Some((path, d)) = plain_line(line) {
-            sink.add(path, d);
+            sink.add(path, d, ColumnUnit::Chars);
             any = true;
         }
     }
@@ -470,7 +534,7 @@ fn rustc(d: RustcDiagnostic, sink: &mut Sink) {
             found.related.extend(sink.related(&s.file_name, s.start().line, message));
         }
     }
-    sink.add(&span.file_name, found);
+    sink.add(&span.file_name, found, ColumnUnit::Chars);
 }
 
 // pyright ----------------------------------------------------------------------
@@ -508,7 +572,7 @@ struct PyrightRange {
     end: Option<PyrightPosition>,
 }
 
-/// 0-based, as LSP.
+/// 0-based, as LSP: `character` in UTF-16 units.
 #[derive(Deserialize)]
 struct PyrightPosition {
     line: u64,
@@ -533,7 +597,7 @@ fn pyright(report: PyrightReport, sink: &mut Sink) {
         let at = place(&range.start);
         let mut found = diagnostic(at.line, at.column, severity, d.message, Some("pyright"), d.rule);
         found.end = range.end.as_ref().map(place);
-        sink.add(&d.file, found);
+        sink.add(&d.file, found, ColumnUnit::Utf16);
     }
 }
 
@@ -545,7 +609,7 @@ struct MypyMessage {
     file: String,
     /// 1-based (-1 when unknown).
     line: i64,
-    /// 0-based (-1 when unknown).
+    /// 0-based (-1 when unknown), in UTF-8 bytes.
     column: i64,
     message: String,
     hint: Option<String>,
@@ -575,7 +639,8 @@ fn mypy(m: MypyMessage, sink: &mut Sink) {
         None => m.message,
     };
     let line = clamp(m.line.max(1) - 1);
-    sink.add(&m.file, diagnostic(line, clamp(m.column), severity, message, Some("mypy"), m.code));
+    let found = diagnostic(line, clamp(m.column), severity, message, Some("mypy"), m.code);
+    sink.add(&m.file, found, ColumnUnit::Utf8);
 }
 
 // SARIF ------------------------------------------------------------------------------
@@ -599,6 +664,31 @@ struct SarifRun {
     /// What `artifactLocation.uriBaseId` names (`%SRCROOT%` → `file:///w/`).
     #[serde(default)]
     original_uri_base_ids: BTreeMap<String, SarifArtifactLocation>,
+    /// What the regions' columns count.
+    #[serde(default)]
+    column_kind: SarifColumnKind,
+}
+
+/// A run's `columnKind`. The spec requires one in a run with results and
+/// gives no default; an absent or unknown one is taken as UTF-16 units,
+/// what .NET, Java and JavaScript tools count (ESLint's SARIF has none).
+#[derive(Deserialize, Default, Clone, Copy)]
+#[serde(rename_all = "camelCase")]
+enum SarifColumnKind {
+    #[default]
+    Utf16CodeUnits,
+    UnicodeCodePoints,
+    #[serde(other)]
+    Other,
+}
+
+impl SarifColumnKind {
+    fn unit(self) -> ColumnUnit {
+        match self {
+            SarifColumnKind::UnicodeCodePoints => ColumnUnit::Chars,
+            SarifColumnKind::Utf16CodeUnits | SarifColumnKind::Other => ColumnUnit::Utf16,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -687,7 +777,7 @@ struct SarifArtifact {
 struct SarifRegion {
     /// 1-based; absent for regions given by byte offsets only.
     start_line: Option<u64>,
-    /// 1-based, default 1.
+    /// 1-based, default 1, in the run's `columnKind`.
     start_column: Option<u64>,
     /// 1-based, default `startLine`.
     end_line: Option<u64>,
@@ -744,7 +834,7 @@ fn sarif(log: SarifLog, sink: &mut Sink) -> Result<(), String> {
                 }
             }
             match sarif_path(location, run) {
-                Ok(path) => sink.add(&path, d),
+                Ok(path) => sink.add(&path, d, run.column_kind.unit()),
                 Err(shown) => sink.reject(&shown),
             }
         }
@@ -830,11 +920,46 @@ fn percent_decode(s: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     const ROOT: &str = "/w/проект";
 
+    /// No file has a text: columns are kept as given.
+    fn parse(text: &str, root: &Path) -> Result<Failures, FailuresError> {
+        super::parse(text, root, &|_| None)
+    }
+
     fn parsed(text: &str) -> Failures {
         parse(text, Path::new(ROOT)).unwrap_or_else(|e| panic!("{e}\n{text}"))
+    }
+
+    /// CRLF with a final line break: `'a'` is at UTF-16 unit 20, byte 24,
+    /// character 19 (`漢` is 1 unit and 3 bytes, `😀` 2 units and 4 bytes);
+    /// the line has 22 characters.
+    const A_PY: &str = "s = '漢😀'; x: int = 'a'\r\nt = 1\r\n";
+    /// LF without one: on line 1 `y` is at unit 6, byte 10, character 5.
+    const B_PY: &str = "x = 1\n漢😀 = y";
+
+    /// `text` parsed with `a.py` and `b.py` of the root as above (any
+    /// other file has no text), and the paths asked for, in order.
+    fn parsed_with_files(text: &str) -> (Failures, Vec<PathBuf>) {
+        let asked = std::cell::RefCell::new(Vec::new());
+        let texts = |path: &Path| {
+            asked.borrow_mut().push(path.to_path_buf());
+            let rel = path.strip_prefix(ROOT).ok()?.to_str()?;
+            [("a.py", A_PY), ("b.py", B_PY)].iter().find(|(name, _)| *name == rel).map(|(_, t)| Arc::new(t.to_string()))
+        };
+        let f = super::parse(text, Path::new(ROOT), &texts).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        (f, asked.into_inner())
+    }
+
+    /// Each diagnostic's start and end.
+    fn places(f: &Failures) -> Vec<(LineCol, Option<LineCol>)> {
+        f.diagnostics.iter().map(|l| (l.diagnostic.at, l.diagnostic.end)).collect()
+    }
+
+    fn files(names: &[&str]) -> Vec<PathBuf> {
+        names.iter().map(|n| Path::new(ROOT).join(n)).collect()
     }
 
     /// `(path relative to the root, 1-based line, 1-based column, severity, message, source, code)`.
@@ -1258,5 +1383,96 @@ src/main.rs:5: warning: unused variable: `y`
         let by_index = &f.diagnostics[1].diagnostic;
         assert_eq!(by_index.end, Some(LineCol::new(5, 1)));
         assert_eq!(by_index.code_link.as_deref(), Some("https://codeql.example/js-unused"));
+    }
+
+    /// pyright's UTF-16 columns become characters: past an emoji (two
+    /// units) and CJK (one), on a CRLF line, on the last line of a file
+    /// without a final newline, clamped past the line's end; a line past
+    /// the end and a file that cannot be read keep the column as given.
+    /// Each file is asked for once.
+    #[test]
+    fn pyright_columns_are_utf16_units_turned_into_characters() {
+        let d = |file: &str, (l0, c0): (u32, u32), (l1, c1): (u32, u32)| {
+            json!({"file": format!("{ROOT}/{file}"), "severity": "error", "message": "m",
+                   "range": {"start": {"line": l0, "character": c0}, "end": {"line": l1, "character": c1}}})
+        };
+        let report = json!({"generalDiagnostics": [
+            d("a.py", (0, 20), (0, 23)),
+            d("b.py", (1, 6), (1, 7)),
+            d("a.py", (0, 8), (0, 99)),
+            d("a.py", (9, 20), (9, 21)),
+            d("gone.py", (0, 20), (0, 23)),
+            d("a.py", (1, 4), (1, 5)),
+        ]});
+        let (f, asked) = parsed_with_files(&report.to_string());
+        let at = LineCol::new;
+        assert_eq!(
+            places(&f),
+            [
+                (at(0, 19), Some(at(0, 22))),
+                (at(1, 5), Some(at(1, 6))),
+                (at(0, 7), Some(at(0, 22))),
+                (at(9, 20), Some(at(9, 21))),
+                (at(0, 20), Some(at(0, 23))),
+                (at(1, 4), Some(at(1, 5))),
+            ]
+        );
+        assert_eq!(asked, files(&["a.py", "b.py", "gone.py"]));
+    }
+
+    /// SARIF's columns, 1-based, in the run's `columnKind`: UTF-16 units
+    /// when it is absent, characters for `unicodeCodePoints`; the same
+    /// place written both ways comes out the same.
+    #[test]
+    fn sarif_columns_follow_the_runs_column_kind() {
+        let result = |file: &str, line: u32, from: u32, to: u32| {
+            json!({"message": {"text": "m"}, "locations": [{"physicalLocation": {
+                "artifactLocation": {"uri": file}, "region": {"startLine": line, "startColumn": from, "endColumn": to}}}]})
+        };
+        let log = json!({"version": "2.1.0", "runs": [
+            {"tool": {"driver": {"name": "utf16"}},
+             "results": [result("a.py", 1, 21, 24), result("b.py", 2, 7, 8), result("gone.py", 1, 21, 24)]},
+            {"tool": {"driver": {"name": "points"}}, "columnKind": "unicodeCodePoints",
+             "results": [result("a.py", 1, 20, 23), result("b.py", 2, 6, 7)]},
+            {"tool": {"driver": {"name": "utf16, said"}}, "columnKind": "utf16CodeUnits",
+             "results": [result("b.py", 2, 7, 8)]},
+        ]});
+        let (f, asked) = parsed_with_files(&serde_json::to_string_pretty(&log).unwrap());
+        let at = LineCol::new;
+        let (a, b) = ((at(0, 19), Some(at(0, 22))), (at(1, 5), Some(at(1, 6))));
+        let sources: Vec<_> = f.diagnostics.iter().map(|l| l.diagnostic.source.as_deref().unwrap()).collect();
+        assert_eq!(sources, ["utf16", "utf16", "utf16", "points", "points", "utf16, said"]);
+        assert_eq!(places(&f), [a, b, (at(0, 20), Some(at(0, 23))), a, b, b]);
+        assert_eq!(asked, files(&["a.py", "b.py", "gone.py"]), "a run in characters asks for no text");
+    }
+
+    /// mypy's 0-based columns are UTF-8 bytes.
+    #[test]
+    fn mypy_columns_are_bytes_turned_into_characters() {
+        let line = |file: &str, line: i64, column: i64| {
+            json!({"file": file, "line": line, "column": column, "message": "m", "hint": null, "code": null,
+                   "severity": "error"})
+            .to_string()
+        };
+        let text = [line("a.py", 1, 24), line("b.py", 2, 10), line("b.py", 2, 2), line("gone.py", 1, 24)].join("\n");
+        let (f, asked) = parsed_with_files(&text);
+        let at = LineCol::new;
+        // Byte 2 is inside `漢`: its start.
+        assert_eq!(places(&f), [(at(0, 19), None), (at(1, 5), None), (at(1, 0), None), (at(0, 24), None)]);
+        assert_eq!(asked, files(&["a.py", "b.py", "gone.py"]));
+    }
+
+    /// rustc's columns and plain text's are characters already: kept, and
+    /// no file is asked for.
+    #[test]
+    fn rustc_and_plain_columns_are_characters_and_read_nothing() {
+        let (f, asked) = parsed_with_files("a.py:1:20: error: x\r\nb.py:2:6: warning: y\r\n");
+        assert_eq!(places(&f), [(LineCol::new(0, 19), None), (LineCol::new(1, 5), None)]);
+        let span = json!({"file_name": "b.py", "line_start": 2, "line_end": 2, "column_start": 6, "column_end": 7,
+                          "is_primary": true, "label": null});
+        let rustc = json!({"message": "m", "level": "error", "spans": [span], "children": []});
+        let (g, more) = parsed_with_files(&rustc.to_string());
+        assert_eq!(places(&g), [(LineCol::new(1, 5), Some(LineCol::new(1, 6)))]);
+        assert!(asked.is_empty() && more.is_empty(), "{asked:?} {more:?}");
     }
 }

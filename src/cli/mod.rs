@@ -55,7 +55,7 @@ use crate::position::LineRange;
 use crate::pricing::format_tokens;
 use crate::providers::{self, ModelClient};
 use crate::tools::{Approval, Approver};
-use crate::workspace::{NoBuffers, Workspace, real_path, runs_code, unified_diff};
+use crate::workspace::{NoBuffers, Overlay, Workspace, real_path, runs_code, unified_diff};
 
 /// Exit codes of `agentfix fix`.
 pub mod exit {
@@ -697,7 +697,7 @@ fn prepare(args: &FixArgs, say: &dyn Fn(&str)) -> Result<(Prepared, Arc<dyn Mode
     let prepared =
         setup.prepare(Roots::Containing(vec![root]), &request, Arc::new(NoBuffers)).map_err(|e| e.to_string())?;
     let path = &request.target.path;
-    (request.target.lines, request.target.problems) = match choose_lines(args, prepared.workspace(), path, say) {
+    (request.target.lines, request.target.problems) = match choose_lines(args, &prepared.overlay, path, say) {
         // A follow-up needs no lines: its message says what to look at.
         Err(_) if args.continue_run && args.line.is_none() && args.range.is_none() && args.diagnostics.is_none() => {
             (LineRange::line(0), Vec::new())
@@ -738,13 +738,16 @@ const MAX_DIAGNOSTICS_INPUT: u64 = 64 << 20;
 
 /// The run's lines and problems: from `--line`/`--range`, from the
 /// diagnostics given for the file (the first, or `--all`), or both (the
-/// diagnostics on those lines).
+/// diagnostics on those lines). The files the diagnostics name are read
+/// (for their columns) through a fresh overlay of the run's workspace, as
+/// the run reads them but without pinning them as its bases.
 fn choose_lines(
     args: &FixArgs,
-    workspace: &Workspace,
+    overlay: &Overlay,
     path: &Path,
     say: &dyn Fn(&str),
 ) -> Result<(LineRange, Vec<Diagnostic>), String> {
+    let workspace = overlay.workspace();
     let shown = workspace.display(path);
     let given = args.line.map(|n| LineRange::from_numbers(n, n)).or(args.range);
     if let Some(lines) = given {
@@ -760,7 +763,8 @@ fn choose_lines(
             .ok_or_else(|| "say which lines: --line, --range or --diagnostics".into());
     };
     let text = read_diagnostics(source)?;
-    let found = failures::parse(&text, workspace.primary_root()).map_err(|e| e.to_string())?;
+    let files = overlay.fresh();
+    let found = failures::parse(&text, workspace.primary_root(), &|p| files.read(p).ok()).map_err(|e| e.to_string())?;
     if !found.outside.is_empty() {
         say(&format!(
             "left out the diagnostics of {} path(s) outside the workspace root (never opened): {}",

@@ -12,7 +12,7 @@ use tower_lsp_server::ls_types as lsp;
 use super::uri::uri_to_path;
 use super::{FixChange, Location, QuickFix, Symbol};
 use crate::diagnostic::{Diagnostic, Related, Severity};
-use crate::position::{LineCol, LineRange, Span};
+use crate::position::{self, ColumnUnit, LineCol, LineRange, Span};
 
 pub fn symbol_kind(kind: lsp::SymbolKind) -> &'static str {
     use lsp::SymbolKind as K;
@@ -141,21 +141,11 @@ pub fn hover_text(hover: Option<lsp::Hover>) -> Option<String> {
 }
 
 /// The character column of a server's `character` on 0-based `line` of
-/// `text` (UTF-8 bytes, else UTF-16 units), clamped as the documents'
-/// conversions are: past the line's end is its end (before a `\r`), inside
-/// a code point is that code point's start.
+/// `text` (UTF-8 bytes, else UTF-16 units), clamped as
+/// `position::char_column` is; a line past the end is an empty one.
 pub fn char_column(text: &str, line: u32, character: u32, utf8: bool) -> u32 {
     let line_text = text.split('\n').nth(line as usize).unwrap_or("");
-    let line_text = line_text.strip_suffix('\r').unwrap_or(line_text);
-    let (mut units, mut chars) = (0usize, 0u32);
-    for c in line_text.chars() {
-        units += if utf8 { c.len_utf8() } else { c.len_utf16() };
-        if units > character as usize {
-            break;
-        }
-        chars += 1;
-    }
-    chars
+    position::char_column(line_text, character, if utf8 { ColumnUnit::Utf8 } else { ColumnUnit::Utf16 })
 }
 
 /// Ours of a server's position: its column in characters when the text it
